@@ -1,0 +1,410 @@
+//! File I/O policy shared by every tool:
+//!
+//! * inputs are memory-mapped (read fully for stdin, pipes and devices);
+//! * outputs are staged in temporary files next to their destination and
+//!   renamed into place only when every output of the run has been written,
+//!   so a failed run creates nothing and changes nothing;
+//! * an input that is also an output is safe: the input stays mapped on the
+//!   old inode while the new file is renamed over the path;
+//! * payloads borrowed from a mapped input are copied by the kernel
+//!   (`copy_file_range`), falling back to ordinary writes.
+
+use offload_format::plan::{Piece, Plan};
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// The text LLVM prints for an I/O error: the system message without Rust's
+/// " (os error N)" suffix.
+pub fn error_text(e: &io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error ") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
+enum Backing {
+    Mapped { map: memmap2::Mmap, file: File },
+    Owned(Vec<u8>),
+}
+
+/// One input file, as bytes.
+pub struct Input {
+    /// The path as given on the command line (`-` for stdin).
+    pub path: String,
+    backing: Backing,
+}
+
+impl Input {
+    /// Opens `path` (`-` reads standard input).
+    pub fn open(path: &str) -> io::Result<Input> {
+        if path == "-" {
+            let mut buf = Vec::new();
+            io::stdin().lock().read_to_end(&mut buf)?;
+            return Ok(Input::from_bytes(path, buf));
+        }
+        let file = File::open(path)?;
+        let meta = file.metadata()?;
+        if meta.is_dir() {
+            return Err(io::Error::from_raw_os_error(libc::EISDIR));
+        }
+        if meta.is_file() && meta.len() > 0 {
+            // SAFETY: the map is read-only and private to this process. As with
+            // every mmap-based tool, a file truncated by another process while
+            // we read it can fault; the tools never write to their inputs.
+            let map = unsafe { memmap2::Mmap::map(&file)? };
+            return Ok(Input { path: path.to_string(), backing: Backing::Mapped { map, file } });
+        }
+        let mut buf = Vec::new();
+        (&file).read_to_end(&mut buf)?;
+        Ok(Input::from_bytes(path, buf))
+    }
+
+    /// An input held in memory (tests, stdin, decompressed data).
+    pub fn from_bytes(path: &str, bytes: Vec<u8>) -> Input {
+        Input { path: path.to_string(), backing: Backing::Owned(bytes) }
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        match &self.backing {
+            Backing::Mapped { map, .. } => map,
+            Backing::Owned(v) => v,
+        }
+    }
+
+    /// If `slice` lies inside this input's mapped file: the file and the
+    /// slice's offset in it.
+    fn locate(&self, slice: &[u8]) -> Option<(&File, u64)> {
+        let Backing::Mapped { map, file } = &self.backing else { return None };
+        let base = map.as_ptr() as usize;
+        let start = slice.as_ptr() as usize;
+        let end = start.checked_add(slice.len())?;
+        (start >= base && end <= base + map.len()).then(|| (file, (start - base) as u64))
+    }
+}
+
+fn umask() -> u32 {
+    static MASK: OnceLock<u32> = OnceLock::new();
+    *MASK.get_or_init(|| {
+        // SAFETY: umask cannot fail; it is set back at once. The tools call
+        // this from their only thread.
+        unsafe {
+            let old = libc::umask(0o022);
+            libc::umask(old);
+            old as u32
+        }
+    })
+}
+
+/// Writes plans to a file, batching small pieces and handing borrowed
+/// payloads to the kernel.
+struct PlanWriter<'f> {
+    out: &'f File,
+    buf: Vec<u8>,
+    kernel_copy: bool,
+}
+
+impl PlanWriter<'_> {
+    const BUF: usize = 1 << 16;
+
+    fn flush(&mut self) -> io::Result<()> {
+        if !self.buf.is_empty() {
+            let mut out = self.out;
+            out.write_all(&self.buf)?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
+        if self.buf.len() + bytes.len() > Self::BUF {
+            self.flush()?;
+            if bytes.len() > Self::BUF {
+                let mut out = self.out;
+                return out.write_all(bytes);
+            }
+        }
+        self.buf.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    /// Copies `len` bytes at `offset` of `src` with copy_file_range; returns
+    /// how many bytes were copied before the kernel declined.
+    fn kernel_copy(&mut self, src: &File, offset: u64, len: u64) -> io::Result<u64> {
+        self.flush()?;
+        let mut done = 0u64;
+        while done < len {
+            let mut off_in = libc::loff_t::try_from(offset + done).map_err(|_| io::ErrorKind::InvalidInput)?;
+            let chunk = usize::try_from(len - done).unwrap_or(usize::MAX).min(1 << 30);
+            // SAFETY: both descriptors are open for the duration of the call;
+            // the kernel reads from `src` at `off_in` and appends to `out`
+            // at its file position.
+            let n = unsafe {
+                libc::copy_file_range(
+                    src.as_raw_fd(),
+                    &mut off_in,
+                    self.out.as_raw_fd(),
+                    std::ptr::null_mut(),
+                    chunk,
+                    0,
+                )
+            };
+            if n <= 0 {
+                if n < 0 {
+                    self.kernel_copy = false;
+                }
+                break;
+            }
+            done += n as u64;
+        }
+        Ok(done)
+    }
+
+    fn piece(&mut self, piece: &Piece, inputs: &[&Input]) -> io::Result<()> {
+        match piece {
+            Piece::Zeros(n) => {
+                let zeros = [0u8; 4096];
+                let mut left = *n;
+                while left > 0 {
+                    let k = left.min(zeros.len() as u64) as usize;
+                    self.write(&zeros[..k])?;
+                    left -= k as u64;
+                }
+                Ok(())
+            }
+            Piece::Bytes(bytes) => {
+                // Small pieces are cheaper to copy through the buffer.
+                if self.kernel_copy && bytes.len() >= 1 << 16 {
+                    if let Some((file, offset)) = inputs.iter().find_map(|i| i.locate(bytes)) {
+                        let done = self.kernel_copy(file, offset, bytes.len() as u64)?;
+                        return self.write(&bytes[done as usize..]);
+                    }
+                }
+                self.write(bytes)
+            }
+        }
+    }
+}
+
+fn write_plan_to(out: &File, plan: &Plan, inputs: &[&Input]) -> io::Result<()> {
+    let mut w = PlanWriter { out, buf: Vec::with_capacity(PlanWriter::BUF), kernel_copy: true };
+    for p in &plan.pieces {
+        w.piece(p, inputs)?;
+    }
+    w.flush()
+}
+
+enum Staged {
+    /// Written to stdout at commit.
+    Stdout(Vec<u8>),
+    /// A temporary file to rename over `dest`.
+    Renamed { dest: PathBuf, tmp: tempfile::NamedTempFile },
+    /// A device or pipe: written directly at commit.
+    Direct { dest: PathBuf, data: Vec<u8> },
+}
+
+/// Outputs of one run, written all together or not at all.
+#[derive(Default)]
+pub struct Outputs {
+    staged: Vec<Staged>,
+}
+
+/// Where an output failed, for `'<path>': <reason>` messages.
+#[derive(Debug)]
+pub struct OutputError {
+    pub path: String,
+    pub error: io::Error,
+}
+
+impl std::fmt::Display for OutputError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "'{}': {}", self.path, error_text(&self.error))
+    }
+}
+
+impl Outputs {
+    pub fn new() -> Self {
+        Outputs::default()
+    }
+
+    /// Writes `plan` for `path` into a staging file; nothing is visible at
+    /// `path` until [`Outputs::commit`].
+    pub fn stage(&mut self, path: &str, plan: &Plan, inputs: &[&Input]) -> Result<(), OutputError> {
+        let err = |error| OutputError { path: path.to_string(), error };
+        if path == "-" {
+            self.staged.push(Staged::Stdout(plan.to_vec()));
+            return Ok(());
+        }
+        let mut dest = PathBuf::from(path);
+        if let Ok(meta) = fs::symlink_metadata(&dest) {
+            if meta.file_type().is_symlink() {
+                // Replace what the link points at, not the link.
+                if let Ok(real) = fs::canonicalize(&dest) {
+                    dest = real;
+                }
+            }
+        }
+        let existing = fs::metadata(&dest).ok();
+        if let Some(meta) = &existing {
+            let ft = meta.file_type();
+            if ft.is_char_device() || ft.is_fifo() || ft.is_block_device() || ft.is_socket() {
+                self.staged.push(Staged::Direct { dest, data: plan.to_vec() });
+                return Ok(());
+            }
+            if meta.is_dir() {
+                return Err(err(io::Error::from_raw_os_error(libc::EISDIR)));
+            }
+        }
+        let dir = match dest.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!(".{name}."))
+            .suffix(".tmp")
+            .tempfile_in(&dir)
+            .map_err(|e| err(normalize_create_error(e, &dir)))?;
+        let mode = existing.map(|m| m.permissions().mode() & 0o7777).unwrap_or(0o666 & !umask());
+        tmp.as_file().set_permissions(fs::Permissions::from_mode(mode)).map_err(err)?;
+        write_plan_to(tmp.as_file(), plan, inputs).map_err(err)?;
+        self.staged.push(Staged::Renamed { dest, tmp });
+        Ok(())
+    }
+
+    /// Moves every staged output into place. Staging files of a run that is
+    /// dropped without commit are deleted.
+    pub fn commit(self) -> Result<(), OutputError> {
+        for s in self.staged {
+            match s {
+                Staged::Stdout(data) => {
+                    let mut out = io::stdout().lock();
+                    out.write_all(&data)
+                        .and_then(|_| out.flush())
+                        .map_err(|error| OutputError { path: "-".into(), error })?;
+                }
+                Staged::Direct { dest, data } => {
+                    fs::OpenOptions::new()
+                        .write(true)
+                        .open(&dest)
+                        .and_then(|mut f| f.write_all(&data))
+                        .map_err(|error| OutputError { path: dest.display().to_string(), error })?;
+                }
+                Staged::Renamed { dest, tmp } => {
+                    tmp.persist(&dest).map_err(|e| OutputError { path: dest.display().to_string(), error: e.error })?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// tempfile reports a missing directory as ENOENT with its own wording; keep
+/// the system's message.
+fn normalize_create_error(e: io::Error, dir: &Path) -> io::Error {
+    if !dir.exists() {
+        return io::Error::from_raw_os_error(libc::ENOENT);
+    }
+    match e.raw_os_error() {
+        Some(code) => io::Error::from_raw_os_error(code),
+        None => e,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn staged_outputs_appear_only_on_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a");
+        let b = dir.path().join("b");
+        fs::write(&a, b"old").unwrap();
+        let mut outs = Outputs::new();
+        outs.stage(a.to_str().unwrap(), &Plan::borrowed(b"new-a"), &[]).unwrap();
+        outs.stage(b.to_str().unwrap(), &Plan::borrowed(b"new-b"), &[]).unwrap();
+        assert_eq!(fs::read(&a).unwrap(), b"old");
+        assert!(!b.exists());
+        outs.commit().unwrap();
+        assert_eq!(fs::read(&a).unwrap(), b"new-a");
+        assert_eq!(fs::read(&b).unwrap(), b"new-b");
+    }
+
+    #[test]
+    fn dropped_outputs_leave_nothing_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a");
+        let mut outs = Outputs::new();
+        outs.stage(a.to_str().unwrap(), &Plan::borrowed(b"x"), &[]).unwrap();
+        drop(outs);
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn missing_directory_is_reported_like_llvm() {
+        let mut outs = Outputs::new();
+        let e = outs.stage("/nonexistent-dir/x", &Plan::new(), &[]).unwrap_err();
+        assert_eq!(e.to_string(), "'/nonexistent-dir/x': No such file or directory");
+    }
+
+    #[test]
+    fn large_borrowed_pieces_are_copied_from_the_mapped_input() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        fs::write(&src, &data).unwrap();
+        let input = Input::open(src.to_str().unwrap()).unwrap();
+        let mut plan = Plan::new();
+        plan.own(b"head".to_vec());
+        plan.borrow(&input.bytes()[1000..250_000]);
+        plan.zeros(3);
+        plan.borrow(&input.bytes()[5..9]);
+        let out = dir.path().join("out");
+        let mut outs = Outputs::new();
+        outs.stage(out.to_str().unwrap(), &plan, &[&input]).unwrap();
+        outs.commit().unwrap();
+        assert_eq!(fs::read(&out).unwrap(), plan.to_vec());
+    }
+
+    #[test]
+    fn same_path_as_input_and_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        let data = vec![7u8; 200_000];
+        fs::write(&p, &data).unwrap();
+        let input = Input::open(p.to_str().unwrap()).unwrap();
+        let mut plan = Plan::new();
+        plan.own(b"prefix".to_vec());
+        plan.borrow(input.bytes());
+        let mut outs = Outputs::new();
+        outs.stage(p.to_str().unwrap(), &plan, &[&input]).unwrap();
+        outs.commit().unwrap();
+        let got = fs::read(&p).unwrap();
+        assert_eq!(&got[..6], b"prefix");
+        assert_eq!(&got[6..], &data[..]);
+        // The old mapping still shows the old content.
+        assert_eq!(input.bytes(), &data[..]);
+    }
+
+    #[test]
+    fn new_files_get_umask_permissions() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("perm");
+        let mut outs = Outputs::new();
+        outs.stage(p.to_str().unwrap(), &Plan::borrowed(b"x"), &[]).unwrap();
+        outs.commit().unwrap();
+        let mode = fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o666 & !umask());
+    }
+
+    #[test]
+    fn error_text_drops_the_os_error_suffix() {
+        let e = io::Error::from_raw_os_error(libc::ENOENT);
+        assert_eq!(error_text(&e), "No such file or directory");
+    }
+}

@@ -1,0 +1,10 @@
+//! Readers and writers for the binary containers of Clang's offloading
+//! toolchains: offload bundles (binary, text, compressed, inside objects and
+//! archives), OffloadBinary packages, and the offload wrapper module.
+//!
+//! Every reader works on a byte slice without copying and checks every
+//! offset and size against the slice before use; no input makes it panic.
+//! Writers produce [`plan::Plan`]s or byte vectors; nothing here does I/O.
+
+pub mod plan;
+pub mod target_id;

@@ -1,0 +1,77 @@
+//! Output plans: a file described as a sequence of pieces, so writers never
+//! copy payloads they can borrow. The CLI turns a borrowed piece that lies
+//! inside a memory-mapped input into a kernel copy (`copy_file_range`).
+
+use std::borrow::Cow;
+
+/// One contiguous part of an output.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Piece<'a> {
+    /// Bytes, usually a slice of an input.
+    Bytes(Cow<'a, [u8]>),
+    /// A run of zero bytes (alignment padding).
+    Zeros(u64),
+}
+
+impl Piece<'_> {
+    pub fn len(&self) -> u64 {
+        match self {
+            Piece::Bytes(b) => b.len() as u64,
+            Piece::Zeros(n) => *n,
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The whole content of one output file.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Plan<'a> {
+    pub pieces: Vec<Piece<'a>>,
+}
+
+impl<'a> Plan<'a> {
+    pub fn new() -> Self {
+        Plan { pieces: Vec::new() }
+    }
+    /// A plan that is exactly these borrowed bytes.
+    pub fn borrowed(bytes: &'a [u8]) -> Self {
+        let mut p = Plan::new();
+        p.borrow(bytes);
+        p
+    }
+    pub fn borrow(&mut self, bytes: &'a [u8]) {
+        if !bytes.is_empty() {
+            self.pieces.push(Piece::Bytes(Cow::Borrowed(bytes)));
+        }
+    }
+    pub fn own(&mut self, bytes: Vec<u8>) {
+        if !bytes.is_empty() {
+            self.pieces.push(Piece::Bytes(Cow::Owned(bytes)));
+        }
+    }
+    pub fn zeros(&mut self, n: u64) {
+        if n > 0 {
+            self.pieces.push(Piece::Zeros(n));
+        }
+    }
+    /// Total length in bytes.
+    pub fn len(&self) -> u64 {
+        self.pieces.iter().map(Piece::len).sum()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Materialises the plan (for tests, compression and small outputs).
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(usize::try_from(self.len()).unwrap_or(0));
+        for p in &self.pieces {
+            match p {
+                Piece::Bytes(b) => out.extend_from_slice(b),
+                Piece::Zeros(n) => out.resize(out.len() + usize::try_from(*n).unwrap_or(0), 0),
+            }
+        }
+        out
+    }
+}
