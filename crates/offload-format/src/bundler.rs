@@ -4,7 +4,7 @@
 
 use crate::bundle::{BundleError, FileType, binary, text};
 use crate::plan::Plan;
-use crate::string_map::{StringHash, StringMapOrder, string_map_order};
+use crate::string_map::{StringHash, string_map_order};
 use crate::target_id::{BundleEntryId, find_conflicting_targets, is_compatible};
 use std::collections::BTreeSet;
 use std::num::NonZeroU64;
@@ -40,6 +40,8 @@ pub enum BundlerError {
     BundleInputCount,
     #[error("Duplicate targets are not allowed")]
     DuplicateTarget,
+    #[error("Duplicate targets are not allowed: '{0}' and '{1}' both stand for '{2}'")]
+    SameStandardizedTarget(String, String, String),
     #[error("{0}")]
     InvalidTarget(String),
     #[error("Cannot bundle inputs with conflicting targets: '{0}' and '{1}'")]
@@ -171,7 +173,19 @@ pub fn validate(req: &Request) -> Result<Option<Targets>, BundlerError> {
     if (req.unbundle && host_count > 1) || (!req.unbundle && host_count != 1 && !hip_only) {
         return Err(BundlerError::HostCount(host_count));
     }
-    let standardized = ids.iter().map(BundleEntryId::standardized).collect();
+    let standardized: Vec<String> = ids.iter().map(BundleEntryId::standardized).collect();
+    // Two spellings of one target (say `-gfx906` and `--gfx906`) make LLVM 19
+    // write a bundle whose payloads sit at the wrong offsets, or silently skip
+    // an output when unbundling. Refuse them instead.
+    for (i, a) in standardized.iter().enumerate() {
+        if let Some(j) = standardized[..i].iter().position(|b| b == a) {
+            return Err(BundlerError::SameStandardizedTarget(
+                req.targets[j].clone(),
+                req.targets[i].clone(),
+                a.clone(),
+            ));
+        }
+    }
     Ok(Some(Targets { ids, standardized, host_index, hip_only }))
 }
 
@@ -272,29 +286,14 @@ fn english_list(items: &[&str]) -> String {
 }
 
 /// Unbundles `input`: one plan per requested target, in `-targets` order.
-/// `None` means LLVM would not create that output at all (a target whose
-/// standardized ID repeats an earlier one).
 pub fn unbundle<'a>(
     file_type: FileType,
     targets: &Targets,
     input: &'a [u8],
     options: UnbundleOptions,
-) -> Result<Vec<Option<Plan<'a>>>, BundlerError> {
-    // The work list maps each standardized ID to its output; a repeated ID
-    // keeps its first position and takes the later output, as in LLVM.
-    let mut map = StringMapOrder::new(StringHash::Xxh3);
-    for (i, key) in targets.standardized.iter().enumerate() {
-        map.insert(key.as_bytes(), i);
-    }
-    let mut worklist: Vec<(usize, usize)> = map
-        .order()
-        .into_iter()
-        .map(|first| {
-            let last = targets.standardized.iter().rposition(|k| *k == targets.standardized[first]).unwrap_or(first);
-            (first, last)
-        })
-        .collect();
-    let worklist_len = worklist.len();
+) -> Result<Vec<Plan<'a>>, BundlerError> {
+    // The work list holds the requested outputs in LLVM's StringMap order.
+    let mut worklist = string_map_order(&targets.standardized, StringHash::Xxh3);
     let requested: Vec<BundleEntryId> = targets.standardized.iter().map(|s| BundleEntryId::parse(s)).collect();
 
     let mut visitor = match file_type {
@@ -305,41 +304,38 @@ pub fn unbundle<'a>(
         }
     };
 
-    let mut plans: Vec<Option<Plan<'a>>> = vec![None; targets.standardized.len()];
+    let mut plans: Vec<Plan<'a>> = vec![Plan::new(); targets.standardized.len()];
     let mut found_host = false;
     while !worklist.is_empty() {
         let Some(id) = visitor.next_id() else { break };
         let stored = BundleEntryId::parse(&String::from_utf8_lossy(id));
-        let Some(pos) = worklist
-            .iter()
-            .position(|&(key, _)| is_compatible(&stored, &requested[key], options.hip_openmp_compatible))
-        else {
+        let Some(pos) = worklist.iter().position(|&key| {
+            is_compatible(&stored, &requested[key], &targets.standardized[key], options.hip_openmp_compatible)
+        }) else {
             continue;
         };
-        let (_, output) = worklist.remove(pos);
-        plans[output] = Some(Plan::borrowed(visitor.payload()?));
+        let output = worklist.remove(pos);
+        plans[output] = Plan::borrowed(visitor.payload()?);
         found_host |= stored.is_host();
     }
 
     if !options.allow_missing_bundles && !worklist.is_empty() {
-        let missing: BTreeSet<&str> = worklist.iter().map(|&(key, _)| targets.standardized[key].as_str()).collect();
+        let missing: BTreeSet<&str> = worklist.iter().map(|&key| targets.standardized[key].as_str()).collect();
         return Err(BundlerError::MissingBundles(english_list(&missing.into_iter().collect::<Vec<_>>())));
     }
     if worklist.len() == targets.standardized.len() {
         // Nothing matched: the input is taken to be the host's.
-        for &(key, output) in &worklist {
-            let host = requested[key].is_host();
-            plans[output] = Some(if host { Plan::borrowed(input) } else { Plan::new() });
+        for &output in &worklist {
+            if requested[output].is_host() {
+                plans[output] = Plan::borrowed(input);
+            }
         }
         return Ok(plans);
     }
     if !(found_host || targets.host_index.is_none() || options.allow_missing_bundles) {
         return Err(BundlerError::MissingHostBundle);
     }
-    for &(_, output) in &worklist {
-        plans[output] = Some(Plan::new());
-    }
-    debug_assert!(worklist_len <= targets.standardized.len());
+    // Outputs still in the work list stay empty.
     Ok(plans)
 }
 
@@ -410,6 +406,10 @@ mod tests {
             "expecting exactly one host target but got 0"
         );
         assert!(validate(&request(&[G906, G908], false)).is_ok());
+        assert_eq!(
+            e(request(&["hip-amdgcn-amd-amdhsa-gfx906", G906], true)),
+            "Duplicate targets are not allowed: 'hip-amdgcn-amd-amdhsa-gfx906' and 'hip-amdgcn-amd-amdhsa--gfx906' both stand for 'hip-amdgcn-amd-amdhsa--gfx906'"
+        );
     }
 
     #[test]
@@ -422,8 +422,8 @@ mod tests {
         assert_eq!(ids, [G906.as_bytes(), G908.as_bytes(), b"host-x86_64-unknown-linux-gnu-"]);
         let u = targets(&[G908, HOST], true);
         let out = unbundle(FileType::Binary, &u, &bytes, UnbundleOptions::default()).unwrap();
-        assert_eq!(out[0].as_ref().unwrap().to_vec(), b"DEVICE22");
-        assert_eq!(out[1].as_ref().unwrap().to_vec(), b"HOSTDATA");
+        assert_eq!(out[0].to_vec(), b"DEVICE22");
+        assert_eq!(out[1].to_vec(), b"HOSTDATA");
     }
 
     #[test]
@@ -441,8 +441,8 @@ mod tests {
         let u = targets(&[HOST, G906], true);
         let opts = UnbundleOptions { allow_missing_bundles: true, ..Default::default() };
         let out = unbundle(FileType::Text { comment: "//" }, &u, b"int x;\n", opts).unwrap();
-        assert_eq!(out[0].as_ref().unwrap().to_vec(), b"int x;\n");
-        assert!(out[1].as_ref().unwrap().is_empty());
+        assert_eq!(out[0].to_vec(), b"int x;\n");
+        assert!(out[1].is_empty());
     }
 
     #[test]
@@ -453,7 +453,7 @@ mod tests {
         let u = targets(&["hip-amdgcn-amd-amdhsa--gfx906:xnack+", "hip-amdgcn-amd-amdhsa--gfx906:xnack-"], true);
         let opts = UnbundleOptions { allow_missing_bundles: true, ..Default::default() };
         let out = unbundle(FileType::Binary, &u, &bytes, opts).unwrap();
-        let filled = out.iter().filter(|p| !p.as_ref().unwrap().is_empty()).count();
+        let filled = out.iter().filter(|p| !p.is_empty()).count();
         assert_eq!(filled, 1);
     }
 

@@ -257,18 +257,22 @@ pub fn is_compatible_llvm19(code_object: &BundleEntryId, target: &BundleEntryId,
         && obj.features.iter().all(|(name, on)| tgt.features.get(name) == Some(on))
 }
 
-/// The rule we apply when unbundling: LLVM 19's, and in addition two IDs
-/// that name no GPU match when their kinds and triples are compatible. That
+/// The rule we apply when unbundling: LLVM 19's, and in addition a stored
+/// ID matches when LLVM 19 would have written it as the requested ID. That
 /// second part lets us extract entries (the host above all) from bundles
 /// written by LLVM 14 and 16, which store `host-x86_64-unknown-linux-gnu`
-/// where LLVM 19 writes `host-x86_64-unknown-linux-gnu-`; LLVM 19 itself
-/// cannot.
-pub fn is_compatible(code_object: &BundleEntryId, target: &BundleEntryId, hip_openmp: bool) -> bool {
-    is_compatible_llvm19(code_object, target, hip_openmp)
-        || (code_object.meaningful_target_id().is_empty()
-            && target.meaningful_target_id().is_empty()
-            && kinds_compatible(&code_object.kind, &target.kind, hip_openmp)
-            && code_object.triple.is_compatible_with(&target.triple))
+/// where LLVM 19 writes and asks for `host-x86_64-unknown-linux-gnu-`;
+/// LLVM 19 itself cannot. It never applies to IDs LLVM 19 wrote.
+///
+/// `stored` is the parsed stored ID; `requested` the parsed standardized
+/// request, whose text is `requested_text`.
+pub fn is_compatible(
+    stored: &BundleEntryId,
+    requested: &BundleEntryId,
+    requested_text: &str,
+    hip_openmp: bool,
+) -> bool {
+    is_compatible_llvm19(stored, requested, hip_openmp) || stored.standardized() == requested_text
 }
 
 /// LLVM 19's check for target IDs that cannot be bundled together. Within
@@ -395,14 +399,20 @@ mod tests {
     /// our rule can, and agrees with LLVM 19 otherwise.
     #[test]
     fn older_host_ids_match_with_our_rule_only() {
-        let stored = id("host-x86_64-unknown-linux-gnu");
-        let wanted = id(&standardize("host-x86_64-unknown-linux-gnu"));
-        assert!(!is_compatible_llvm19(&stored, &wanted, false));
-        assert!(is_compatible(&stored, &wanted, false));
-        let other = id(&standardize("host-aarch64-unknown-linux-gnu"));
-        assert!(!is_compatible(&stored, &other, false));
-        let dev = id("hip-amdgcn-amd-amdhsa--gfx906");
-        assert!(!is_compatible(&stored, &dev, false));
+        let ours = |stored: &str, wanted: &str| {
+            let wanted = standardize(wanted);
+            is_compatible(&id(stored), &id(&wanted), &wanted, false)
+        };
+        let stored = "host-x86_64-unknown-linux-gnu";
+        let wanted = standardize(stored);
+        assert!(!is_compatible_llvm19(&id(stored), &id(&wanted), false));
+        assert!(ours(stored, stored));
+        assert!(ours("openmp-x86_64-pc-linux-gnu", "openmp-x86_64-pc-linux-gnu"));
+        assert!(!ours(stored, "host-aarch64-unknown-linux-gnu"));
+        assert!(!ours(stored, "hip-amdgcn-amd-amdhsa--gfx906"));
+        // An ID LLVM 19 wrote is matched by LLVM 19's rule alone.
+        assert!(ours("host-x86_64-unknown-linux-gnu-", stored));
+        assert!(!ours("openmp-x86_64-pc-linux-gnu-", "openmp-x86_64-pc-linux-gnu-unknown"));
     }
 
     /// bundler-spec §7.5 and §10 cases 18–20.

@@ -126,9 +126,7 @@ fn run(argv0: &str, opts: &offload_cli::cl::Parsed) -> Result<(), String> {
         };
         let plans = bundler::unbundle(file_type, &targets, input.bytes(), options).map_err(|e| e.to_string())?;
         for (path, plan) in outputs.iter().zip(&plans) {
-            if let Some(plan) = plan {
-                staged.stage(path, plan, &[&input]).map_err(|e| e.to_string())?;
-            }
+            staged.stage(path, plan, &[&input]).map_err(|e| e.to_string())?;
         }
         staged.commit().map_err(|e| e.to_string())
     } else {
