@@ -5,3 +5,4 @@
 pub mod cl;
 pub mod diag;
 pub mod io;
+pub mod report;

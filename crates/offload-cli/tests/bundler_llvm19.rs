@@ -4,32 +4,11 @@
 
 mod common;
 
+use common::diff::{Rng, assert_same_bytes, assert_same_run, both};
 use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 const OURS: &str = env!("CARGO_BIN_EXE_clang-offload-bundler");
-
-/// A small deterministic generator (splitmix64), so failures reproduce.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-    fn chance(&mut self, percent: usize) -> bool {
-        self.below(100) < percent
-    }
-}
 
 const HOSTS: &[&str] = &[
     "host-x86_64-unknown-linux-gnu",
@@ -56,53 +35,6 @@ fn device_target(rng: &mut Rng) -> String {
 fn payload(rng: &mut Rng, text: bool) -> Vec<u8> {
     let len = if rng.chance(10) { 0 } else { rng.below(300) };
     (0..len).map(|_| if text { *rng.pick(b"abcdefghij {}();\n\n#//\t") } else { rng.next() as u8 }).collect()
-}
-
-struct Run {
-    code: Option<i32>,
-    stderr: String,
-    stdout: Vec<u8>,
-}
-
-fn run_tool(tool: &Path, args: &[String], dir: &Path) -> Run {
-    let out = common::run(Command::new(tool).args(args).current_dir(dir));
-    let argv0 = tool.to_string_lossy();
-    Run {
-        code: out.status.code(),
-        stderr: String::from_utf8_lossy(&out.stderr).replace(argv0.as_ref(), "<argv0>"),
-        stdout: out.stdout,
-    }
-}
-
-/// Runs both tools in separate directories prepared by `setup`, returns
-/// their results and directories.
-fn both(llvm: &Path, args: &[String], setup: &dyn Fn(&Path)) -> (Run, Run, PathBuf, PathBuf) {
-    let root = tempfile::tempdir().unwrap().keep();
-    let (a, b) = (root.join("llvm"), root.join("ours"));
-    for d in [&a, &b] {
-        fs::create_dir_all(d).unwrap();
-        setup(d);
-    }
-    (run_tool(llvm, args, &a), run_tool(Path::new(OURS), args, &b), a, b)
-}
-
-fn assert_same_bytes(what: &str, llvm: &[u8], ours: &[u8]) {
-    if llvm != ours {
-        let at = llvm.iter().zip(ours).position(|(a, b)| a != b).unwrap_or(llvm.len().min(ours.len()));
-        panic!(
-            "{what}: bytes differ at offset {at} (LLVM {} bytes, ours {} bytes)\nLLVM: {:?}\nours: {:?}",
-            llvm.len(),
-            ours.len(),
-            String::from_utf8_lossy(&llvm[at.saturating_sub(40)..llvm.len().min(at + 40)]),
-            String::from_utf8_lossy(&ours[at.saturating_sub(40)..ours.len().min(at + 40)]),
-        );
-    }
-}
-
-fn assert_same_run(what: &str, l: &Run, o: &Run) {
-    assert_eq!(l.code, o.code, "{what}: exit codes differ; LLVM said {:?}, we said {:?}", l.stderr, o.stderr);
-    assert_eq!(l.stderr, o.stderr, "{what}: messages differ");
-    assert_eq!(l.stdout, o.stdout, "{what}: standard output differs");
 }
 
 #[test]
@@ -141,7 +73,7 @@ fn random_bundles_lists_and_unbundles_match_llvm19() {
             }
         };
         let what = format!("case {case}: {}", args.join(" "));
-        let (l, o, ldir, odir) = both(&llvm, &args, &setup);
+        let (l, o, ldir, odir) = both(&llvm, Path::new(OURS), &args, &setup);
         let standardized: Vec<String> = targets.iter().map(|t| offload_format::target_id::standardize(t)).collect();
         if l.code == Some(0) && (1..n).any(|i| standardized[..i].contains(&standardized[i])) {
             // Two spellings of one target: LLVM 19 writes a corrupt bundle, we refuse.
@@ -160,7 +92,7 @@ fn random_bundles_lists_and_unbundles_match_llvm19() {
 
         let list_args = vec![format!("-type={ty}"), "-list".into(), "-input=bundle".into()];
         let copy = |d: &Path| fs::write(d.join("bundle"), &bytes).unwrap();
-        let (l, o, _, _) = both(&llvm, &list_args, &copy);
+        let (l, o, _, _) = both(&llvm, Path::new(OURS), &list_args, &copy);
         assert_same_run(&format!("{what} / list"), &l, &o);
 
         // Unbundle a random request: some stored targets (maybe respelled),
@@ -195,7 +127,7 @@ fn random_bundles_lists_and_unbundles_match_llvm19() {
                 args.push("-hip-openmp-compatible".into());
             }
             let what = format!("{what} / {}", args.join(" "));
-            let (l, o, ldir, odir) = both(&llvm, &args, &copy);
+            let (l, o, ldir, odir) = both(&llvm, Path::new(OURS), &args, &copy);
             let std_want: Vec<String> = want.iter().map(|t| offload_format::target_id::standardize(t)).collect();
             if l.code == Some(0) && (1..want.len()).any(|i| std_want[..i].contains(&std_want[i])) {
                 assert!(o.code == Some(1) && o.stderr.contains("both stand for"), "{what}: {}", o.stderr);
@@ -329,7 +261,7 @@ fn bad_invocations_match_llvm19() {
     .into();
     for args in &cases {
         let setup = |d: &Path| fs::write(d.join("a"), b"plain input\n").unwrap();
-        let (l, o, ldir, odir) = both(&llvm, args, &setup);
+        let (l, o, ldir, odir) = both(&llvm, Path::new(OURS), args, &setup);
         let strip = |s: &str| s.lines().filter(|l| !l.contains("Did you mean")).collect::<Vec<_>>().join("\n");
         let what = args.join(" ");
         assert_eq!(l.code, o.code, "{what}: exit codes differ; LLVM: {:?}; ours: {:?}", l.stderr, o.stderr);

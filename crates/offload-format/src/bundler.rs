@@ -2,6 +2,7 @@
 //! LLVM 19's validation order, messages, entry order and output rules. The
 //! CLI opens files and writes plans; everything it decides lives here.
 
+use crate::bundle::compressed::{self, CompressOptions, CompressedError, Header};
 use crate::bundle::{BundleError, FileType, binary, text};
 use crate::plan::Plan;
 use crate::string_map::{StringHash, string_map_order};
@@ -58,6 +59,14 @@ pub enum BundlerError {
     MissingHostBundle,
     #[error("{0}")]
     Format(#[from] BundleError),
+    #[error("Failed to decompress input: {0}")]
+    Decompress(CompressedError),
+    #[error(
+        "Failed to decompress input: {0} bytes follow the first compressed bundle; the bundler reads one bundle per file (`offload list` shows them all)"
+    )]
+    TrailingData(usize),
+    #[error("{0}")]
+    Compress(CompressedError),
     #[error("{0}")]
     Other(String),
 }
@@ -241,6 +250,64 @@ pub fn list(file_type: FileType, input: &[u8]) -> Result<Vec<&[u8]>, BundlerErro
             Ok(binary_entries_in_map_order(input)?.into_iter().map(|e| e.id).collect())
         }
     }
+}
+
+/// An input after decompression, before its hash has been checked.
+pub struct Decompressed<'a> {
+    bytes: std::borrow::Cow<'a, [u8]>,
+    /// Present when the input was a compressed bundle.
+    pub info: Option<DecompressionInfo>,
+}
+
+/// What `-verbose` reports about a decompressed input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DecompressionInfo {
+    pub header: Header,
+    pub compressed_len: usize,
+    pub computed_hash: u64,
+}
+
+impl<'a> Decompressed<'a> {
+    /// The bundle, once its stored hash is confirmed. LLVM 19 only reports a
+    /// mismatch under `-verbose` and goes on with corrupt data; we refuse.
+    pub fn into_verified(self) -> Result<std::borrow::Cow<'a, [u8]>, BundlerError> {
+        match self.info {
+            Some(i) if i.header.hash != i.computed_hash => {
+                Err(BundlerError::Decompress(CompressedError::HashMismatch {
+                    stored: i.header.hash,
+                    computed: i.computed_hash,
+                }))
+            }
+            _ => Ok(self.bytes),
+        }
+    }
+}
+
+/// Decompresses `input` if it is a compressed bundle (LLVM 19's test: at
+/// least 20 bytes starting with `CCOB`); other inputs pass through. A blob
+/// ends where its size field says; anything but zero padding after it is an
+/// error, since LLVM 19 would feed it to the decompressor.
+pub fn decompress_input(input: &[u8]) -> Result<Decompressed<'_>, BundlerError> {
+    if !compressed::is_compressed(input) {
+        return Ok(Decompressed { bytes: std::borrow::Cow::Borrowed(input), info: None });
+    }
+    let blob = compressed::read_blob(input).map_err(BundlerError::Decompress)?;
+    let rest = &input[blob.len..];
+    if rest.iter().any(|&b| b != 0) {
+        return Err(BundlerError::TrailingData(rest.len()));
+    }
+    let bytes = compressed::decompress_unverified(&blob).map_err(BundlerError::Decompress)?;
+    let info = DecompressionInfo {
+        header: blob.header,
+        compressed_len: blob.data.len(),
+        computed_hash: compressed::truncated_md5(&bytes),
+    };
+    Ok(Decompressed { bytes: std::borrow::Cow::Owned(bytes), info: Some(info) })
+}
+
+/// Compresses a bundled output (the `-compress` step).
+pub fn compress(bundle: &[u8], options: &CompressOptions) -> Result<compressed::Compressed, BundlerError> {
+    compressed::compress(bundle, options).map_err(BundlerError::Compress)
 }
 
 /// Options of an unbundling run.

@@ -5,6 +5,8 @@
 //! is set (CI sets it), in which case a missing tool is a failure.
 #![allow(dead_code)]
 
+pub mod diff;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
