@@ -73,7 +73,7 @@ fn random_bundles_lists_and_unbundles_match_llvm19() {
             }
         };
         let what = format!("case {case}: {}", args.join(" "));
-        let (l, o, ldir, odir) = both(&llvm, Path::new(OURS), &args, &setup);
+        let (l, o, ldir, odir, _tmp) = both(&llvm, Path::new(OURS), &args, &setup);
         let standardized: Vec<String> = targets.iter().map(|t| offload_format::target_id::standardize(t)).collect();
         if l.code == Some(0) && (1..n).any(|i| standardized[..i].contains(&standardized[i])) {
             // Two spellings of one target: LLVM 19 writes a corrupt bundle, we refuse.
@@ -92,7 +92,7 @@ fn random_bundles_lists_and_unbundles_match_llvm19() {
 
         let list_args = vec![format!("-type={ty}"), "-list".into(), "-input=bundle".into()];
         let copy = |d: &Path| fs::write(d.join("bundle"), &bytes).unwrap();
-        let (l, o, _, _) = both(&llvm, Path::new(OURS), &list_args, &copy);
+        let (l, o, _, _, _tmp) = both(&llvm, Path::new(OURS), &list_args, &copy);
         assert_same_run(&format!("{what} / list"), &l, &o);
 
         // Unbundle a random request: some stored targets (maybe respelled),
@@ -127,7 +127,7 @@ fn random_bundles_lists_and_unbundles_match_llvm19() {
                 args.push("-hip-openmp-compatible".into());
             }
             let what = format!("{what} / {}", args.join(" "));
-            let (l, o, ldir, odir) = both(&llvm, Path::new(OURS), &args, &copy);
+            let (l, o, ldir, odir, _tmp) = both(&llvm, Path::new(OURS), &args, &copy);
             let std_want: Vec<String> = want.iter().map(|t| offload_format::target_id::standardize(t)).collect();
             if l.code == Some(0) && (1..want.len()).any(|i| std_want[..i].contains(&std_want[i])) {
                 assert!(o.code == Some(1) && o.stderr.contains("both stand for"), "{what}: {}", o.stderr);
@@ -261,7 +261,7 @@ fn bad_invocations_match_llvm19() {
     .into();
     for args in &cases {
         let setup = |d: &Path| fs::write(d.join("a"), b"plain input\n").unwrap();
-        let (l, o, ldir, odir) = both(&llvm, Path::new(OURS), args, &setup);
+        let (l, o, ldir, odir, _tmp) = both(&llvm, Path::new(OURS), args, &setup);
         let strip = |s: &str| s.lines().filter(|l| !l.contains("Did you mean")).collect::<Vec<_>>().join("\n");
         let what = args.join(" ");
         assert_eq!(l.code, o.code, "{what}: exit codes differ; LLVM: {:?}; ours: {:?}", l.stderr, o.stderr);

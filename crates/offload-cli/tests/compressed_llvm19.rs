@@ -83,7 +83,7 @@ fn compression_levels_and_switches_match_llvm19_byte_for_byte() {
             };
             let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
             let what = format!("level {level} type {ty} env {env:?}");
-            let (l, o, ldir, odir) = both_env(&llvm, ours, &args, &env, &setup);
+            let (l, o, ldir, odir, _tmp) = both_env(&llvm, ours, &args, &env, &setup);
             assert_same_run(&what, &l, &o);
             let bytes = fs::read(ldir.join("out")).unwrap();
             assert!(compressed::is_compressed(&bytes), "{what}: LLVM did not compress");
@@ -103,7 +103,7 @@ fn compression_levels_and_switches_match_llvm19_byte_for_byte() {
         (vec!["-compress", "-compression-level=22"], vec![]),
     ] {
         let what = format!("{extra:?} {env:?}");
-        let (l, o, ldir, odir) = both_env(&llvm, ours, &bundle_args("bc", &extra), &env, &setup);
+        let (l, o, ldir, odir, _tmp) = both_env(&llvm, ours, &bundle_args("bc", &extra), &env, &setup);
         assert_same_run(&what, &l, &o);
         assert_same_bytes(&what, &fs::read(ldir.join("out")).unwrap(), &fs::read(odir.join("out")).unwrap());
         compared += 1;
@@ -132,7 +132,7 @@ fn each_tool_unbundles_the_others_compressed_bundles() {
             let bytes = fs::read(dir.path().join("out")).unwrap();
             let setup = |d: &Path| fs::write(d.join("c"), &bytes).unwrap();
             let what = format!("type {ty}, made by {} with {method}", maker.display());
-            let (l, o, ldir, odir) = both(&llvm, ours, &unbundle_args(ty, "c"), &setup);
+            let (l, o, ldir, odir, _tmp) = both(&llvm, ours, &unbundle_args(ty, "c"), &setup);
             assert_same_run(&what, &l, &o);
             for (i, want) in [2usize, 0, 1].into_iter().enumerate() {
                 let name = format!("u{i}");
@@ -140,7 +140,7 @@ fn each_tool_unbundles_the_others_compressed_bundles() {
                 assert_eq!(fs::read(ldir.join(&name)).unwrap(), inputs[want], "{what}: LLVM {name}");
             }
             let list = vec![format!("-type={ty}"), "-list".into(), "-input=c".into()];
-            let (l, o, _, _) = both(&llvm, ours, &list, &setup);
+            let (l, o, _, _, _tmp) = both(&llvm, ours, &list, &setup);
             assert_same_run(&format!("{what} list"), &l, &o);
             checked += 1;
         }
@@ -184,7 +184,7 @@ fn every_header_version_is_read() {
         assert_eq!(fs::read(dir.path().join("u0")).unwrap(), b"DEVICE22", "{what}");
         assert_eq!(fs::read(dir.path().join("u1")).unwrap(), b"HOSTDATA", "{what}");
         if let (Some(llvm), true) = (&llvm, version < 3) {
-            let (l, o, ldir, odir) = both(llvm, ours, &unbundle_args("bc", "c"), &setup);
+            let (l, o, ldir, odir, _tmp) = both(llvm, ours, &unbundle_args("bc", "c"), &setup);
             assert_same_run(&what, &l, &o);
             for n in ["u0", "u1", "u2"] {
                 assert_eq!(fs::read(ldir.join(n)).unwrap(), fs::read(odir.join(n)).unwrap(), "{what} {n}");
@@ -272,7 +272,7 @@ fn verbose_statistics_match_llvm19() {
             .collect::<Vec<_>>()
             .join("\n")
     };
-    let (l, o, ldir, _) = both(&llvm, ours, &bundle_args("bc", &["-compress", "-verbose"]), &setup);
+    let (l, o, ldir, _, _tmp) = both(&llvm, ours, &bundle_args("bc", &["-compress", "-verbose"]), &setup);
     assert_eq!(l.code, o.code);
     assert_eq!(stable(&l.stderr), stable(&o.stderr));
     assert!(o.stderr.contains("Timer group for clang offload bundler"));
@@ -280,7 +280,7 @@ fn verbose_statistics_match_llvm19() {
     let setup = |d: &Path| fs::write(d.join("c"), &bytes).unwrap();
     let mut args = unbundle_args("bc", "c");
     args.push("-verbose".into());
-    let (l, o, _, _) = both(&llvm, ours, &args, &setup);
+    let (l, o, _, _, _tmp) = both(&llvm, ours, &args, &setup);
     assert_eq!(l.code, o.code);
     assert_eq!(stable(&l.stderr), stable(&o.stderr));
     assert!(o.stderr.contains("Hashes match: Yes"));
@@ -299,7 +299,7 @@ fn large_inputs_with_long_distance_matches_are_byte_identical() {
     let setup = |d: &Path| write_inputs(d, &inputs);
     for level in ["3", "9"] {
         let args = bundle_args("bc", &["-compress", &format!("-compression-level={level}")]);
-        let (l, o, ldir, odir) = both(&llvm, Path::new(OURS), &args, &setup);
+        let (l, o, ldir, odir, _tmp) = both(&llvm, Path::new(OURS), &args, &setup);
         assert_same_run(level, &l, &o);
         let bytes = fs::read(ldir.join("out")).unwrap();
         assert!(bytes.len() < 8 << 20, "long-distance matching did not find the repeat");

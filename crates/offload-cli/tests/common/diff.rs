@@ -55,7 +55,12 @@ pub fn run_tool_env(tool: &Path, args: &[String], env: &[(&str, &str)], dir: &Pa
 
 /// Runs both tools in separate directories prepared by `setup`, returns
 /// their results and directories.
-pub fn both(llvm: &Path, ours: &Path, args: &[String], setup: &dyn Fn(&Path)) -> (Run, Run, PathBuf, PathBuf) {
+pub fn both(
+    llvm: &Path,
+    ours: &Path,
+    args: &[String],
+    setup: &dyn Fn(&Path),
+) -> (Run, Run, PathBuf, PathBuf, tempfile::TempDir) {
     both_env(llvm, ours, args, &[], setup)
 }
 
@@ -66,14 +71,14 @@ pub fn both_env(
     args: &[String],
     env: &[(&str, &str)],
     setup: &dyn Fn(&Path),
-) -> (Run, Run, PathBuf, PathBuf) {
-    let root = tempfile::tempdir().unwrap().keep();
-    let (a, b) = (root.join("llvm"), root.join("ours"));
+) -> (Run, Run, PathBuf, PathBuf, tempfile::TempDir) {
+    let root = tempfile::tempdir().unwrap();
+    let (a, b) = (root.path().join("llvm"), root.path().join("ours"));
     for d in [&a, &b] {
         fs::create_dir_all(d).unwrap();
         setup(d);
     }
-    (run_tool_env(llvm, args, env, &a), run_tool_env(ours, args, env, &b), a, b)
+    (run_tool_env(llvm, args, env, &a), run_tool_env(ours, args, env, &b), a, b, root)
 }
 
 pub fn assert_same_bytes(what: &str, llvm: &[u8], ours: &[u8]) {

@@ -1,0 +1,1 @@
+int scale(int x) { return 3 * x + 1; }
