@@ -8,3 +8,6 @@
 
 pub mod plan;
 pub mod target_id;
+pub mod amdgpu;
+pub mod offload_arch;
+pub mod triple;
