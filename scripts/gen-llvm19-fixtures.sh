@@ -37,6 +37,11 @@ ORACLE="$WORK/oracle"
 } >"$OUT/lib_triple_parse.tsv"
 
 {
+  echo "# arch	vendor	os	env	text	arch	subarch	vendor	os	environment	objfmt  (llvm::Triple(arch, vendor, os, env), LLVM 19.1.7)"
+  "$ORACLE" parts <"$IN/from_parts.txt"
+} >"$OUT/lib_triple_from_parts.tsv"
+
+{
   echo "# name	amdgcn canonical	xnack	sramecc	r600 canonical  (parseArchAMDGCN/getArchNameAMDGCN/getArchAttrAMDGCN, parseArchR600/getArchNameR600)"
   { "$ORACLE" amdgcn-list; "$ORACLE" r600-list; grep -v ':' "$IN/offload_arch_candidates.txt"; } |
     awk '!seen[$0]++' >"$WORK/gpu_names"

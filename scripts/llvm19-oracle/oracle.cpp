@@ -9,6 +9,8 @@
 //
 //   oracle triple   < strings   : text, arch, subarch, vendor, os, env, objfmt
 //                                 (Triple(text), the one-string constructor)
+//   oracle parts    < 4 fields  : the fields, text, arch, subarch, vendor, os,
+//                                 env, objfmt (the 4-part constructor)
 //   oracle compat   < pairs     : a, b, isCompatibleWith (both built as the
 //                                 bundler builds them: 4-part constructor from
 //                                 the one-string constructor's components)
@@ -81,6 +83,26 @@ int main(int argc, char **argv) {
       Triple T(Line);
       unsigned Sub = T.getSubArch();
       printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\n", Line.c_str(),
+             Triple::getArchTypeName(T.getArch()).str().c_str(),
+             Sub < sizeof(SubArchNames) / sizeof(*SubArchNames) ? SubArchNames[Sub] : "?",
+             Triple::getVendorTypeName(T.getVendor()).str().c_str(),
+             Triple::getOSTypeName(T.getOS()).str().c_str(),
+             Triple::getEnvironmentTypeName(T.getEnvironment()).str().c_str(),
+             objfmt(T.getObjectFormat()));
+    }
+  } else if (Mode == "parts") {
+    while (std::getline(std::cin, Line)) {
+      std::string F[4];
+      size_t Pos = 0;
+      for (int I = 0; I < 4; ++I) {
+        size_t Tab = I < 3 ? Line.find('\t', Pos) : std::string::npos;
+        F[I] = Line.substr(Pos, Tab == std::string::npos ? std::string::npos : Tab - Pos);
+        Pos = Tab == std::string::npos ? Line.size() : Tab + 1;
+      }
+      Triple T(F[0], F[1], F[2], F[3]);
+      unsigned Sub = T.getSubArch();
+      printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", F[0].c_str(),
+             F[1].c_str(), F[2].c_str(), F[3].c_str(), T.str().c_str(),
              Triple::getArchTypeName(T.getArch()).str().c_str(),
              Sub < sizeof(SubArchNames) / sizeof(*SubArchNames) ? SubArchNames[Sub] : "?",
              Triple::getVendorTypeName(T.getVendor()).str().c_str(),

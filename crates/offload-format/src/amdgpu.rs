@@ -24,12 +24,7 @@ pub struct Processor {
 }
 
 const fn p(name: &'static str, aliases: &'static [&'static str], xnack: bool, sramecc: bool) -> Processor {
-    Processor {
-        name,
-        aliases,
-        xnack,
-        sramecc,
-    }
+    Processor { name, aliases, xnack, sramecc }
 }
 
 const NONE: bool = false;
@@ -130,26 +125,19 @@ pub fn amdgcn_processors() -> &'static [Processor] {
 /// (case-sensitive), as LLVM 19's `parseArchAMDGCN` does: `fiji` gives the
 /// `gfx803` entry, `gfx950` and `Gfx906` give `None`.
 pub fn amdgcn_processor(name: &str) -> Option<&'static Processor> {
-    AMDGCN_PROCESSORS
-        .iter()
-        .find(|proc| proc.name == name || proc.aliases.contains(&name))
+    AMDGCN_PROCESSORS.iter().find(|proc| proc.name == name || proc.aliases.contains(&name))
 }
 
 /// The canonical R600 processor name for a name or alias (`parseArchR600`
 /// then `getArchNameR600`): `hemlock` gives `cypress`.
 pub fn r600_canonical(name: &str) -> Option<&'static str> {
-    R600_PROCESSORS
-        .iter()
-        .find(|(canon, aliases)| *canon == name || aliases.contains(&name))
-        .map(|&(canon, _)| canon)
+    R600_PROCESSORS.iter().find(|(canon, aliases)| *canon == name || aliases.contains(&name)).map(|&(canon, _)| canon)
 }
 
 /// Every R600 processor name (canonical names, then their aliases, in
 /// table order), for listings and tests.
 pub fn r600_processor_names() -> impl Iterator<Item = &'static str> {
-    R600_PROCESSORS
-        .iter()
-        .flat_map(|(canon, aliases)| std::iter::once(*canon).chain(aliases.iter().copied()))
+    R600_PROCESSORS.iter().flat_map(|(canon, aliases)| std::iter::once(*canon).chain(aliases.iter().copied()))
 }
 
 /// LLVM 19 `AMDGPU::getCanonicalArchName(triple, name)`: the canonical
@@ -176,11 +164,7 @@ pub fn target_id_features(triple: &Triple, name: &str) -> &'static [&'static str
         return &[];
     }
     match amdgcn_processor(name) {
-        Some(Processor {
-            xnack: true,
-            sramecc: true,
-            ..
-        }) => &["sramecc", "xnack"],
+        Some(Processor { xnack: true, sramecc: true, .. }) => &["sramecc", "xnack"],
         Some(Processor { xnack: true, .. }) => &["xnack"],
         Some(Processor { sramecc: true, .. }) => &["sramecc"],
         _ => &[],
@@ -208,10 +192,8 @@ mod tests {
 
     #[test]
     fn names_are_unique() {
-        let mut all: Vec<&str> = amdgcn_processors()
-            .iter()
-            .flat_map(|p| std::iter::once(p.name).chain(p.aliases.iter().copied()))
-            .collect();
+        let mut all: Vec<&str> =
+            amdgcn_processors().iter().flat_map(|p| std::iter::once(p.name).chain(p.aliases.iter().copied())).collect();
         let n = all.len();
         all.sort_unstable();
         all.dedup();

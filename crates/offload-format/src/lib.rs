@@ -6,8 +6,8 @@
 //! offset and size against the slice before use; no input makes it panic.
 //! Writers produce [`plan::Plan`]s or byte vectors; nothing here does I/O.
 
-pub mod plan;
-pub mod target_id;
 pub mod amdgpu;
 pub mod offload_arch;
+pub mod plan;
+pub mod target_id;
 pub mod triple;

@@ -608,11 +608,8 @@ const DXIL_VERSION_SUFFIXES: &[(&str, SubArch)] = &[
     ("v1.7", SubArch::DxilV1_7),
     ("v1.8", SubArch::DxilV1_8),
 ];
-const KALIMBA_SUFFIXES: &[(&str, SubArch)] = &[
-    ("kalimba3", SubArch::KalimbaV3),
-    ("kalimba4", SubArch::KalimbaV4),
-    ("kalimba5", SubArch::KalimbaV5),
-];
+const KALIMBA_SUFFIXES: &[(&str, SubArch)] =
+    &[("kalimba3", SubArch::KalimbaV3), ("kalimba4", SubArch::KalimbaV4), ("kalimba5", SubArch::KalimbaV5)];
 
 fn lookup_exact<T: Copy>(table: &[(&str, T)], s: &str) -> Option<T> {
     table.iter().find(|(k, _)| *k == s).map(|&(_, v)| v)
@@ -704,27 +701,20 @@ pub fn parse_object_format(environment: &str) -> ObjectFormat {
 }
 
 fn is_os_darwin(os: Os) -> bool {
-    matches!(
-        os,
-        Os::Darwin | Os::MacOsx | Os::Ios | Os::TvOs | Os::WatchOs | Os::DriverKit | Os::XrOs
-    )
+    matches!(os, Os::Darwin | Os::MacOsx | Os::Ios | Os::TvOs | Os::WatchOs | Os::DriverKit | Os::XrOs)
 }
 
 /// LLVM 19 `getDefaultFormat`: the object format when the environment does
 /// not name one.
 fn default_object_format(arch: Arch, os: Os) -> ObjectFormat {
     match arch {
-        Arch::Unknown
-        | Arch::Aarch64
-        | Arch::Aarch64_32
-        | Arch::Arm
-        | Arch::Thumb
-        | Arch::X86
-        | Arch::X86_64 => match os {
-            Os::Win32 | Os::Uefi => ObjectFormat::Coff,
-            _ if is_os_darwin(os) => ObjectFormat::MachO,
-            _ => ObjectFormat::Elf,
-        },
+        Arch::Unknown | Arch::Aarch64 | Arch::Aarch64_32 | Arch::Arm | Arch::Thumb | Arch::X86 | Arch::X86_64 => {
+            match os {
+                Os::Win32 | Os::Uefi => ObjectFormat::Coff,
+                _ if is_os_darwin(os) => ObjectFormat::MachO,
+                _ => ObjectFormat::Elf,
+            }
+        }
         Arch::Ppc | Arch::Ppc64 => match os {
             Os::Aix => ObjectFormat::Xcoff,
             _ if is_os_darwin(os) => ObjectFormat::MachO,
@@ -740,11 +730,12 @@ fn default_object_format(arch: Arch, os: Os) -> ObjectFormat {
 
 /// A target triple: the text, plus the components LLVM 19 parses from it.
 ///
-/// Equality of the parsed parts is what LLVM compares; the text is kept
-/// verbatim for printing. There is deliberately no `PartialEq`: use
-/// [`Triple::as_str`] for text identity and [`Triple::is_compatible_with`]
-/// for LLVM's notion of "the same target".
-#[derive(Clone, Debug)]
+/// `==` (and `Hash`) compare the text and the parsed components: two values
+/// are equal when they are the same triple spelled the same way. That is
+/// *not* LLVM's `Triple::operator==`, which ignores the text; for "the same
+/// target" as LLVM and the bundler see it, use
+/// [`Triple::is_compatible_with`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Triple {
     text: String,
     arch: Arch,
@@ -890,15 +881,11 @@ impl Triple {
                 | (Arch::Armeb, Arch::Thumbeb)
         );
         let same_arch = arm_thumb_pair || self.arch == other.arch;
-        let core = same_arch
-            && self.sub_arch == other.sub_arch
-            && self.vendor == other.vendor
-            && self.os == other.os;
+        let core = same_arch && self.sub_arch == other.sub_arch && self.vendor == other.vendor && self.os == other.os;
         if self.vendor == Vendor::Apple {
             return core;
         }
-        core && self.environment == other.environment
-            && self.object_format == other.object_format
+        core && self.environment == other.environment && self.object_format == other.object_format
     }
 
     pub fn is_amdgcn(&self) -> bool {
@@ -959,10 +946,7 @@ mod tests {
         assert_eq!(t.os_name(), "amdhsa");
         assert_eq!(t.environment_name(), "-gfx9-generic");
         let t = Triple::parse("x86_64-linux-gnu");
-        assert_eq!(
-            (t.arch_name(), t.vendor_name(), t.os_name(), t.environment_name()),
-            ("x86_64", "linux", "gnu", "")
-        );
+        assert_eq!((t.arch_name(), t.vendor_name(), t.os_name(), t.environment_name()), ("x86_64", "linux", "gnu", ""));
         assert_eq!(t.vendor(), Vendor::Unknown);
         assert_eq!(t.os(), Os::Unknown);
         let t = Triple::parse("");

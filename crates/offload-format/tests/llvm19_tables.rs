@@ -6,17 +6,13 @@
 //! `lib_*.*` hold what the LLVM 19.1.7 libraries it loads computed. No LLVM
 //! is needed to run these tests.
 
-use offload_format::amdgpu::{
-    amdgcn_processor, amdgcn_processors, r600_canonical, r600_processor_names,
-};
+use offload_format::amdgpu::{amdgcn_processor, amdgcn_processors, r600_canonical, r600_processor_names};
 use offload_format::offload_arch::{LLVM19_OFFLOAD_ARCH_NAMES, is_llvm19_offload_arch};
 use offload_format::triple::Triple;
 use std::path::PathBuf;
 
 fn fixture(name: &str) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/llvm19")
-        .join(name);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/llvm19").join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
@@ -183,10 +179,7 @@ fn expected_alias_request(stored: &str, requested: &str) -> bool {
     let requested_pre = requested_parts.next().unwrap_or(requested);
     let stored_last = stored_pre.rsplit('-').next().unwrap_or("");
     let requested_last = requested_pre.rsplit('-').next().unwrap_or("");
-    match (
-        is_llvm19_offload_arch(stored_last),
-        is_llvm19_offload_arch(requested_last),
-    ) {
+    match (is_llvm19_offload_arch(stored_last), is_llvm19_offload_arch(requested_last)) {
         (false, false) => stored_pre == requested_pre,
         (true, true) => {
             let Some(proc) = amdgcn_processor(requested_last) else {
@@ -247,6 +240,29 @@ fn library_triple_parsing() {
 }
 
 #[test]
+fn library_four_part_constructor() {
+    let text = fixture("lib_triple_from_parts.tsv");
+    let rows = rows(&text, 11);
+    let mut bad = Vec::new();
+    for r in &rows {
+        let t = Triple::from_parts(r[0], r[1], r[2], r[3]);
+        let ours = [
+            t.as_str(),
+            t.arch().name(),
+            t.sub_arch().name(),
+            t.vendor().name(),
+            t.os().name(),
+            t.environment().name(),
+            t.object_format().name(),
+        ];
+        if ours[..] != r[4..] {
+            bad.push(format!("{:?}: llvm {:?}, ours {ours:?}", &r[..4], &r[4..]));
+        }
+    }
+    check("four-part constructor", rows.len(), bad, 20);
+}
+
+#[test]
 fn library_amdgpu_processors() {
     let text = fixture("lib_amdgpu.tsv");
     let rows = rows(&text, 5);
@@ -271,10 +287,8 @@ fn library_amdgpu_processors() {
 fn library_processor_lists_are_complete() {
     let gcn = fixture("lib_amdgcn_list.txt");
     let llvm: Vec<&str> = gcn.lines().filter(|l| !l.starts_with('#')).collect();
-    let ours: Vec<&str> = amdgcn_processors()
-        .iter()
-        .flat_map(|p| std::iter::once(p.name).chain(p.aliases.iter().copied()))
-        .collect();
+    let ours: Vec<&str> =
+        amdgcn_processors().iter().flat_map(|p| std::iter::once(p.name).chain(p.aliases.iter().copied())).collect();
     assert_eq!(ours, llvm, "AMDGCN names (LLVM order)");
 
     let r600 = fixture("lib_r600_list.txt");

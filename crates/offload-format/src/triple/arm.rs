@@ -151,10 +151,7 @@ const SYNONYMS: &[(&str, &str)] = &[
 const FAMILY_PREFIXES: &[&str] = &["arm64_32", "arm64e", "arm64", "aarch64_32", "arm", "thumb"];
 
 fn synonym(name: &str) -> &str {
-    SYNONYMS
-        .iter()
-        .find(|(k, _)| *k == name)
-        .map_or(name, |&(_, v)| v)
+    SYNONYMS.iter().find(|(k, _)| *k == name).map_or(name, |&(_, v)| v)
 }
 
 /// `ARM::getCanonicalArchName`: strips the family prefix (`arm`, `thumb`,
@@ -163,10 +160,7 @@ fn synonym(name: &str) -> &str {
 /// left after the prefix, and "" when the rest is malformed.
 pub(super) fn canonical_arch_name(arch: &str) -> &str {
     let bytes = arch.as_bytes();
-    let mut offset = FAMILY_PREFIXES
-        .iter()
-        .find(|p| arch.starts_with(*p))
-        .map(|p| p.len());
+    let mut offset = FAMILY_PREFIXES.iter().find(|p| arch.starts_with(*p)).map(|p| p.len());
     if offset.is_none() && arch.starts_with("aarch64") {
         // AArch64 spells big-endian "_be", never "eb".
         if arch.contains("eb") {
@@ -209,10 +203,7 @@ pub(super) fn canonical_arch_name(arch: &str) -> &str {
 /// table entry whose name ends with the result.
 pub(super) fn parse_arch_kind(arch: &str) -> ArchKind {
     let syn = synonym(canonical_arch_name(arch));
-    ARCH_TABLE
-        .iter()
-        .find(|(name, _)| name.ends_with(syn))
-        .map_or(ArchKind::Invalid, |&(_, kind)| kind)
+    ARCH_TABLE.iter().find(|(name, _)| name.ends_with(syn)).map_or(ArchKind::Invalid, |&(_, kind)| kind)
 }
 
 /// `Triple::parseSubArch`'s mapping from ARM architecture to sub-arch.
@@ -284,8 +275,7 @@ fn parse_isa(arch: &str) -> Isa {
 }
 
 fn parse_endian(arch: &str) -> Endian {
-    if arch.starts_with("armeb") || arch.starts_with("thumbeb") || arch.starts_with("aarch64_be")
-    {
+    if arch.starts_with("armeb") || arch.starts_with("thumbeb") || arch.starts_with("aarch64_be") {
         Endian::Big
     } else if arch.starts_with("arm") || arch.starts_with("thumb") {
         if arch.ends_with("eb") { Endian::Big } else { Endian::Little }
