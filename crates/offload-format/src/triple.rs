@@ -1053,6 +1053,24 @@ mod tests {
         assert!(c("arm64-apple-ios", "aarch64-apple-ios-simulator"));
     }
 
+    proptest::proptest! {
+        #[test]
+        fn parsing_keeps_text_and_rebuilds_four_field_triples(text in "[a-z0-9_.-]{0,24}|\\PC{0,24}") {
+            let t = Triple::parse(&text);
+            proptest::prop_assert_eq!(t.as_str(), text.as_str());
+            let rebuilt =
+                Triple::from_parts(t.arch_name(), t.vendor_name(), t.os_name(), t.environment_name());
+            proptest::prop_assert_eq!(rebuilt.arch(), t.arch());
+            proptest::prop_assert_eq!(rebuilt.vendor(), t.vendor());
+            proptest::prop_assert_eq!(rebuilt.os(), t.os());
+            proptest::prop_assert!(rebuilt.is_compatible_with(&rebuilt));
+            if text.matches('-').count() >= 3 {
+                proptest::prop_assert_eq!(rebuilt.as_str(), text.as_str());
+                proptest::prop_assert!(rebuilt.is_compatible_with(&t));
+            }
+        }
+    }
+
     #[test]
     fn gpu_predicates() {
         assert!(Triple::parse("amdgcn-amd-amdhsa").is_amdgcn());
