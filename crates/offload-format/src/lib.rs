@@ -6,5 +6,7 @@
 //! offset and size against the slice before use; no input makes it panic.
 //! Writers produce [`plan::Plan`]s or byte vectors; nothing here does I/O.
 
+pub mod llvm_hash;
+pub mod offload_binary;
 pub mod plan;
 pub mod target_id;

@@ -1,0 +1,365 @@
+//! Zero-copy reader for buffers of concatenated OffloadBinaries.
+//!
+//! The checks LLVM 19 makes come first, in its order, and fail with its
+//! messages ("Invalid data was encountered while parsing the file", "The end
+//! of the file was unexpectedly encountered"). LLVM then trusts the string
+//! and image offsets and crashes on lying ones; this reader checks them too
+//! and reports where the binary lies. Every error carries the byte offset of
+//! the binary it concerns ([`Error::offset`]) and a full explanation
+//! ([`Error::detail`]).
+//!
+//! Versions: 1 (LLVM 15-19) and 2 (several entries per header and sized
+//! values, newer LLVM) are read. Version 3 (newer LLVM, optionally
+//! compressed) is recognised and refused with its own message.
+
+use super::{ENTRY_SIZE, HEADER_SIZE, ImageKind, MAGIC, OffloadKind, STRING_RECORD_SIZE_V1, STRING_RECORD_SIZE_V2};
+use std::borrow::Cow;
+
+/// Why a buffer could not be read. Display is the message a tool prints
+/// (LLVM's wording where LLVM reports the problem).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// Fewer bytes are left than a header and one entry need (72).
+    #[error("Invalid data was encountered while parsing the file")]
+    TooShort { offset: u64, available: u64 },
+    /// The bytes at `offset` are not `10 FF 10 AD`.
+    #[error("Invalid data was encountered while parsing the file")]
+    BadMagic { offset: u64 },
+    /// A version no LLVM release has written (0, or above 3).
+    #[error("Invalid data was encountered while parsing the file")]
+    UnknownVersion { offset: u64, version: u32 },
+    /// Version 3, which only newer LLVM releases write.
+    #[error(
+        "OffloadBinary version {version} at offset {offset:#x} is not supported (this reader understands versions 1 and 2)"
+    )]
+    UnsupportedVersion { offset: u64, version: u32 },
+    /// A header or entry field points past the data that is there; LLVM 19
+    /// checks these.
+    #[error("The end of the file was unexpectedly encountered")]
+    Truncated { offset: u64, field: &'static str, value: u64, limit: u64 },
+    /// A part of the binary lies outside it (LLVM 19 reads out of bounds).
+    #[error(
+        "malformed OffloadBinary at offset {offset:#x}: {what} at {start:#x} with size {len:#x} lies outside the binary's {size:#x} bytes"
+    )]
+    OutOfBounds { offset: u64, what: &'static str, start: u64, len: u64, size: u64 },
+}
+
+impl Error {
+    /// Offset of the binary the error concerns, from the start of the
+    /// buffer given to the reader.
+    pub fn offset(&self) -> u64 {
+        match *self {
+            Error::TooShort { offset, .. }
+            | Error::BadMagic { offset }
+            | Error::UnknownVersion { offset, .. }
+            | Error::UnsupportedVersion { offset, .. }
+            | Error::Truncated { offset, .. }
+            | Error::OutOfBounds { offset, .. } => offset,
+        }
+    }
+
+    /// A self-contained explanation (for inspectors and logs), where
+    /// Display keeps LLVM's terse wording.
+    pub fn detail(&self) -> String {
+        match self {
+            Error::TooShort { offset, available } => format!(
+                "at offset {offset:#x}: {available} bytes left, an OffloadBinary needs at least {}",
+                HEADER_SIZE + ENTRY_SIZE
+            ),
+            Error::BadMagic { offset } => format!("at offset {offset:#x}: no OffloadBinary magic (10 FF 10 AD)"),
+            Error::UnknownVersion { offset, version } => {
+                format!("at offset {offset:#x}: unknown OffloadBinary version {version}")
+            }
+            Error::Truncated { offset, field, value, limit } => {
+                format!("OffloadBinary at offset {offset:#x}: {field} {value:#x} exceeds the limit {limit:#x}")
+            }
+            Error::UnsupportedVersion { .. } | Error::OutOfBounds { .. } => self.to_string(),
+        }
+    }
+}
+
+fn u16_at(d: &[u8], at: u64) -> Option<u16> {
+    let at = usize::try_from(at).ok()?;
+    let b = d.get(at..at.checked_add(2)?)?;
+    Some(u16::from_le_bytes([b[0], b[1]]))
+}
+
+fn u32_at(d: &[u8], at: u64) -> Option<u32> {
+    let at = usize::try_from(at).ok()?;
+    let b = d.get(at..at.checked_add(4)?)?;
+    Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+fn u64_at(d: &[u8], at: u64) -> Option<u64> {
+    let at = usize::try_from(at).ok()?;
+    let b = d.get(at..at.checked_add(8)?)?;
+    let mut a = [0u8; 8];
+    a.copy_from_slice(b);
+    Some(u64::from_le_bytes(a))
+}
+
+/// The header fields as stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawHeader {
+    pub version: u32,
+    pub size: u64,
+    pub entry_offset: u64,
+    /// Version 1: size of the entry; version 2: number of entries.
+    pub entry_size_or_count: u64,
+}
+
+/// The entry fields as stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RawEntry {
+    pub image_kind: u16,
+    pub offload_kind: u16,
+    pub flags: u32,
+    pub string_offset: u64,
+    pub num_strings: u64,
+    pub image_offset: u64,
+    pub image_size: u64,
+}
+
+/// One device image and its metadata, borrowed from the input.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OffloadBinary<'a> {
+    data: &'a [u8],
+    offset: u64,
+    header: RawHeader,
+    index: u64,
+    entry: RawEntry,
+    strings: Vec<(&'a [u8], &'a [u8])>,
+    image: &'a [u8],
+}
+
+impl<'a> OffloadBinary<'a> {
+    /// Reads every binary of `data` (concatenated binaries, as the packager
+    /// writes them and as linkers merge sections).
+    pub fn parse_all(data: &'a [u8]) -> Result<Vec<OffloadBinary<'a>>, Error> {
+        Binaries::new(data).collect()
+    }
+
+    /// The bytes of the whole binary this image belongs to (header to final
+    /// padding); for version 2 shared by all of its entries.
+    pub fn data(&self) -> &'a [u8] {
+        self.data
+    }
+    /// Offset of [`Self::data`] in the buffer given to the reader.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+    pub fn version(&self) -> u32 {
+        self.header.version
+    }
+    pub fn header(&self) -> RawHeader {
+        self.header
+    }
+    pub fn entry(&self) -> RawEntry {
+        self.entry
+    }
+    /// Index of this entry among the entries of its binary (always 0 for
+    /// version 1).
+    pub fn entry_index(&self) -> u64 {
+        self.index
+    }
+    pub fn image_kind(&self) -> ImageKind {
+        ImageKind::from_u16(self.entry.image_kind)
+    }
+    pub fn offload_kind(&self) -> OffloadKind {
+        OffloadKind::from_u16(self.entry.offload_kind)
+    }
+    pub fn flags(&self) -> u32 {
+        self.entry.flags
+    }
+    /// The device image.
+    pub fn image(&self) -> &'a [u8] {
+        self.image
+    }
+    /// The key/value records in file order.
+    pub fn strings(&self) -> &[(&'a [u8], &'a [u8])] {
+        &self.strings
+    }
+    /// The value of `key` (the last record wins, as in LLVM's map).
+    pub fn get(&self, key: &[u8]) -> Option<&'a [u8]> {
+        self.strings.iter().rev().find(|(k, _)| *k == key).map(|(_, v)| *v)
+    }
+    /// The value of `key` as text, empty when absent (LLVM's `getString`).
+    pub fn string(&self, key: &str) -> Cow<'a, str> {
+        String::from_utf8_lossy(self.get(key.as_bytes()).unwrap_or(b""))
+    }
+    /// The `triple` string, empty when absent.
+    pub fn triple(&self) -> Cow<'a, str> {
+        self.string("triple")
+    }
+    /// The `arch` string, empty when absent.
+    pub fn arch(&self) -> Cow<'a, str> {
+        self.string("arch")
+    }
+}
+
+/// Iterator over the binaries of a buffer; stops after the first error.
+pub struct Binaries<'a> {
+    data: &'a [u8],
+    pos: u64,
+    pending: std::vec::IntoIter<OffloadBinary<'a>>,
+    failed: bool,
+}
+
+impl<'a> Binaries<'a> {
+    pub fn new(data: &'a [u8]) -> Self {
+        Binaries { data, pos: 0, pending: Vec::new().into_iter(), failed: false }
+    }
+
+    /// Parses the binary at `self.pos` and advances past it.
+    fn next_chunk(&mut self) -> Result<Vec<OffloadBinary<'a>>, Error> {
+        let offset = self.pos;
+        let rest = usize::try_from(offset).ok().and_then(|o| self.data.get(o..)).unwrap_or(&[]);
+        let (binaries, size) = parse_chunk(rest, offset)?;
+        self.pos = offset + size;
+        Ok(binaries)
+    }
+}
+
+impl<'a> Iterator for Binaries<'a> {
+    type Item = Result<OffloadBinary<'a>, Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(b) = self.pending.next() {
+                return Some(Ok(b));
+            }
+            if self.failed || self.pos >= self.data.len() as u64 {
+                return None;
+            }
+            match self.next_chunk() {
+                Ok(v) => self.pending = v.into_iter(),
+                Err(e) => {
+                    self.failed = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+    }
+}
+
+/// Parses the binary at the start of `rest` (which lies at `offset` in the
+/// caller's buffer); returns its entries and its size.
+fn parse_chunk(rest: &[u8], offset: u64) -> Result<(Vec<OffloadBinary<'_>>, u64), Error> {
+    let available = rest.len() as u64;
+    let truncated = |field, value, limit| Error::Truncated { offset, field, value, limit };
+    // LLVM's order: minimum size, magic, version, then the size fields.
+    if available < HEADER_SIZE + ENTRY_SIZE {
+        return Err(Error::TooShort { offset, available });
+    }
+    if rest[..4] != MAGIC {
+        return Err(Error::BadMagic { offset });
+    }
+    let rd = |at| u64_at(rest, at).ok_or(Error::TooShort { offset, available });
+    let version = u32_at(rest, 4).ok_or(Error::TooShort { offset, available })?;
+    match version {
+        1 | 2 => {}
+        3 => return Err(Error::UnsupportedVersion { offset, version }),
+        _ => return Err(Error::UnknownVersion { offset, version }),
+    }
+    let header = RawHeader { version, size: rd(8)?, entry_offset: rd(16)?, entry_size_or_count: rd(24)? };
+    let size = header.size;
+    if size > available {
+        return Err(truncated("binary size", size, available));
+    }
+    if size < ENTRY_SIZE || size < HEADER_SIZE {
+        return Err(truncated("binary size", size, available));
+    }
+    let count = if version == 1 {
+        if header.entry_offset > size - ENTRY_SIZE {
+            return Err(truncated("entry offset", header.entry_offset, size - ENTRY_SIZE));
+        }
+        if header.entry_size_or_count > size - HEADER_SIZE {
+            return Err(truncated("entry size", header.entry_size_or_count, size - HEADER_SIZE));
+        }
+        1
+    } else {
+        let count = header.entry_size_or_count;
+        let entries_size = count
+            .checked_mul(ENTRY_SIZE)
+            .filter(|&s| s <= size - HEADER_SIZE)
+            .ok_or_else(|| truncated("entry count", count, (size - HEADER_SIZE) / ENTRY_SIZE))?;
+        if header.entry_offset > size - entries_size {
+            return Err(truncated("entries offset", header.entry_offset, size - entries_size));
+        }
+        count
+    };
+    // `size` fits in the slice, so everything below is bounded by it.
+    let data = &rest[..size as usize];
+    let record_size = if version == 1 { STRING_RECORD_SIZE_V1 } else { STRING_RECORD_SIZE_V2 };
+    let mut out = Vec::new();
+    for index in 0..count {
+        let at = header.entry_offset + index * ENTRY_SIZE;
+        let short = || Error::TooShort { offset, available };
+        let entry = RawEntry {
+            image_kind: u16_at(data, at).ok_or_else(short)?,
+            offload_kind: u16_at(data, at + 2).ok_or_else(short)?,
+            flags: u32_at(data, at + 4).ok_or_else(short)?,
+            string_offset: u64_at(data, at + 8).ok_or_else(short)?,
+            num_strings: u64_at(data, at + 16).ok_or_else(short)?,
+            image_offset: u64_at(data, at + 24).ok_or_else(short)?,
+            image_size: u64_at(data, at + 32).ok_or_else(short)?,
+        };
+        if entry.image_offset > size {
+            return Err(truncated("image offset", entry.image_offset, size));
+        }
+        if entry.string_offset > size {
+            return Err(truncated("string offset", entry.string_offset, size));
+        }
+        // Checks LLVM leaves out.
+        let out_of_bounds = |what, start: u64, len: u64| Error::OutOfBounds { offset, what, start, len, size };
+        let image_end = entry
+            .image_offset
+            .checked_add(entry.image_size)
+            .filter(|&e| e <= size)
+            .ok_or_else(|| out_of_bounds("the image", entry.image_offset, entry.image_size))?;
+        let records_len = entry.num_strings.checked_mul(record_size);
+        let records_end = records_len
+            .and_then(|l| entry.string_offset.checked_add(l))
+            .filter(|&e| e <= size)
+            .ok_or_else(|| out_of_bounds("the string records", entry.string_offset, records_len.unwrap_or(u64::MAX)))?;
+        let mut strings = Vec::new();
+        let mut rec = entry.string_offset;
+        while rec < records_end {
+            let key_at = u64_at(data, rec).ok_or_else(short)?;
+            let value_at = u64_at(data, rec + 8).ok_or_else(short)?;
+            let key = c_string(data, key_at).ok_or_else(|| out_of_bounds("a key string", key_at, 1))?;
+            let value = if version == 1 {
+                c_string(data, value_at).ok_or_else(|| out_of_bounds("a value string", value_at, 1))?
+            } else {
+                let len = u64_at(data, rec + 16).ok_or_else(short)?;
+                value_at
+                    .checked_add(len)
+                    .filter(|&e| e <= size)
+                    .map(|e| &data[value_at as usize..e as usize])
+                    .ok_or_else(|| out_of_bounds("a value string", value_at, len))?
+            };
+            strings.push((key, value));
+            rec += record_size;
+        }
+        out.push(OffloadBinary {
+            data,
+            offset,
+            header,
+            index,
+            entry,
+            strings,
+            image: &data[entry.image_offset as usize..image_end as usize],
+        });
+    }
+    Ok((out, size))
+}
+
+/// The NUL-terminated string at `at`. The end of the binary also ends a
+/// string, as it does for LLVM (whose copy of each binary is followed by a
+/// NUL); an offset past the end is an error.
+fn c_string(data: &[u8], at: u64) -> Option<&[u8]> {
+    let start = usize::try_from(at).ok().filter(|&s| s <= data.len())?;
+    let tail = &data[start..];
+    let len = tail.iter().position(|&b| b == 0).unwrap_or(tail.len());
+    Some(&tail[..len])
+}
