@@ -22,8 +22,27 @@ pub enum ArchiveError {
     Io(#[from] io::Error),
 }
 
+/// Whether LLVM's archive writer treats `buf` as a symbolic file (one whose
+/// presence makes it write a symbol table, even an empty one).
+fn is_symbolic(buf: &[u8]) -> bool {
+    // LLVM skips (with a warning) bitcode it cannot read.
+    (super::is_bitcode(buf) && super::bitcode::embedded_objects(buf).is_ok())
+        || matches!(
+            object::FileKind::parse(buf),
+            Ok(object::FileKind::Elf32
+                | object::FileKind::Elf64
+                | object::FileKind::Coff
+                | object::FileKind::CoffBig
+                | object::FileKind::MachO32
+                | object::FileKind::MachO64)
+        )
+}
+
 fn member_symbols(buf: &[u8], f: &mut dyn FnMut(&[u8]) -> io::Result<()>) -> io::Result<bool> {
-    let Ok(file) = object::File::parse(buf) else { return Ok(false) };
+    if !is_symbolic(buf) || super::is_bitcode(buf) {
+        return Ok(false);
+    }
+    let file = object::File::parse(buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
     for sym in file.symbols() {
         if matches!(sym.kind(), SymbolKind::File | SymbolKind::Section) || !sym.is_global() || sym.is_undefined() {
             continue;
@@ -86,7 +105,31 @@ pub fn write_gnu_archive(members: &[(&str, &[u8])]) -> Result<Vec<u8>, ArchiveEr
         members.iter().map(|(name, bytes)| NewArchiveMember::new(*bytes, &READER, name.to_string())).collect();
     let mut out = io::Cursor::new(Vec::new());
     ar_archive_writer::write_archive_to_stream(&mut out, &new, ArchiveKind::Gnu, false, None)?;
-    Ok(out.into_inner())
+    let mut out = out.into_inner();
+    if !members.iter().any(|(_, bytes)| is_symbolic(bytes)) {
+        // LLVM writes no symbol table when no member is a symbolic file;
+        // ar_archive_writer 0.5 always writes one. Without symbols nothing
+        // refers to it, so it can simply be dropped.
+        drop_empty_symbol_table(&mut out);
+    }
+    Ok(out)
+}
+
+/// Removes a leading GNU symbol table member (`/`) that lists no symbols.
+fn drop_empty_symbol_table(ar: &mut Vec<u8>) {
+    const HEADER: usize = 60;
+    let Some(header) = ar.get(8..8 + HEADER) else { return };
+    if &header[..16] != b"/               " {
+        return;
+    }
+    let size: Option<usize> = std::str::from_utf8(&header[48..58]).ok().and_then(|s| s.trim().parse().ok());
+    let Some(size) = size else { return };
+    let body = ar.get(8 + HEADER..8 + HEADER + size).unwrap_or(&[]);
+    if body.len() != size || body.get(..4).is_none_or(|count| count != [0, 0, 0, 0]) {
+        return;
+    }
+    let end = 8 + HEADER + size + size % 2;
+    ar.drain(8..end.min(ar.len()));
 }
 
 #[cfg(test)]
@@ -109,6 +152,12 @@ mod tests {
             got,
             [(b"d/pkg.out".to_vec(), b"hello".to_vec()), (b"d/pkg.out".to_vec(), b"ABCDEFGHIJKLMNOP".to_vec())]
         );
+    }
+
+    #[test]
+    fn no_symbol_table_without_objects() {
+        let ar = write_gnu_archive(&[("x", b"not an object")]).unwrap();
+        assert_eq!(&ar[8..10], b"x/");
     }
 
     #[test]

@@ -363,3 +363,243 @@ fn c_string(data: &[u8], at: u64) -> Option<&[u8]> {
     let len = tail.iter().position(|&b| b == 0).unwrap_or(tail.len());
     Some(&tail[..len])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::offload_binary::{Image, write};
+    use proptest::prelude::*;
+
+    fn two_images() -> Vec<u8> {
+        let a = Image {
+            offload_kind: OffloadKind::OpenMp,
+            strings: vec![(b"arch", b"generic"), (b"triple", b"x86_64-unknown-linux-gnu")],
+            image: b"hello",
+            ..Default::default()
+        };
+        let b = Image {
+            image_kind: ImageKind::Object,
+            offload_kind: OffloadKind::Hip,
+            strings: vec![(b"feature", b"+xnack,-sramecc"), (b"arch", b"gfx90a"), (b"triple", b"amdgcn-amd-amdhsa")],
+            image: b"ABCDEFGHIJKLMNOP",
+            ..Default::default()
+        };
+        let mut v = write(&a).unwrap();
+        v.extend(write(&b).unwrap());
+        v
+    }
+
+    #[test]
+    fn reads_concatenated_binaries() {
+        let data = two_images();
+        assert_eq!(data.len(), 0x168);
+        let bins = OffloadBinary::parse_all(&data).unwrap();
+        assert_eq!(bins.len(), 2);
+        assert_eq!(bins[1].offset(), 0xa0);
+        assert_eq!(bins[1].image(), b"ABCDEFGHIJKLMNOP");
+        assert_eq!(bins[1].offload_kind(), OffloadKind::Hip);
+        assert_eq!(bins[1].image_kind(), ImageKind::Object);
+        assert_eq!(bins[1].string("feature"), "+xnack,-sramecc");
+        assert_eq!(bins[1].string("missing"), "");
+        assert_eq!(bins[0].triple(), "x86_64-unknown-linux-gnu");
+        assert!(OffloadBinary::parse_all(&[]).unwrap().is_empty());
+    }
+
+    #[test]
+    fn every_truncation_is_refused_except_at_binary_boundaries() {
+        let data = two_images();
+        for len in 0..=data.len() {
+            let r = OffloadBinary::parse_all(&data[..len]);
+            match len {
+                0 => assert_eq!(r.unwrap().len(), 0),
+                0xa0 => assert_eq!(r.unwrap().len(), 1),
+                0x168 => assert_eq!(r.unwrap().len(), 2),
+                _ => {
+                    let e = r.unwrap_err();
+                    let first = if len < 0xa0 { 0 } else { 0xa0 };
+                    assert_eq!(e.offset(), first, "length {len}");
+                    assert!(matches!(e, Error::TooShort { .. } | Error::Truncated { .. }), "{len}: {e:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn llvm_messages_for_the_errors_llvm_reports() {
+        let data = two_images();
+        let e = OffloadBinary::parse_all(&data[..100]).unwrap_err();
+        assert_eq!(e.to_string(), "The end of the file was unexpectedly encountered");
+        let e = OffloadBinary::parse_all(&data[..20]).unwrap_err();
+        assert_eq!(e.to_string(), "Invalid data was encountered while parsing the file");
+        let mut tail = data.clone();
+        tail.extend([0u8; 8]);
+        let e = OffloadBinary::parse_all(&tail).unwrap_err();
+        assert_eq!((e.offset(), e.to_string()), (0x168, "Invalid data was encountered while parsing the file".into()));
+        let mut tail = data.clone();
+        tail.extend([0u8; 80]);
+        assert!(matches!(OffloadBinary::parse_all(&tail), Err(Error::BadMagic { offset: 0x168 })));
+    }
+
+    #[test]
+    fn versions_other_than_1_and_2_are_refused() {
+        let mut data = two_images();
+        for (v, want) in [(0u8, "unknown"), (3, "unsupported"), (4, "unknown"), (0xff, "unknown")] {
+            data[4] = v;
+            match (OffloadBinary::parse_all(&data), want) {
+                (Err(Error::UnknownVersion { version, offset: 0 }), "unknown") => assert_eq!(version, u32::from(v)),
+                (Err(Error::UnsupportedVersion { version: 3, offset: 0 }), "unsupported") => {}
+                (r, _) => panic!("version {v}: {r:?}"),
+            }
+        }
+        assert!(Error::UnsupportedVersion { offset: 0, version: 3 }.to_string().contains("version 3"));
+        // A version 1 body labelled version 2 reads its entry size (40) as
+        // an entry count, which does not fit.
+        data[4] = 2;
+        assert!(matches!(OffloadBinary::parse_all(&data), Err(Error::Truncated { field: "entry count", .. })));
+    }
+
+    fn put(data: &mut [u8], at: usize, v: u64) {
+        data[at..at + 8].copy_from_slice(&v.to_le_bytes());
+    }
+
+    #[test]
+    fn lying_offsets_and_sizes_are_refused_cleanly() {
+        let data = two_images();
+        let interesting = [0, 1, 7, 8, 0x20, 0x47, 0x48, 0x97, 0x98, 0x99, 0xa0, 0xa1, 1 << 32, u64::MAX - 7, u64::MAX];
+        // Every u64 field of the header, the entry and the string records.
+        for at in (8..0x68).step_by(8) {
+            for &v in &interesting {
+                let mut d = data.clone();
+                put(&mut d, at, v);
+                if let Ok(bins) = OffloadBinary::parse_all(&d) {
+                    for b in bins {
+                        // Whatever was accepted lies inside the input.
+                        assert!(b.image().len() <= d.len());
+                        for (k, v) in b.strings() {
+                            assert!(k.len() <= d.len() && v.len() <= d.len());
+                        }
+                    }
+                }
+            }
+        }
+        let mut d = data.clone();
+        put(&mut d, 0x40, 0x1000);
+        assert!(matches!(OffloadBinary::parse_all(&d), Err(Error::OutOfBounds { what: "the image", .. })));
+        let mut d = data.clone();
+        put(&mut d, 0x30, u64::MAX / 8);
+        assert!(matches!(OffloadBinary::parse_all(&d), Err(Error::OutOfBounds { what: "the string records", .. })));
+        let mut d = data.clone();
+        put(&mut d, 0x48, 0xa1);
+        assert!(matches!(OffloadBinary::parse_all(&d), Err(Error::OutOfBounds { what: "a key string", .. })));
+        // A key pointing at the very end reads as empty, as in LLVM.
+        let mut d = data.clone();
+        put(&mut d, 0x48, 0xa0);
+        assert_eq!(OffloadBinary::parse_all(&d).unwrap()[0].strings()[0].0, b"");
+    }
+
+    #[test]
+    fn every_single_byte_corruption_is_handled() {
+        let data = two_images();
+        for at in 0..data.len() {
+            for x in [0x01u8, 0x80, 0xff] {
+                let mut d = data.clone();
+                d[at] ^= x;
+                let _ = OffloadBinary::parse_all(&d).map_err(|e| e.detail());
+            }
+        }
+    }
+
+    /// A version 2 binary: two entries sharing one string table, values
+    /// with NULs, images back to back.
+    #[test]
+    fn reads_version_2() {
+        let mut d = vec![0u8; 0x100];
+        d[..4].copy_from_slice(&super::super::MAGIC);
+        d[4] = 2;
+        put(&mut d, 8, 0x100);
+        put(&mut d, 16, 32);
+        put(&mut d, 24, 2);
+        // entry 0 at 32, entry 1 at 72; records at 112 (3 x 24 bytes)
+        for (i, (kind, ofk, str_at, n, img_at, img_len)) in
+            [(1u16, 1u16, 112u64, 2u64, 0xe0u64, 5u64), (2, 3, 160, 1, 0xe5, 3)].into_iter().enumerate()
+        {
+            let e = 32 + 40 * i;
+            d[e..e + 2].copy_from_slice(&kind.to_le_bytes());
+            d[e + 2..e + 4].copy_from_slice(&ofk.to_le_bytes());
+            put(&mut d, e + 8, str_at);
+            put(&mut d, e + 16, n);
+            put(&mut d, e + 24, img_at);
+            put(&mut d, e + 32, img_len);
+        }
+        // string table at 184: "\0triple\0t\0meta\0a\0b\0"
+        let table = b"\0triple\0t\0meta\0a\0b";
+        d[184..184 + table.len()].copy_from_slice(table);
+        for (i, (k, v, len)) in [(185u64, 192u64, 1u64), (194, 199, 3), (185, 192, 1)].into_iter().enumerate() {
+            put(&mut d, 112 + 24 * i, k);
+            put(&mut d, 120 + 24 * i, v);
+            put(&mut d, 128 + 24 * i, len);
+        }
+        d[0xe0..0xe8].copy_from_slice(b"helloABC");
+        let bins = OffloadBinary::parse_all(&d).unwrap();
+        assert_eq!(bins.len(), 2);
+        assert_eq!(bins[0].image(), b"hello");
+        assert_eq!(bins[1].image(), b"ABC");
+        assert_eq!(bins[0].strings(), &[(&b"triple"[..], &b"t"[..]), (&b"meta"[..], &b"a\0b"[..])]);
+        assert_eq!(bins[1].offload_kind(), OffloadKind::Hip);
+        assert_eq!((bins[0].version(), bins[1].entry_index()), (2, 1));
+        // A count that does not fit is refused.
+        put(&mut d, 24, 6);
+        assert!(matches!(OffloadBinary::parse_all(&d), Err(Error::Truncated { .. })));
+    }
+
+    fn arb_string() -> impl Strategy<Value = Vec<u8>> {
+        prop::collection::vec(1u8..=255, 0..24)
+    }
+
+    proptest! {
+        #[test]
+        fn write_then_read_gives_the_image_back(
+            image_kind in 0u16..8,
+            offload_kind in 0u16..6,
+            flags in any::<u32>(),
+            strings in prop::collection::vec((arb_string(), arb_string()), 0..12),
+            image in prop::collection::vec(any::<u8>(), 0..300),
+        ) {
+            let mut seen = std::collections::HashSet::new();
+            let strings: Vec<(&[u8], &[u8])> = strings
+                .iter()
+                .filter(|(k, _)| seen.insert(k.clone()))
+                .map(|(k, v)| (k.as_slice(), v.as_slice()))
+                .collect();
+            let img = Image {
+                image_kind: ImageKind::from_u16(image_kind),
+                offload_kind: OffloadKind::from_u16(offload_kind),
+                flags,
+                strings: strings.clone(),
+                image: &image,
+            };
+            let bytes = write(&img).unwrap();
+            prop_assert_eq!(bytes.len() % 8, 0);
+            let bins = OffloadBinary::parse_all(&bytes).unwrap();
+            prop_assert_eq!(bins.len(), 1);
+            let b = &bins[0];
+            prop_assert_eq!(b.image(), &image[..]);
+            prop_assert_eq!(b.strings(), &strings[..]);
+            prop_assert_eq!(b.flags(), flags);
+            prop_assert_eq!(b.image_kind().to_u16(), image_kind);
+            prop_assert_eq!(b.offload_kind().to_u16(), offload_kind);
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(tail in prop::collection::vec(any::<u8>(), 0..400), version in 0u32..4) {
+            let mut d = super::super::MAGIC.to_vec();
+            d.extend(version.to_le_bytes());
+            d.extend(tail);
+            if let Ok(bins) = OffloadBinary::parse_all(&d) {
+                for b in bins {
+                    prop_assert!(b.data().len() <= d.len());
+                }
+            }
+        }
+    }
+}
