@@ -246,4 +246,29 @@ mod tests {
         let s = scan(b"!<arch>\nbroken", "x");
         assert!(matches!(s.error, Some(ContainerError::Archive { .. })), "{s:?}");
     }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn arbitrary_containers_never_panic(
+            magic in 0usize..6,
+            tail in prop::collection::vec(any::<u8>(), 0..600),
+        ) {
+            let prefixes: [&[u8]; 6] = [
+                b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0\x01\0",
+                b"\x7fELF\x01\x02\x01\0\0\0\0\0\0\0\0\0\0\x01",
+                b"!<arch>\n",
+                b"BC\xC0\xDE",
+                b"\xDE\xC0\x17\x0B",
+                b"\x64\x86",
+            ];
+            let mut d = prefixes[magic].to_vec();
+            d.extend(tail);
+            let s = scan(&d, "x");
+            for p in &s.packages {
+                prop_assert!(p.data.len() <= d.len());
+            }
+        }
+    }
 }
