@@ -572,7 +572,7 @@ pub fn embedded_objects(data: &[u8]) -> Result<Vec<Embedded>> {
     if data.len() < 4 || data[..4] != [0x42, 0x43, 0xC0, 0xDE] {
         return Err("invalid bitcode signature".into());
     }
-    // Tolerate trailing bytes that do not fill a word, as LLVM does not.
+    // LLVM also refuses a stream that does not fill whole 32-bit words.
     if !data.len().is_multiple_of(4) {
         return Err("bitcode size is not a multiple of 4".into());
     }

@@ -18,12 +18,14 @@
 //!
 //! * [`read`]: zero-copy reader over a buffer of concatenated binaries, with
 //!   every offset and size checked; versions 1 and 2 are read.
-//! * [`write`]: the version 1 writer (byte-identical to LLVM 19) and the
+//! * [`mod@write`]: the version 1 writer (byte-identical to LLVM 19) and the
 //!   string-table builder.
 //! * [`args`]: the `--image=key=value,...` syntax of the packager and the
 //!   record orders of LLVM 19 and LLVM 16.
 //! * [`container`]: finding packages inside ELF/COFF objects, LLVM bitcode and
-//!   `ar` archives.
+//!   `ar` archives (bitcode through a small private bitstream reader).
+//! * [`archive`]: writing extracted images as a GNU `ar` archive, as
+//!   `clang-offload-packager --archive` does.
 
 pub mod archive;
 pub mod args;
