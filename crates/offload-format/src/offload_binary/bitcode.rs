@@ -144,12 +144,6 @@ fn op_min_bits(op: &Op) -> u64 {
     }
 }
 
-/// The stream state inside one block.
-struct Cursor<'a, 'b> {
-    bits: &'b mut Bits<'a>,
-    abbrevs: Vec<std::rc::Rc<Vec<Op>>>,
-}
-
 fn read_abbrev_def(bits: &mut Bits<'_>) -> Result<Vec<Op>> {
     let n = bits.vbr(5)?;
     let mut ops = Vec::new();
@@ -220,39 +214,51 @@ fn read_abbrev_def(bits: &mut Bits<'_>) -> Result<Vec<Op>> {
     Ok(ops)
 }
 
-impl<'a, 'b> Cursor<'a, 'b> {
-    fn abbreviated(&mut self, ops: &[Op]) -> Result<Record<'a>> {
-        let mut vals = Vec::new();
-        let mut blob = None;
-        for op in ops {
-            match op {
-                Op::Array(elt) => {
-                    let n = self.bits.vbr(6)?;
-                    let min = op_min_bits(elt);
-                    if n > 0 && (min == 0 || n.saturating_mul(min) > self.bits.remaining()) {
-                        return Err("array is longer than the bitstream".into());
-                    }
-                    vals.reserve(n as usize);
-                    for _ in 0..n {
-                        vals.push(read_scalar(self.bits, elt)?);
-                    }
-                }
-                Op::Blob => {
-                    let n = self.bits.vbr(6)?;
-                    self.bits.align32()?;
-                    let b = self.bits.bytes(n)?;
-                    self.bits.align32()?;
-                    blob = Some(b);
-                }
-                scalar => vals.push(read_scalar(self.bits, scalar)?),
-            }
-        }
-        if vals.is_empty() {
-            return Err("abbreviated record without a code".into());
-        }
-        let code = vals.remove(0);
-        Ok(Record { code, ops: vals, blob })
+/// Reads an unabbreviated record (after its abbreviation id 3).
+fn read_unabbreviated<'a>(bits: &mut Bits<'a>) -> Result<Record<'a>> {
+    let code = bits.vbr(6)?;
+    let n = bits.vbr(6)?;
+    if n.saturating_mul(6) > bits.remaining() {
+        return Err("record has more operands than the bitstream holds".into());
     }
+    let mut ops = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        ops.push(bits.vbr(6)?);
+    }
+    Ok(Record { code, ops, blob: None })
+}
+
+/// Reads a record encoded with the abbreviation `ops`.
+fn read_abbreviated<'a>(bits: &mut Bits<'a>, ops: &[Op]) -> Result<Record<'a>> {
+    let mut vals = Vec::new();
+    let mut blob = None;
+    for op in ops {
+        match op {
+            Op::Array(elt) => {
+                let n = bits.vbr(6)?;
+                let min = op_min_bits(elt);
+                if n > 0 && (min == 0 || n.saturating_mul(min) > bits.remaining()) {
+                    return Err("array is longer than the bitstream".into());
+                }
+                vals.reserve(n as usize);
+                for _ in 0..n {
+                    vals.push(read_scalar(bits, elt)?);
+                }
+            }
+            Op::Blob => {
+                let n = bits.vbr(6)?;
+                bits.align32()?;
+                blob = Some(bits.bytes(n)?);
+                bits.align32()?;
+            }
+            scalar => vals.push(read_scalar(bits, scalar)?),
+        }
+    }
+    if vals.is_empty() {
+        return Err("abbreviated record without a code".into());
+    }
+    let code = vals.remove(0);
+    Ok(Record { code, ops: vals, blob })
 }
 
 /// Abbreviations registered for block ids by the BLOCKINFO block.
@@ -297,17 +303,10 @@ fn skip_block(bits: &mut Bits<'_>, len_words: u64) -> Result<()> {
 fn read_blockinfo(bits: &mut Bits<'_>, width: u32, info: &mut BlockInfo) -> Result<()> {
     let mut target: Option<u64> = None;
     loop {
-        let id = bits.read(width)?;
-        match id {
-            0 => {
-                bits.align32()?;
-                return Ok(());
-            }
+        match bits.read(width)? {
+            0 => return bits.align32(),
             1 => {
-                let _ = bits.vbr(8)?;
-                let _ = bits.vbr(4)?;
-                bits.align32()?;
-                let len = bits.read(32)?;
+                let (_, _, len) = block_header(bits)?;
                 skip_block(bits, len)?;
             }
             2 => {
@@ -316,17 +315,10 @@ fn read_blockinfo(bits: &mut Bits<'_>, width: u32, info: &mut BlockInfo) -> Resu
                 info.abbrevs.entry(t).or_default().push(std::rc::Rc::new(def));
             }
             3 => {
-                let code = bits.vbr(6)?;
-                let n = bits.vbr(6)?;
-                let mut first = None;
-                for i in 0..n {
-                    let v = bits.vbr(6)?;
-                    if i == 0 {
-                        first = Some(v);
-                    }
-                }
-                if code == 1 {
-                    target = Some(first.ok_or("SETBID without a block id")?);
+                let r = read_unabbreviated(bits)?;
+                // SETBID [block id]; names are not needed.
+                if r.code == 1 {
+                    target = Some(*r.ops.first().ok_or("SETBID without a block id")?);
                 }
             }
             n => return Err(format!("abbreviated record {n} in BLOCKINFO")),
@@ -381,35 +373,12 @@ fn walk_block<'a>(
                     sub(bits, sub_id, sub_width, len, info)?;
                 }
             }
+            2 => abbrevs.push(std::rc::Rc::new(read_abbrev_def(bits)?)),
+            3 => rec(read_unabbreviated(bits)?)?,
             other => {
-                let mut cur = Cursor { bits, abbrevs: std::mem::take(&mut abbrevs) };
-                let entry = if other == 2 {
-                    let def = read_abbrev_def(cur.bits)?;
-                    cur.abbrevs.push(std::rc::Rc::new(def));
-                    None
-                } else if other == 3 {
-                    let code = cur.bits.vbr(6)?;
-                    let n = cur.bits.vbr(6)?;
-                    if n.saturating_mul(6) > cur.bits.remaining() {
-                        return Err("record has more operands than the bitstream holds".into());
-                    }
-                    let mut ops = Vec::with_capacity(n as usize);
-                    for _ in 0..n {
-                        ops.push(cur.bits.vbr(6)?);
-                    }
-                    Some(Record { code, ops, blob: None })
-                } else {
-                    let abbrev = cur
-                        .abbrevs
-                        .get((other - 4) as usize)
-                        .cloned()
-                        .ok_or_else(|| format!("undefined abbreviation {other}"))?;
-                    Some(cur.abbreviated(&abbrev)?)
-                };
-                abbrevs = cur.abbrevs;
-                if let Some(r) = entry {
-                    rec(r)?;
-                }
+                let abbrev =
+                    abbrevs.get((other - 4) as usize).ok_or_else(|| format!("undefined abbreviation {other}"))?;
+                rec(read_abbreviated(bits, abbrev)?)?;
             }
         }
     }
