@@ -9,7 +9,9 @@
 pub mod amdgpu;
 pub mod bundle;
 pub mod bundler;
+pub mod llvm_hash;
 pub mod offload_arch;
+pub mod offload_binary;
 pub mod plan;
 pub mod string_map;
 pub mod target_id;

@@ -1,0 +1,175 @@
+//! Writing extracted images as a GNU `ar` archive, as LLVM 19's
+//! `clang-offload-packager --archive` does with `writeArchive` (GNU format,
+//! deterministic headers, a symbol table of the members' global symbols).
+//!
+//! The archive layout comes from `ar_archive_writer` (a port of LLVM's
+//! archive writer). Its default symbol reader panics on some corrupt
+//! objects, so members are read here with our own, fallible reader. As in
+//! LLVM, a member that is not an object contributes no symbols; unlike LLVM,
+//! bitcode members contribute none either (LLVM reads their IR symbol
+//! table).
+
+use ar_archive_writer::{ArchiveKind, NewArchiveMember, ObjectReader};
+use object::{Object, ObjectSymbol, SymbolKind};
+use std::io;
+
+/// Why an archive could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum ArchiveError {
+    #[error("'{member}': {reason}")]
+    Member { member: String, reason: String },
+    #[error("{0}")]
+    Io(#[from] io::Error),
+}
+
+/// Whether LLVM's archive writer treats `buf` as a symbolic file (one whose
+/// presence makes it write a symbol table, even an empty one).
+fn is_symbolic(buf: &[u8]) -> bool {
+    // LLVM skips (with a warning) bitcode it cannot read.
+    (super::is_bitcode(buf) && super::bitcode::embedded_objects(buf).is_ok())
+        || matches!(
+            object::FileKind::parse(buf),
+            Ok(object::FileKind::Elf32
+                | object::FileKind::Elf64
+                | object::FileKind::Coff
+                | object::FileKind::CoffBig
+                | object::FileKind::MachO32
+                | object::FileKind::MachO64)
+        )
+}
+
+fn member_symbols(buf: &[u8], f: &mut dyn FnMut(&[u8]) -> io::Result<()>) -> io::Result<bool> {
+    if !is_symbolic(buf) || super::is_bitcode(buf) {
+        return Ok(false);
+    }
+    let file = object::File::parse(buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+    for sym in file.symbols() {
+        if matches!(sym.kind(), SymbolKind::File | SymbolKind::Section) || !sym.is_global() || sym.is_undefined() {
+            continue;
+        }
+        let name = sym.name_bytes().map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+        f(name)?;
+    }
+    Ok(true)
+}
+
+fn is_64_bit(buf: &[u8]) -> bool {
+    matches!(
+        object::FileKind::parse(buf),
+        Ok(object::FileKind::Elf64 | object::FileKind::MachO64 | object::FileKind::MachOFat64)
+    )
+}
+
+fn coff_machine(buf: &[u8]) -> Option<u16> {
+    match object::FileKind::parse(buf) {
+        Ok(object::FileKind::Coff) => buf.get(0..2).map(|b| u16::from_le_bytes([b[0], b[1]])),
+        Ok(object::FileKind::CoffImport) => buf.get(6..8).map(|b| u16::from_le_bytes([b[0], b[1]])),
+        _ => None,
+    }
+}
+
+fn is_ec(buf: &[u8]) -> bool {
+    coff_machine(buf).is_some_and(|m| m != object::pe::IMAGE_FILE_MACHINE_ARM64.0)
+}
+
+fn is_any_arm64_coff(buf: &[u8]) -> bool {
+    coff_machine(buf).is_some_and(|m| {
+        m == object::pe::IMAGE_FILE_MACHINE_ARM64.0
+            || m == object::pe::IMAGE_FILE_MACHINE_ARM64EC.0
+            || m == object::pe::IMAGE_FILE_MACHINE_ARM64X.0
+    })
+}
+
+fn xcoff_alignment(_: &[u8]) -> u32 {
+    // Only AIX big archives align members; GNU archives do not ask.
+    2
+}
+
+static READER: ObjectReader = ObjectReader {
+    get_symbols: member_symbols,
+    is_64_bit_object_file: is_64_bit,
+    is_ec_object_file: is_ec,
+    is_any_arm64_coff,
+    get_xcoff_member_alignment: xcoff_alignment,
+};
+
+/// A GNU archive of `members` (name, bytes) in the given order.
+pub fn write_gnu_archive(members: &[(&str, &[u8])]) -> Result<Vec<u8>, ArchiveError> {
+    // Read every member's symbols first so that a corrupt one is reported
+    // by name instead of failing the whole write anonymously.
+    for (name, bytes) in members {
+        member_symbols(bytes, &mut |_| Ok(()))
+            .map_err(|e| ArchiveError::Member { member: name.to_string(), reason: e.to_string() })?;
+    }
+    let new: Vec<NewArchiveMember<'_>> =
+        members.iter().map(|(name, bytes)| NewArchiveMember::new(*bytes, &READER, name.to_string())).collect();
+    let mut out = io::Cursor::new(Vec::new());
+    ar_archive_writer::write_archive_to_stream(&mut out, &new, ArchiveKind::Gnu, false, None)?;
+    let mut out = out.into_inner();
+    if !members.iter().any(|(_, bytes)| is_symbolic(bytes)) {
+        // LLVM writes no symbol table when no member is a symbolic file;
+        // ar_archive_writer 0.5 always writes one. Without symbols nothing
+        // refers to it, so it can simply be dropped.
+        drop_empty_symbol_table(&mut out);
+    }
+    Ok(out)
+}
+
+/// Removes a leading GNU symbol table member (`/`) that lists no symbols.
+fn drop_empty_symbol_table(ar: &mut Vec<u8>) {
+    const HEADER: usize = 60;
+    let Some(header) = ar.get(8..8 + HEADER) else { return };
+    if &header[..16] != b"/               " {
+        return;
+    }
+    let size: Option<usize> = std::str::from_utf8(&header[48..58]).ok().and_then(|s| s.trim().parse().ok());
+    let Some(size) = size else { return };
+    let body = ar.get(8 + HEADER..8 + HEADER + size).unwrap_or(&[]);
+    if body.len() != size || body.get(..4).is_none_or(|count| count != [0, 0, 0, 0]) {
+        return;
+    }
+    let end = 8 + HEADER + size + size % 2;
+    ar.drain(8..end.min(ar.len()));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn members_come_back_in_order() {
+        let ar = write_gnu_archive(&[("d/pkg.out", b"hello"), ("d/pkg.out", b"ABCDEFGHIJKLMNOP")]).unwrap();
+        assert!(ar.starts_with(b"!<arch>\n"));
+        let archive = object::read::archive::ArchiveFile::parse(&ar[..]).unwrap();
+        let got: Vec<(Vec<u8>, Vec<u8>)> = archive
+            .members()
+            .map(|m| {
+                let m = m.unwrap();
+                (m.name().to_vec(), m.data(&ar[..]).unwrap().to_vec())
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [(b"d/pkg.out".to_vec(), b"hello".to_vec()), (b"d/pkg.out".to_vec(), b"ABCDEFGHIJKLMNOP".to_vec())]
+        );
+    }
+
+    #[test]
+    fn no_symbol_table_without_objects() {
+        let ar = write_gnu_archive(&[("x", b"not an object")]).unwrap();
+        assert_eq!(&ar[8..10], b"x/");
+    }
+
+    #[test]
+    fn corrupt_objects_do_not_panic() {
+        // An ELF header whose section table points nowhere.
+        let mut elf = vec![0u8; 64];
+        elf[..4].copy_from_slice(b"\x7fELF");
+        elf[4] = 2;
+        elf[5] = 1;
+        elf[6] = 1;
+        elf[16] = 1;
+        elf[40] = 0xff;
+        let _ = write_gnu_archive(&[("x.o", &elf)]);
+    }
+}
