@@ -8,3 +8,4 @@
 
 pub mod plan;
 pub mod target_id;
+pub mod wrapper;
