@@ -536,3 +536,302 @@ fn align(a: Option<u64>) -> Result<u64, BitcodeError> {
         Some(b) => Err(BitcodeError::BadAlignment(b)),
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::wrapper::ir::{Block, Function, GlobalVar};
+    use llvm_bitcode::bitcode::{BitcodeElement, Payload};
+
+    /// A decoded block: its ID and its items in order.
+    #[derive(Debug)]
+    pub(crate) struct Blk {
+        pub id: u32,
+        pub items: Vec<Item>,
+    }
+
+    #[derive(Debug)]
+    pub(crate) enum Item {
+        Block(Blk),
+        /// Code, scalar operands, blob payload.
+        Rec(u64, Vec<u64>, Option<Vec<u8>>),
+    }
+
+    impl Blk {
+        pub fn block(&self, id: u32) -> &Blk {
+            self.blocks(id).next().unwrap_or_else(|| panic!("no block {id} in block {}", self.id))
+        }
+        pub fn blocks(&self, id: u32) -> impl Iterator<Item = &Blk> {
+            self.items.iter().filter_map(move |i| match i {
+                Item::Block(b) if b.id == id => Some(b),
+                _ => None,
+            })
+        }
+        pub fn records(&self, code: u64) -> Vec<(&[u64], Option<&[u8]>)> {
+            self.items
+                .iter()
+                .filter_map(|i| match i {
+                    Item::Rec(c, ops, blob) if *c == code => Some((ops.as_slice(), blob.as_deref())),
+                    _ => None,
+                })
+                .collect()
+        }
+    }
+
+    fn convert(e: BitcodeElement) -> Item {
+        match e {
+            BitcodeElement::Block(b) => {
+                Item::Block(Blk { id: b.id, items: b.elements.into_iter().map(convert).collect() })
+            }
+            BitcodeElement::Record(mut r) => {
+                let mut ops = r.fields().to_vec();
+                let blob = match r.take_payload() {
+                    Some(Payload::Blob(b)) => Some(b),
+                    Some(Payload::Array(a)) => {
+                        ops.extend(a);
+                        None
+                    }
+                    Some(Payload::Char6String(s)) => {
+                        ops.extend(s.bytes().map(u64::from));
+                        None
+                    }
+                    None => None,
+                };
+                Item::Rec(r.id, ops, blob)
+            }
+        }
+    }
+
+    /// Decodes a bitcode file with the independent `llvm-bitcode` reader;
+    /// returns the top-level blocks.
+    pub(crate) fn decode(bytes: &[u8]) -> Vec<Blk> {
+        let bc = llvm_bitcode::Bitcode::new(bytes).expect("llvm-bitcode reads our output");
+        bc.elements
+            .into_iter()
+            .map(|e| match convert(e) {
+                Item::Block(b) => b,
+                Item::Rec(..) => panic!("record at top level"),
+            })
+            .collect()
+    }
+
+    /// A module using more than the wrapper needs: an opaque and a
+    /// self-referencing struct, parameters, a call that returns a value,
+    /// alignment, several linkages, a cast and a non-inbounds GEP.
+    pub(crate) fn general_module() -> Module<'static> {
+        let mut m = Module::new("general.c", "x86_64-unknown-linux-gnu");
+        let i8 = m.int_type(8);
+        let i32 = m.int_type(32);
+        let i64 = m.int_type(64);
+        let opaque = m.named_struct_type("opaque_t", None, false);
+        let node = m.named_struct_type("node", None, false);
+        let node_p = m.ptr_type(node);
+        m.set_struct_body(node, &[i32, node_p], false).unwrap();
+        let opaque_p = m.ptr_type(opaque);
+        let g_ext = m.add_global(GlobalVar::new("ext", opaque));
+        let ext = m.global_addr(g_ext).unwrap();
+        let five = m.int(i32, 5);
+        let null_node = m.null(node_p);
+        let init = m.aggregate(node, &[five, null_node]);
+        let g_node = m.add_global(GlobalVar {
+            init: Some(init),
+            align: Some(8),
+            dso_local: true,
+            ..GlobalVar::new("head", node)
+        });
+        let head = m.global_addr(g_node).unwrap();
+        let zero = m.int(i64, 0);
+        let one32 = m.int(i32, 1);
+        let next = m.gep(false, node, head, &[zero, one32]).unwrap();
+        let next_ty = m.const_type(next).unwrap();
+        m.add_global(GlobalVar {
+            constant: true,
+            init: Some(next),
+            linkage: Linkage::Private,
+            ..GlobalVar::new("next field", next_ty)
+        });
+        let i8p = m.ptr_type(i8);
+        let as_bytes = m.cast(CastOp::BitCast, ext, i8p);
+        m.add_global(GlobalVar { init: Some(as_bytes), linkage: Linkage::WeakAny, ..GlobalVar::new("ext_bytes", i8p) });
+        let _ = opaque_p;
+        let neg = m.int(i64, (-42i64) as u64);
+        let get_ty = m.function_type(i64, &[node_p, i32], false);
+        let get = m.add_function(Function::new("get", get_ty));
+        let callee = m.function_addr(get).unwrap();
+        let main_ty = m.function_type(i64, &[i32], false);
+        let body = Block {
+            name: "start".into(),
+            insts: vec![Inst::Call { fnty: get_ty, callee, args: vec![head, five] }, Inst::Ret(Some(neg))],
+        };
+        m.add_function(Function {
+            visibility: Visibility::Protected,
+            unnamed_addr: UnnamedAddr::Local,
+            body: Some(body),
+            ..Function::new("main", main_ty)
+        });
+        let void = m.void_type();
+        let vty = m.function_type(void, &[i32], true);
+        let printf = m.add_function(Function::new("printf", vty));
+        let pf = m.function_addr(printf).unwrap();
+        let v_ty = m.function_type(void, &[], false);
+        m.add_function(Function {
+            linkage: Linkage::Internal,
+            body: Some(Block {
+                name: String::new(),
+                insts: vec![Inst::Call { fnty: vty, callee: pf, args: vec![five, zero, one32] }, Inst::Ret(None)],
+            }),
+            ..Function::new("1st", v_ty)
+        });
+        m
+    }
+
+    #[test]
+    fn layout_of_blocks() {
+        let m = general_module();
+        let bytes = to_vec(&m).unwrap();
+        assert_eq!(&bytes[..4], b"BC\xC0\xDE");
+        assert_eq!(bytes.len() % 4, 0);
+        let top = decode(&bytes);
+        assert_eq!(top.iter().map(|b| b.id).collect::<Vec<_>>(), [13, 8, 23]);
+        let ident = &top[0];
+        assert_eq!(ident.records(IDENT_STRING)[0].0, chars(PRODUCER).as_slice());
+        assert_eq!(ident.records(IDENT_EPOCH)[0].0, [0]);
+        let module = &top[1];
+        assert_eq!(module.records(MOD_VERSION)[0].0, [2]);
+        assert_eq!(module.records(MOD_TRIPLE)[0].0, chars("x86_64-unknown-linux-gnu").as_slice());
+        assert_eq!(module.records(MOD_SOURCE_FILENAME)[0].0, chars("general.c").as_slice());
+        assert_eq!(module.blocks(FUNCTION_BLOCK as u32).count(), 2);
+        // The string table holds the names the records point at.
+        let strtab = top[2].records(STRTAB_BLOB)[0].1.unwrap().to_vec();
+        let names: Vec<String> = module
+            .records(MOD_GLOBALVAR)
+            .iter()
+            .chain(module.records(MOD_FUNCTION).iter())
+            .map(|(ops, _)| String::from_utf8(strtab[ops[0] as usize..(ops[0] + ops[1]) as usize].to_vec()).unwrap())
+            .collect();
+        assert_eq!(names, ["ext", "head", "next field", "ext_bytes", "get", "main", "printf", "1st"]);
+    }
+
+    #[test]
+    fn types_are_defined_before_use_except_identified_structs() {
+        let m = general_module();
+        let top = decode(&to_vec(&m).unwrap());
+        let types = top[1].block(TYPE_BLOCK as u32);
+        let mut named = Vec::new();
+        let mut defs: Vec<(u64, Vec<u64>)> = Vec::new();
+        for item in &types.items {
+            let Item::Rec(code, ops, _) = item else { panic!("block inside the type table") };
+            match *code {
+                TYPE_NUMENTRY | TYPE_STRUCT_NAME => {}
+                TYPE_STRUCT_NAMED | TYPE_OPAQUE => {
+                    named.push(defs.len() as u64);
+                    defs.push((*code, ops.clone()));
+                }
+                _ => defs.push((*code, ops.clone())),
+            }
+        }
+        assert_eq!(types.records(TYPE_NUMENTRY)[0].0, [defs.len() as u64]);
+        assert_eq!(defs.len(), m.types().len());
+        for (i, (code, ops)) in defs.iter().enumerate() {
+            let refs: Vec<u64> = match *code {
+                TYPE_POINTER => vec![ops[0]],
+                TYPE_ARRAY => vec![ops[1]],
+                TYPE_FUNCTION | TYPE_STRUCT_ANON | TYPE_STRUCT_NAMED => ops[1..].to_vec(),
+                _ => vec![],
+            };
+            for r in refs {
+                assert!(r < i as u64 || named.contains(&r), "type {i} refers forward to {r}");
+            }
+        }
+    }
+
+    #[test]
+    fn function_bodies_are_found_through_the_symbol_table() {
+        let m = general_module();
+        let bytes = to_vec(&m).unwrap();
+        let top = decode(&bytes);
+        let module = &top[1];
+        let word = |w: u64| u32::from_le_bytes(bytes[w as usize * 4..w as usize * 4 + 4].try_into().unwrap());
+        // ENTER_SUBBLOCK (abbreviation 1 in the module's 3-bit width) + block ID.
+        let block_at = |w: u64| {
+            let v = word(w);
+            assert_eq!(v & 7, 1, "no ENTER_SUBBLOCK at word {w}");
+            (v >> 3) & 0xff
+        };
+        let vst_offset = module.records(MOD_VSTOFFSET)[0].0[0];
+        assert_eq!(block_at(vst_offset), VALUE_SYMTAB_BLOCK as u32);
+        let vst = module.blocks(VALUE_SYMTAB_BLOCK as u32).next().unwrap();
+        let entries = vst.records(VST_FNENTRY);
+        // Value numbers of `main` and `1st`: 4 globals, then functions.
+        assert_eq!(entries.iter().map(|(ops, _)| ops[0]).collect::<Vec<_>>(), [5, 7]);
+        for (ops, _) in entries {
+            assert_eq!(block_at(ops[1]), FUNCTION_BLOCK as u32);
+        }
+    }
+
+    #[test]
+    fn instructions_use_relative_value_numbers() {
+        let m = general_module();
+        let top = decode(&to_vec(&m).unwrap());
+        let module = &top[1];
+        let n_consts = m.consts().iter().filter(|c| !matches!(c, Const::Global { .. })).count() as u64;
+        let values = 4 + 4 + n_consts;
+        let main = module.blocks(FUNCTION_BLOCK as u32).next().unwrap();
+        let call = main.records(FUNC_INST_CALL)[0].0.to_vec();
+        // main has one parameter: the first instruction value is values + 1.
+        let first = values + 1;
+        assert_eq!(call[1], CALL_EXPLICIT_TYPE);
+        assert_eq!(first - call[3], 4, "callee is function 0 (`get`), value 4");
+        assert_eq!(first - call[4], 1, "first argument is global `head`, value 1");
+        // The call returns i64, so `ret` is relative to first + 1.
+        let ret = main.records(FUNC_INST_RET)[0].0.to_vec();
+        assert_eq!(ret.len(), 1);
+        let vst = main.block(VALUE_SYMTAB_BLOCK as u32);
+        assert_eq!(vst.records(VST_BBENTRY)[0].0, [0, 115, 116, 97, 114, 116]);
+        // The unnamed entry block of `1st` gets no symbol table.
+        let other = module.blocks(FUNCTION_BLOCK as u32).nth(1).unwrap();
+        assert_eq!(other.blocks(VALUE_SYMTAB_BLOCK as u32).count(), 0);
+        assert_eq!(other.records(FUNC_INST_CALL)[0].0.len(), 4 + 3);
+    }
+
+    #[test]
+    fn byte_arrays_are_blobs_and_c_strings_drop_the_nul() {
+        let images: [&[u8]; 4] = [b"AB\0", b"A\0B", b"\0\0", &[9u8; 600]];
+        let mut m = Module::new("b", "x86_64");
+        for i in images {
+            let c = m.bytes(Cow::Borrowed(i));
+            let ty = m.const_type(c).unwrap();
+            m.add_global(GlobalVar { init: Some(c), ..GlobalVar::new("g", ty) });
+        }
+        let plan = write(&m).unwrap();
+        // The 600-byte array is referenced, not copied.
+        assert!(plan.pieces.iter().any(|p| matches!(p, crate::plan::Piece::Bytes(Cow::Borrowed(b)) if b.len() == 600)));
+        let top = decode(&plan.to_vec());
+        let consts = top[1].block(CONSTANTS_BLOCK as u32);
+        assert_eq!(consts.records(CST_CSTRING).iter().map(|r| r.1.unwrap()).collect::<Vec<_>>(), [&b"AB"[..]]);
+        assert_eq!(
+            consts.records(CST_STRING).iter().map(|r| r.1.unwrap()).collect::<Vec<_>>(),
+            [&b"A\0B"[..], &[9u8; 600][..]]
+        );
+        assert_eq!(consts.records(CST_NULL).len(), 1);
+    }
+
+    #[test]
+    fn bad_alignment_and_foreign_ids_are_errors() {
+        let mut m = Module::new("b", "x86_64");
+        let i8 = m.int_type(8);
+        m.add_global(GlobalVar { align: Some(3), ..GlobalVar::new("g", i8) });
+        assert_eq!(to_vec(&m), Err(BitcodeError::BadAlignment(3)));
+        let mut m = Module::new("b", "x86_64");
+        m.add_global(GlobalVar::new("g", TypeId(99)));
+        assert!(matches!(to_vec(&m), Err(BitcodeError::Invalid(_))));
+    }
+
+    #[test]
+    fn signed_vbr_encoding() {
+        assert_eq!(signed_vbr(0), 0);
+        assert_eq!(signed_vbr(1), 2);
+        assert_eq!(signed_vbr(-1), 3);
+        assert_eq!(signed_vbr(i64::MIN), 1);
+    }
+}

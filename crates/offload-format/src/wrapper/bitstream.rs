@@ -243,7 +243,7 @@ impl<'a> BitWriter<'a> {
                     check_count(blob.len() as u64)?;
                     self.vbr(blob.len() as u64, 6);
                     self.align32();
-                    self.blob_bytes(&blob);
+                    self.blob_bytes(blob.clone());
                     self.align32();
                 }
                 op => {
@@ -265,11 +265,11 @@ impl<'a> BitWriter<'a> {
         }
     }
 
-    fn blob_bytes(&mut self, b: &Cow<'a, [u8]>) {
+    fn blob_bytes(&mut self, b: Cow<'a, [u8]>) {
         let b = match b {
-            Cow::Borrowed(b) if b.len() >= BORROW_MIN => *b,
+            Cow::Borrowed(b) if b.len() >= BORROW_MIN => b,
             _ => {
-                self.cur.extend_from_slice(b);
+                self.cur.extend_from_slice(&b);
                 return;
             }
         };

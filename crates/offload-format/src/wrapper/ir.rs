@@ -475,7 +475,9 @@ impl<'a> Module<'a> {
     /// `getelementptr [inbounds] (source, base, indices...)`. The result
     /// type is computed as LLVM does: the first index steps over the
     /// pointer, the others into arrays and structs (struct indices must be
-    /// integer constants).
+    /// integer constants). `inbounds` is inferred where LLVM 14's constant
+    /// folder infers it; other folding (normalising out-of-range indices)
+    /// is not done, so give indices in LLVM's canonical form.
     pub fn gep(
         &mut self,
         inbounds: bool,
@@ -493,9 +495,13 @@ impl<'a> Module<'a> {
             return Err(IrError::BadGep("no indices"));
         }
         let mut cur = source;
+        let mut in_range = true;
         for &idx in &indices[1..] {
             cur = match self.ty(cur) {
-                Some(Type::Array { elem, .. }) => *elem,
+                Some(Type::Array { elem, len }) => {
+                    in_range &= self.const_index(idx).is_some_and(|i| i >= 0 && (i as u64) < *len);
+                    *elem
+                }
                 Some(Type::Struct { fields, .. }) | Some(Type::Named { fields: Some(fields), .. }) => {
                     let n = match self.constant(idx) {
                         Some(Const::Null(_)) => 0,
@@ -507,8 +513,29 @@ impl<'a> Module<'a> {
                 _ => return Err(IrError::BadGep("index into a type that is not an array or struct")),
             };
         }
+        // LLVM 14's constant folder marks a GEP into a global variable
+        // inbounds when every index is a constant in range and the first is
+        // 0 (or 1 with the others 0, one past the end).
+        let on_global = match self.constant(base) {
+            Some(Const::Global { target: GlobalRef::Var(g), .. }) => {
+                self.global(*g).is_some_and(|g| g.linkage != Linkage::ExternWeak)
+            }
+            _ => false,
+        };
+        let rest_zero = indices[1..].iter().all(|&i| self.const_index(i) == Some(0));
+        let first = self.const_index(indices[0]);
+        let inbounds = inbounds || (on_global && in_range && (first == Some(0) || (first == Some(1) && rest_zero)));
         let ty = self.ptr_type_in(cur, addrspace);
         Ok(self.push_const(Const::Gep { ty, inbounds, source, base, indices: indices.to_vec() }))
+    }
+
+    /// The value of an integer constant.
+    fn const_index(&self, c: ConstId) -> Option<i64> {
+        match self.constant(c) {
+            Some(Const::Null(t)) if matches!(self.ty(*t), Some(Type::Int(_))) => Some(0),
+            Some(Const::Int { value, .. }) => Some(*value),
+            _ => None,
+        }
     }
 
     /// A cast constant expression.
@@ -554,7 +581,8 @@ mod tests {
     fn canonical_constants() {
         let mut m = Module::new("x", "t");
         let i32 = m.int_type(32);
-        assert!(matches!(m.constant(m.int(i32, 0)), Some(Const::Null(_))));
+        let z = m.int(i32, 0);
+        assert!(matches!(m.constant(z), Some(Const::Null(_))));
         let c = m.int(i32, 0xffff_ffff);
         assert_eq!(m.constant(c), Some(&Const::Int { ty: i32, value: -1 }));
         let z = m.bytes(Cow::Borrowed(&[0, 0, 0]));
@@ -563,8 +591,10 @@ mod tests {
         assert!(matches!(m.constant(e), Some(Const::Null(_))));
         let s = m.struct_type(&[i32, i32], false);
         let n = m.null(i32);
-        assert!(matches!(m.constant(m.aggregate(s, &[n, n])), Some(Const::Null(_))));
-        assert!(matches!(m.constant(m.aggregate(s, &[n, c])), Some(Const::Aggregate { .. })));
+        let nn = m.aggregate(s, &[n, n]);
+        assert!(matches!(m.constant(nn), Some(Const::Null(_))));
+        let nc = m.aggregate(s, &[n, c]);
+        assert!(matches!(m.constant(nc), Some(Const::Aggregate { .. })));
     }
 
     #[test]

@@ -245,3 +245,133 @@ fn set_body(m: &mut Module<'_>, f: super::ir::FuncId, insts: Vec<Inst>) {
         f.body = Some(Block { name: "entry".into(), insts });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wrapper::bitcode::tests::{Item, decode};
+    use crate::wrapper::text::to_text;
+    use proptest::prelude::*;
+
+    fn build_for<'a>(triple: &'a str, images: &[&'a [u8]], archs: &[&'a str]) -> Result<Module<'a>, WrapError> {
+        build(&WrapperInput { triple, images: images.to_vec(), offload_archs: archs.to_vec() })
+    }
+
+    #[test]
+    fn argument_checks() {
+        assert_eq!(check("bogus-triple", 1, &[]), Err(WrapError::UnsupportedTriple("bogus-triple".into())));
+        assert_eq!(check("x86_64", 2, &["a"]), Err(WrapError::ArchCountMismatch { archs: 1, images: 2 }));
+        assert_eq!(check("x86_64", 0, &["a"]), Err(WrapError::ArchCountMismatch { archs: 1, images: 0 }));
+        assert!(matches!(check("x86_64", 1, &["a\0b"]), Err(WrapError::ArchWithNul(_))));
+        assert_eq!(check("x86_64", 0, &[]), Ok(()));
+        assert_eq!(
+            WrapError::UnsupportedTriple("t".into()).to_string(),
+            "'t': unsupported target triple",
+            "LLVM 14's wording"
+        );
+    }
+
+    #[test]
+    fn global_names_follow_llvm_uniquing() {
+        let names = |t: &str| {
+            let m = build_for(t, &[b"a", b"b", b"c"], &["x", "y", "z"]).unwrap();
+            m.globals().iter().map(|g| g.name.clone()).collect::<Vec<_>>()
+        };
+        let x86 = names("x86_64-pc-linux-gnu");
+        assert_eq!(
+            x86,
+            [
+                "__start_omp_offloading_entries",
+                "__stop_omp_offloading_entries",
+                "__dummy.omp_offloading.entry",
+                ".omp_offloading.device_image",
+                ".omp_offloading.device_image.1",
+                ".omp_offloading.device_image.2",
+                ".omp_offloading.device_images",
+                ".omp_offloading.descriptor",
+                "__offload_arch",
+                ".offload_image_info",
+                "__offload_arch.1",
+                ".offload_image_info.1",
+                "__offload_arch.2",
+                ".offload_image_info.2",
+                "llvm.global_ctors",
+                "llvm.global_dtors",
+            ]
+        );
+        let nv = names("nvptx64-nvidia-cuda");
+        assert_eq!(nv[4], ".omp_offloading.device_image1");
+        assert_eq!(nv[12], "__offload_arch2");
+    }
+
+    #[test]
+    fn functions_and_constructor_order() {
+        let m = build_for("x86_64", &[b"a"], &["gfx906"]).unwrap();
+        let f: Vec<_> = m.functions().iter().map(|f| (f.name.as_str(), f.body.is_some())).collect();
+        assert_eq!(
+            f,
+            [
+                (".omp_offloading.descriptor_reg", true),
+                ("__tgt_register_lib", false),
+                ("__tgt_register_image_info", false),
+                (".omp_offloading.descriptor_unreg", true),
+                ("__tgt_unregister_lib", false),
+            ]
+        );
+        let reg = m.functions()[0].body.as_ref().unwrap();
+        assert_eq!(reg.name, "entry");
+        assert_eq!(reg.insts.len(), 3);
+        let plain = build_for("x86_64", &[b"a"], &[]).unwrap();
+        assert!(!plain.functions().iter().any(|f| f.name == "__tgt_register_image_info"));
+        assert!(
+            !plain
+                .types()
+                .iter()
+                .any(|t| matches!(t, crate::wrapper::ir::Type::Named { name, .. } if name == "__tgt_image_info"))
+        );
+    }
+
+    fn image_strategy() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            prop::collection::vec(any::<u8>(), 0..700),
+            prop::collection::vec(prop_oneof![Just(0u8), Just(b'A')], 0..8),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        #[test]
+        fn images_round_trip_through_the_bitcode(
+            images in prop::collection::vec(image_strategy(), 0..6),
+            triple in prop::sample::select(vec!["x86_64-pc-linux-gnu", "i386", "nvptx64-nvidia-cuda", "amdgcn-amd-amdhsa", "aarch64"]),
+            with_archs in any::<bool>(),
+        ) {
+            let refs: Vec<&[u8]> = images.iter().map(Vec::as_slice).collect();
+            let archs: Vec<String> = (0..images.len()).map(|i| format!("gfx9{i:02}")).collect();
+            let arch_refs: Vec<&str> = if with_archs { archs.iter().map(String::as_str).collect() } else { vec![] };
+            let m = build_for(triple, &refs, &arch_refs).unwrap();
+            let bytes = crate::wrapper::bitcode::to_vec(&m).unwrap();
+            let top = decode(&bytes);
+            let module = &top[1];
+            let consts = module.block(11);
+            // Every non-zero image (and target ID) comes back, in order.
+            let mut strings = Vec::new();
+            for item in &consts.items {
+                match item {
+                    Item::Rec(8, _, Some(b)) => strings.push(b.clone()),
+                    Item::Rec(9, _, Some(b)) => strings.push([b.as_slice(), &[0]].concat()),
+                    _ => {}
+                }
+            }
+            let mut want: Vec<Vec<u8>> = images.iter().filter(|i| i.iter().any(|&b| b != 0)).cloned().collect();
+            if with_archs {
+                want.extend(archs.iter().map(|a| [a.as_bytes(), &[0]].concat()));
+            }
+            prop_assert_eq!(strings, want);
+            let n_globals = 3 + images.len() + 2 + if with_archs { 2 * images.len() } else { 0 } + 2;
+            prop_assert_eq!(module.records(7).len(), n_globals);
+            let text = to_text(&m, "x");
+            prop_assert_eq!(text.matches("@.omp_offloading.device_image").count() >= images.len(), true);
+        }
+    }
+}

@@ -28,11 +28,13 @@ fn plain_name_char(c: u8) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_')
 }
 
-/// LLVM's `printEscapedString`: printable ASCII except `\` and `"` as is,
-/// everything else as `\XX` (upper-case hex).
+/// LLVM's `printEscapedString`: `\` doubled, other printable ASCII except
+/// `"` as is, everything else as `\XX` (upper-case hex).
 fn escape(out: &mut String, bytes: &[u8]) {
     for &b in bytes {
-        if (0x20..0x7f).contains(&b) && b != b'\\' && b != b'"' {
+        if b == b'\\' {
+            out.push_str("\\\\");
+        } else if (0x20..0x7f).contains(&b) && b != b'"' {
             out.push(b as char);
         } else {
             let _ = write!(out, "\\{b:02X}");
@@ -512,5 +514,70 @@ impl TypeFinder<'_, '_> {
         for op in k.operands() {
             self.constant(op);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wrapper::ir::{Block, Function, GlobalVar};
+    use std::borrow::Cow;
+
+    #[test]
+    fn names_and_strings_are_escaped_like_llvm() {
+        let mut s = String::new();
+        name(&mut s, "@", "plain.name-1_x");
+        name(&mut s, "@", "9lives");
+        name(&mut s, "@", "a b\"c\\");
+        assert_eq!(s, "@plain.name-1_x@\"9lives\"@\"a b\\22c\\\\\"");
+        let mut s = String::new();
+        escape(&mut s, b"ok \x00\x7f\xff\n~");
+        assert_eq!(s, "ok \\00\\7F\\FF\\0A~");
+    }
+
+    #[test]
+    fn module_header_types_and_globals() {
+        let mut m = Module::new("a\"b.c", "amdgcn-amd-amdhsa");
+        let i8 = m.int_type(8);
+        let i1 = m.int_type(1);
+        let packed = m.named_struct_type("p", None, false);
+        m.set_struct_body(packed, &[i8, i1], true).unwrap();
+        let empty = m.named_struct_type("e", Some(&[]), false);
+        let t = m.int(i1, 1);
+        let z = m.int(i8, 0);
+        let init = m.aggregate(packed, &[z, t]);
+        m.add_global(GlobalVar { init: Some(init), addrspace: 3, align: Some(4), ..GlobalVar::new("g", packed) });
+        m.add_global(GlobalVar { linkage: Linkage::ExternWeak, ..GlobalVar::new("w", empty) });
+        let data = m.bytes(Cow::Borrowed(b"hi\0"));
+        let ty = m.const_type(data).unwrap();
+        m.add_global(GlobalVar {
+            constant: true,
+            init: Some(data),
+            section: Some("s\"x".into()),
+            ..GlobalVar::new("str", ty)
+        });
+        let void = m.void_type();
+        let fty = m.function_type(void, &[i8], true);
+        m.add_function(Function {
+            body: Some(Block { name: String::new(), insts: vec![Inst::Ret(None)] }),
+            ..Function::new("f", fty)
+        });
+        let text = to_text(&m, "id");
+        assert_eq!(
+            text,
+            "; ModuleID = 'id'\n\
+             source_filename = \"a\\22b.c\"\n\
+             target datalayout = \"G1\"\n\
+             target triple = \"amdgcn-amd-amdhsa\"\n\
+             \n\
+             %p = type <{ i8, i1 }>\n\
+             %e = type {}\n\
+             \n\
+             @g = addrspace(3) global %p <{ i8 0, i1 true }>, align 4\n\
+             @w = extern_weak global %e\n\
+             @str = constant [3 x i8] c\"hi\\00\", section \"s\\22x\"\n\
+             \n\
+             define void @f(i8 %0, ...) {\n  ret void\n}\n"
+        );
     }
 }
