@@ -272,13 +272,12 @@ pub fn tokenize_gnu(text: &str) -> Vec<String> {
 fn expand_response_files(args: &[String]) -> Vec<String> {
     fn expand(args: &[String], depth: usize, out: &mut Vec<String>) {
         for a in args {
-            if let Some(path) = a.strip_prefix('@') {
-                if depth < 20 {
-                    if let Ok(text) = std::fs::read_to_string(path) {
-                        expand(&tokenize_gnu(&text), depth + 1, out);
-                        continue;
-                    }
-                }
+            if let Some(path) = a.strip_prefix('@')
+                && depth < 20
+                && let Ok(text) = std::fs::read_to_string(path)
+            {
+                expand(&tokenize_gnu(&text), depth + 1, out);
+                continue;
             }
             out.push(a.clone());
         }

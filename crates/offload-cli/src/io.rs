@@ -178,11 +178,12 @@ impl PlanWriter<'_> {
             }
             Piece::Bytes(bytes) => {
                 // Small pieces are cheaper to copy through the buffer.
-                if self.kernel_copy && bytes.len() >= 1 << 16 {
-                    if let Some((file, offset)) = inputs.iter().find_map(|i| i.locate(bytes)) {
-                        let done = self.kernel_copy(file, offset, bytes.len() as u64)?;
-                        return self.write(&bytes[done as usize..]);
-                    }
+                if self.kernel_copy
+                    && bytes.len() >= 1 << 16
+                    && let Some((file, offset)) = inputs.iter().find_map(|i| i.locate(bytes))
+                {
+                    let done = self.kernel_copy(file, offset, bytes.len() as u64)?;
+                    return self.write(&bytes[done as usize..]);
                 }
                 self.write(bytes)
             }
@@ -240,13 +241,12 @@ impl Outputs {
             return Ok(());
         }
         let mut dest = PathBuf::from(path);
-        if let Ok(meta) = fs::symlink_metadata(&dest) {
-            if meta.file_type().is_symlink() {
-                // Replace what the link points at, not the link.
-                if let Ok(real) = fs::canonicalize(&dest) {
-                    dest = real;
-                }
-            }
+        if let Ok(meta) = fs::symlink_metadata(&dest)
+            && meta.file_type().is_symlink()
+            && let Ok(real) = fs::canonicalize(&dest)
+        {
+            // Replace what the link points at, not the link.
+            dest = real;
         }
         let existing = fs::metadata(&dest).ok();
         if let Some(meta) = &existing {

@@ -6,6 +6,12 @@
 //! offset and size against the slice before use; no input makes it panic.
 //! Writers produce [`plan::Plan`]s or byte vectors; nothing here does I/O.
 
+pub mod amdgpu;
+pub mod bundle;
+pub mod bundler;
+pub mod offload_arch;
 pub mod plan;
+pub mod string_map;
 pub mod target_id;
+pub mod triple;
 pub mod wrapper;

@@ -1,1 +1,142 @@
-fn main() {}
+//! Drop-in replacement for LLVM 19's `clang-offload-bundler`.
+
+use offload_cli::cl::{OptSpec, ToolSpec, ValueKind};
+use offload_cli::diag;
+use offload_cli::io::{Input, Outputs, error_text};
+use offload_format::bundler::{self, Request, UnbundleOptions};
+use std::io::Write;
+use std::process::ExitCode;
+
+const TYPE_HELP: &str = "Type of the files to be bundled or unbundled.
+Supported types:
+  i    - cpp-output
+  ii   - c++-cpp-output
+  cui  - cuda-cpp-output
+  hipi - hip-cpp-output
+  d    - dependency
+  ll   - llvm
+  bc   - llvm-bc
+  s    - assembler
+  o    - object
+  a    - archive of objects
+  gch  - precompiled-header
+  ast  - clang AST file";
+
+const OPTIONS: &[OptSpec] = &[
+    OptSpec::flag("###", "Accepted for compatibility; no external command is ever run, so there is nothing to print."),
+    OptSpec::flag(
+        "allow-missing-bundles",
+        "Create empty outputs for requested bundles that are missing when unbundling.",
+    ),
+    OptSpec::value("bundle-align", "", "Alignment of each payload in binary bundles (default 1)").kind(ValueKind::Uint),
+    OptSpec::flag("check-input-archive", "Check that the archive's target IDs obey the target-ID rules."),
+    OptSpec::flag("compress", "Compress the bundled output."),
+    OptSpec::value("compression-level", "n", "Compression level (integer)").kind(ValueKind::Int),
+    OptSpec::flag("hip-openmp-compatible", "Let hip and hipv4 code objects satisfy openmp targets, and the reverse."),
+    OptSpec::value("input", "string", "Input file; repeat for several input files.").list(),
+    OptSpec::value("inputs", "string", "[<input file>,...] (deprecated)").comma(),
+    OptSpec::flag("list", "List the bundle IDs in the input."),
+    OptSpec::value("output", "string", "Output file; repeat for several output files.").list(),
+    OptSpec::value("outputs", "string", "[<output file>,...] (deprecated)").comma(),
+    OptSpec::value("targets", "string", "[<offload kind>-<target triple>,...]").comma(),
+    OptSpec::value("type", "string", TYPE_HELP).required(),
+    OptSpec::flag("unbundle", "Unbundle the input into one output per target."),
+    OptSpec::flag("verbose", "Print compression statistics."),
+];
+
+const SPEC: ToolSpec = ToolSpec {
+    name: "clang-offload-bundler",
+    overview: "Bundles input files of type <type> that come from the same source but target \n\
+               different devices into one file, or with -unbundle splits such a file again. \n\
+               offload-binutils' drop-in replacement for LLVM 19's tool.",
+    category: "clang-offload-bundler options",
+    options: OPTIONS,
+    positional: None,
+    version: concat!(
+        "offload-binutils clang-offload-bundler version ",
+        env!("CARGO_PKG_VERSION"),
+        " (compatible with LLVM 19.1.7)"
+    ),
+    required_order: &[],
+};
+
+fn main() -> ExitCode {
+    let argv0 = diag::argv0();
+    let opts = match diag::parse_or_exit(&SPEC, &argv0) {
+        Ok(o) => o,
+        Err(code) => return code,
+    };
+    match run(&argv0, &opts) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => diag::error(&argv0, message),
+    }
+}
+
+/// Merges `-x` with its deprecated comma-list twin `-xs`, as LLVM 19 does.
+fn merged(argv0: &str, opts: &offload_cli::cl::Parsed, one: &str, many: &str) -> Result<Vec<String>, String> {
+    if opts.occurred(one) && opts.occurred(many) {
+        return Err(format!("-{many} and -{one} cannot be used together, use only -{one} instead"));
+    }
+    let mut v: Vec<String> = opts.values(one).into_iter().map(String::from).collect();
+    if opts.occurred(many) {
+        diag::warning(argv0, format!("-{many} is deprecated, use -{one} instead"));
+        v.extend(opts.values(many).into_iter().map(String::from));
+    }
+    Ok(v)
+}
+
+fn open(path: &str) -> Result<Input, String> {
+    Input::open(path).map_err(|e| format!("'{path}': {}", error_text(&e)))
+}
+
+fn run(argv0: &str, opts: &offload_cli::cl::Parsed) -> Result<(), String> {
+    let inputs = merged(argv0, opts, "input", "inputs")?;
+    let outputs = merged(argv0, opts, "output", "outputs")?;
+    let request = Request {
+        file_type: opts.value("type").unwrap_or_default().to_string(),
+        targets: opts.values("targets").into_iter().map(String::from).collect(),
+        input_count: inputs.len(),
+        output_count: outputs.len(),
+        unbundle: opts.flag("unbundle"),
+        list: opts.flag("list"),
+        check_input_archive: opts.flag("check-input-archive"),
+    };
+    let targets = bundler::validate(&request).map_err(|e| e.to_string())?;
+    if opts.flag("compress") {
+        return Err("compression is not supported yet".into());
+    }
+    let Some(targets) = targets else {
+        // -list
+        let input = open(&inputs[0])?;
+        let file_type = bundler::file_type(&request.file_type).map_err(|e| e.to_string())?;
+        let ids = bundler::list(file_type, input.bytes()).map_err(|e| e.to_string())?;
+        let mut out = std::io::stdout().lock();
+        for id in ids {
+            out.write_all(id).and_then(|_| out.write_all(b"\n")).map_err(|e| error_text(&e))?;
+        }
+        return out.flush().map_err(|e| error_text(&e));
+    };
+    let mut staged = Outputs::new();
+    if request.unbundle {
+        let input = open(&inputs[0])?;
+        let file_type = bundler::file_type(&request.file_type).map_err(|e| e.to_string())?;
+        let options = UnbundleOptions {
+            allow_missing_bundles: opts.flag("allow-missing-bundles"),
+            hip_openmp_compatible: opts.flag("hip-openmp-compatible"),
+        };
+        let plans = bundler::unbundle(file_type, &targets, input.bytes(), options).map_err(|e| e.to_string())?;
+        for (path, plan) in outputs.iter().zip(&plans) {
+            staged.stage(path, plan, &[&input]).map_err(|e| e.to_string())?;
+        }
+        staged.commit().map_err(|e| e.to_string())
+    } else {
+        let opened = inputs.iter().map(|p| open(p)).collect::<Result<Vec<_>, _>>()?;
+        let file_type = bundler::file_type(&request.file_type).map_err(|e| e.to_string())?;
+        let bytes: Vec<&[u8]> = opened.iter().map(Input::bytes).collect();
+        let align = opts.uint("bundle-align").unwrap_or(1);
+        let plan = bundler::bundle(file_type, &targets, &bytes, align).map_err(|e| e.to_string())?;
+        let refs: Vec<&Input> = opened.iter().collect();
+        staged.stage(&outputs[0], &plan, &refs).map_err(|e| e.to_string())?;
+        staged.commit().map_err(|e| e.to_string())
+    }
+}

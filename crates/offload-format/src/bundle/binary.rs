@@ -1,0 +1,198 @@
+//! The binary bundle format (`__CLANG_OFFLOAD_BUNDLE__`), used for bc, gch,
+//! ast, and for o/a inputs that are not object files.
+//!
+//! ```text
+//! 0    24 bytes  "__CLANG_OFFLOAD_BUNDLE__"
+//! 24   u64       number of entries N
+//! 32   N times:  u64 payload offset, u64 payload size, u64 ID length, ID bytes
+//! ...  payloads, each at its offset (absolute), gaps filled with zeros
+//! ```
+//! All integers are little-endian.
+
+use super::BundleError;
+use crate::plan::Plan;
+use std::num::NonZeroU64;
+
+/// The magic that starts a binary bundle.
+pub const MAGIC: &[u8; 24] = b"__CLANG_OFFLOAD_BUNDLE__";
+
+/// Bytes of the fixed part of one entry record (offset, size, ID length).
+const ENTRY_FIXED: u64 = 24;
+
+/// One entry of a binary bundle, borrowing from the input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BinaryEntry<'a> {
+    /// The bundle entry ID as stored.
+    pub id: &'a [u8],
+    /// Absolute offset of the payload in the input.
+    pub offset: u64,
+    pub payload: &'a [u8],
+}
+
+/// Whether `data` starts with the binary bundle magic.
+pub fn has_magic(data: &[u8]) -> bool {
+    data.starts_with(MAGIC)
+}
+
+fn read_u64(data: &[u8], at: u64) -> Option<u64> {
+    let at = usize::try_from(at).ok()?;
+    let bytes = data.get(at..at.checked_add(8)?)?;
+    Some(u64::from_le_bytes(bytes.try_into().ok()?))
+}
+
+/// Reads the entry table of a binary bundle, in file order. Returns `Ok(None)`
+/// when `data` does not start with the magic (not a bundle: LLVM treats such
+/// input as having no bundles).
+///
+/// Unlike LLVM, which stops reading silently at the first damaged record
+/// (and then may crash), a damaged table is an error that says where.
+pub fn read(data: &[u8]) -> Result<Option<Vec<BinaryEntry<'_>>>, BundleError> {
+    if !has_magic(data) {
+        return Ok(None);
+    }
+    let len = data.len() as u64;
+    let truncated = |what: &'static str, offset: u64| BundleError::Truncated { what, offset, len };
+    let count = read_u64(data, 24).ok_or(truncated("entry count", 24))?;
+    // Every record takes at least 24 bytes, which bounds a lying count.
+    let plausible = (len.saturating_sub(32) / ENTRY_FIXED).min(count);
+    let mut entries = Vec::with_capacity(usize::try_from(plausible).unwrap_or(0));
+    let mut pos = 32u64;
+    for index in 0..count {
+        let record = pos;
+        let offset = read_u64(data, pos).ok_or(truncated("entry record", record))?;
+        let size = read_u64(data, pos + 8).ok_or(truncated("entry record", record))?;
+        let id_len = read_u64(data, pos + 16).ok_or(truncated("entry record", record))?;
+        pos += ENTRY_FIXED;
+        let id = pos
+            .checked_add(id_len)
+            .filter(|&end| end <= len)
+            .map(|end| &data[pos as usize..end as usize])
+            .ok_or(truncated("entry ID", pos))?;
+        pos += id_len;
+        let payload = offset
+            .checked_add(size)
+            .filter(|&end| offset != 0 && end <= len)
+            .map(|end| &data[offset as usize..end as usize])
+            .ok_or_else(|| BundleError::PayloadOutOfRange {
+                index,
+                id: String::from_utf8_lossy(id).into_owned(),
+                offset,
+                size,
+                len,
+            })?;
+        entries.push(BinaryEntry { id, offset, payload });
+    }
+    Ok(Some(entries))
+}
+
+fn align_to(value: u64, align: NonZeroU64) -> u64 {
+    value.div_ceil(align.get()).saturating_mul(align.get())
+}
+
+/// Lays out a binary bundle: the header, then each payload at the next
+/// multiple of `align` (the first one too), zero-filled gaps, no trailing
+/// padding. Entries are written in the given order.
+pub fn write<'a>(entries: &[(&[u8], &'a [u8])], align: NonZeroU64) -> Plan<'a> {
+    let header_len = 32 + entries.iter().map(|(id, _)| ENTRY_FIXED + id.len() as u64).sum::<u64>();
+    let mut header = Vec::with_capacity(header_len as usize);
+    header.extend_from_slice(MAGIC);
+    header.extend_from_slice(&(entries.len() as u64).to_le_bytes());
+    let mut cur = header_len;
+    let mut offsets = Vec::with_capacity(entries.len());
+    for (id, payload) in entries {
+        let off = align_to(cur, align);
+        offsets.push(off);
+        cur = off + payload.len() as u64;
+        header.extend_from_slice(&off.to_le_bytes());
+        header.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+        header.extend_from_slice(&(id.len() as u64).to_le_bytes());
+        header.extend_from_slice(id);
+    }
+    let mut plan = Plan::new();
+    plan.own(header);
+    let mut cur = header_len;
+    for ((_, payload), off) in entries.iter().zip(offsets) {
+        plan.zeros(off - cur);
+        plan.borrow(payload);
+        cur = off + payload.len() as u64;
+    }
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nz(n: u64) -> NonZeroU64 {
+        NonZeroU64::new(n).unwrap()
+    }
+
+    /// bundler-spec §3.1: the 212-byte bundle LLVM 19 writes for three entries.
+    #[test]
+    fn layout_matches_the_spec_example() {
+        let entries: [(&[u8], &[u8]); 3] = [
+            (b"host-x86_64-unknown-linux-gnu-", b"HOSTDATA"),
+            (b"hip-amdgcn-amd-amdhsa--gfx906", b"DEV1"),
+            (b"hip-amdgcn-amd-amdhsa--gfx908", b"DEVICE22"),
+        ];
+        let bytes = write(&entries, nz(1)).to_vec();
+        assert_eq!(bytes.len(), 0xd4);
+        assert_eq!(&bytes[0xc0..0xc8], b"HOSTDATA");
+        assert_eq!(&bytes[0xc8..0xcc], b"DEV1");
+        assert_eq!(read_u64(&bytes, 0x20), Some(0xc0));
+        let back = read(&bytes).unwrap().unwrap();
+        assert_eq!(back.len(), 3);
+        for (e, (id, payload)) in back.iter().zip(entries) {
+            assert_eq!(e.id, id);
+            assert_eq!(e.payload, payload);
+        }
+    }
+
+    #[test]
+    fn alignment_pads_with_zeros() {
+        let entries: [(&[u8], &[u8]); 2] =
+            [(b"hip-amdgcn-amd-amdhsa--gfx906", b"A"), (b"hip-amdgcn-amd-amdhsa--gfx908", b"B")];
+        let bytes = write(&entries, nz(16)).to_vec();
+        // Header ends at 0x8a; payloads go to 0x90 and 0xa0.
+        assert_eq!(read_u64(&bytes, 32), Some(0x90));
+        assert_eq!(bytes[0x90], b'A');
+        assert_eq!(bytes[0xa0], b'B');
+        assert!(bytes[0x8a..0x90].iter().all(|&b| b == 0));
+        assert_eq!(bytes.len(), 0xa1);
+    }
+
+    #[test]
+    fn non_bundles_have_no_entries() {
+        assert_eq!(read(b"hello").unwrap(), None);
+        assert_eq!(read(b"").unwrap(), None);
+    }
+
+    #[test]
+    fn every_truncation_is_an_error_or_a_shorter_valid_bundle() {
+        let entries: [(&[u8], &[u8]); 2] = [(b"host-x86_64-unknown-linux-gnu-", b"HOST"), (b"openmp-x-y-z-", b"")];
+        let bytes = write(&entries, nz(8)).to_vec();
+        for cut in 0..bytes.len() {
+            match read(&bytes[..cut]) {
+                Ok(None) => assert!(cut < 24),
+                Ok(Some(_)) => panic!("truncation at {cut} read as valid"),
+                Err(_) => assert!(cut >= 24),
+            }
+        }
+    }
+
+    #[test]
+    fn lying_count_and_offsets_are_errors() {
+        let mut bytes = write(&[(b"a".as_slice(), b"xyz".as_slice())], nz(1)).to_vec();
+        bytes[24..32].copy_from_slice(&(1u64 << 40).to_le_bytes());
+        assert!(matches!(read(&bytes), Err(BundleError::Truncated { .. })));
+        let mut bytes = write(&[(b"a".as_slice(), b"xyz".as_slice())], nz(1)).to_vec();
+        bytes[32..40].copy_from_slice(&(1u64 << 63).to_le_bytes());
+        assert!(matches!(read(&bytes), Err(BundleError::PayloadOutOfRange { .. })));
+        let mut bytes = write(&[(b"a".as_slice(), b"xyz".as_slice())], nz(1)).to_vec();
+        bytes[40..48].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(matches!(read(&bytes), Err(BundleError::PayloadOutOfRange { .. })));
+        let mut bytes = write(&[(b"a".as_slice(), b"xyz".as_slice())], nz(1)).to_vec();
+        bytes[48..56].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert!(matches!(read(&bytes), Err(BundleError::Truncated { .. })));
+    }
+}

@@ -1,0 +1,472 @@
+//! The operations of `clang-offload-bundler` (bundle, unbundle, list) with
+//! LLVM 19's validation order, messages, entry order and output rules. The
+//! CLI opens files and writes plans; everything it decides lives here.
+
+use crate::bundle::{BundleError, FileType, binary, text};
+use crate::plan::Plan;
+use crate::string_map::{StringHash, string_map_order};
+use crate::target_id::{BundleEntryId, find_conflicting_targets, is_compatible};
+use std::collections::BTreeSet;
+use std::num::NonZeroU64;
+
+/// Everything that stops the bundler, with LLVM 19's wording.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BundlerError {
+    #[error("-unbundle and -list cannot be used together")]
+    UnbundleWithList,
+    #[error("only one input file supported for -list")]
+    ListInputCount,
+    #[error("-outputs option is invalid for -list")]
+    ListWithOutputs,
+    #[error("-targets option is invalid for -list")]
+    ListWithTargets,
+    #[error("-check-input-archive cannot be used while bundling")]
+    CheckArchiveWhileBundling,
+    #[error("-check-input-archive can only be used for unbundling archives (-type=a)")]
+    CheckArchiveNotArchive,
+    #[error("no output file specified!")]
+    NoOutput,
+    #[error("for the --targets option: must be specified at least once!")]
+    NoTargets,
+    #[error("only one input file supported in unbundling mode")]
+    UnbundleInputCount,
+    #[error("number of output files and targets should match in unbundling mode")]
+    UnbundleOutputCount,
+    #[error("Archive files are only supported for unbundling")]
+    ArchiveBundling,
+    #[error("only one output file supported in bundling mode")]
+    BundleOutputCount,
+    #[error("number of input files and targets should match in bundling mode")]
+    BundleInputCount,
+    #[error("Duplicate targets are not allowed")]
+    DuplicateTarget,
+    #[error("Duplicate targets are not allowed: '{0}' and '{1}' both stand for '{2}'")]
+    SameStandardizedTarget(String, String, String),
+    #[error("{0}")]
+    InvalidTarget(String),
+    #[error("Cannot bundle inputs with conflicting targets: '{0}' and '{1}'")]
+    ConflictingTargets(String, String),
+    #[error("expecting exactly one host target but got {0}")]
+    HostCount(usize),
+    #[error("'{0}': invalid file type specified")]
+    InvalidFileType(String),
+    #[error("invalid -bundle-align value 0: the alignment must be at least 1")]
+    ZeroAlignment,
+    #[error("Can't find bundles for {0}")]
+    MissingBundles(String),
+    #[error("Can't find bundle for the host target")]
+    MissingHostBundle,
+    #[error("{0}")]
+    Format(#[from] BundleError),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// What was asked for on the command line, before any file is opened.
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    pub file_type: String,
+    pub targets: Vec<String>,
+    pub input_count: usize,
+    pub output_count: usize,
+    pub unbundle: bool,
+    pub list: bool,
+    pub check_input_archive: bool,
+}
+
+/// The requested targets after validation.
+#[derive(Debug, Clone)]
+pub struct Targets {
+    /// Parsed IDs, in `-targets` order.
+    pub ids: Vec<BundleEntryId>,
+    /// The IDs LLVM 19 writes and matches with, in `-targets` order.
+    pub standardized: Vec<String>,
+    /// Index of the (last) host target.
+    pub host_index: Option<usize>,
+    /// Every target is hip or hipv4 (a host is then optional).
+    pub hip_only: bool,
+}
+
+/// Checks a request in LLVM 19's order (steps that do not need files).
+/// `-list` requests return `Ok(None)`.
+pub fn validate(req: &Request) -> Result<Option<Targets>, BundlerError> {
+    if req.list {
+        if req.unbundle {
+            return Err(BundlerError::UnbundleWithList);
+        }
+        if req.input_count != 1 {
+            return Err(BundlerError::ListInputCount);
+        }
+        if req.output_count != 0 {
+            return Err(BundlerError::ListWithOutputs);
+        }
+        if !req.targets.is_empty() {
+            return Err(BundlerError::ListWithTargets);
+        }
+        return Ok(None);
+    }
+    if req.check_input_archive {
+        if !req.unbundle {
+            return Err(BundlerError::CheckArchiveWhileBundling);
+        }
+        if req.file_type != "a" {
+            return Err(BundlerError::CheckArchiveNotArchive);
+        }
+    }
+    if req.output_count == 0 {
+        return Err(BundlerError::NoOutput);
+    }
+    if req.targets.is_empty() {
+        return Err(BundlerError::NoTargets);
+    }
+    if req.unbundle {
+        if req.input_count != 1 {
+            return Err(BundlerError::UnbundleInputCount);
+        }
+        if req.output_count != req.targets.len() {
+            return Err(BundlerError::UnbundleOutputCount);
+        }
+    } else {
+        if req.file_type == "a" {
+            return Err(BundlerError::ArchiveBundling);
+        }
+        if req.output_count != 1 {
+            return Err(BundlerError::BundleOutputCount);
+        }
+        if req.input_count != req.targets.len() {
+            return Err(BundlerError::BundleInputCount);
+        }
+    }
+    let mut seen = BTreeSet::new();
+    let mut ids = Vec::with_capacity(req.targets.len());
+    let mut host_count = 0;
+    let mut host_index = None;
+    let mut hip_only = true;
+    for (index, raw) in req.targets.iter().enumerate() {
+        if !seen.insert(raw.as_str()) {
+            return Err(BundlerError::DuplicateTarget);
+        }
+        let id = BundleEntryId::parse(raw);
+        let (kind_ok, triple_ok) = (id.is_kind_valid(), id.is_triple_valid());
+        if !kind_ok || !triple_ok {
+            let mut msg = format!("invalid target '{raw}'");
+            if !kind_ok {
+                msg.push_str(&format!(", unknown offloading kind '{}'", id.kind));
+            }
+            if !triple_ok {
+                msg.push_str(&format!(", unknown target triple '{}'", id.triple.as_str()));
+            }
+            return Err(BundlerError::InvalidTarget(msg));
+        }
+        if id.is_host() {
+            host_count += 1;
+            host_index = Some(index);
+        }
+        if id.kind != "hip" && id.kind != "hipv4" {
+            hip_only = false;
+        }
+        ids.push(id);
+    }
+    if let Some((a, b)) = find_conflicting_targets(&ids) {
+        return Err(BundlerError::ConflictingTargets(a, b));
+    }
+    if (req.unbundle && host_count > 1) || (!req.unbundle && host_count != 1 && !hip_only) {
+        return Err(BundlerError::HostCount(host_count));
+    }
+    let standardized: Vec<String> = ids.iter().map(BundleEntryId::standardized).collect();
+    // Two spellings of one target (say `-gfx906` and `--gfx906`) make LLVM 19
+    // write a bundle whose payloads sit at the wrong offsets, or silently skip
+    // an output when unbundling. Refuse them instead.
+    for (i, a) in standardized.iter().enumerate() {
+        if let Some(j) = standardized[..i].iter().position(|b| b == a) {
+            return Err(BundlerError::SameStandardizedTarget(
+                req.targets[j].clone(),
+                req.targets[i].clone(),
+                a.clone(),
+            ));
+        }
+    }
+    Ok(Some(Targets { ids, standardized, host_index, hip_only }))
+}
+
+/// Parses `-type`; the error is LLVM's.
+pub fn file_type(name: &str) -> Result<FileType, BundlerError> {
+    FileType::parse(name).ok_or_else(|| BundlerError::InvalidFileType(name.to_string()))
+}
+
+/// Bundles one input per target into one output, entries in `-targets`
+/// order with their standardized IDs.
+pub fn bundle<'a>(
+    file_type: FileType,
+    targets: &Targets,
+    inputs: &[&'a [u8]],
+    align: u32,
+) -> Result<Plan<'a>, BundlerError> {
+    let entries: Vec<(&[u8], &'a [u8])> =
+        targets.standardized.iter().map(String::as_bytes).zip(inputs.iter().copied()).collect();
+    match file_type {
+        FileType::Text { comment } => Ok(text::write(&text::Markers::new(comment), &entries)),
+        FileType::Binary | FileType::Object => {
+            let align = NonZeroU64::new(u64::from(align)).ok_or(BundlerError::ZeroAlignment)?;
+            Ok(binary::write(&entries, align))
+        }
+        FileType::Archive => Err(BundlerError::ArchiveBundling),
+    }
+}
+
+/// The entries of a binary bundle in LLVM's iteration order: one per
+/// distinct ID, holding the payload of the last entry with that ID.
+fn binary_entries_in_map_order(data: &[u8]) -> Result<Vec<binary::BinaryEntry<'_>>, BundlerError> {
+    let Some(entries) = binary::read(data)? else { return Ok(Vec::new()) };
+    let ids: Vec<&[u8]> = entries.iter().map(|e| e.id).collect();
+    Ok(string_map_order(&ids, StringHash::Xxh3)
+        .into_iter()
+        .filter_map(|first| entries.iter().rev().find(|e| e.id == entries[first].id).copied())
+        .collect())
+}
+
+/// The IDs `-list` prints, in LLVM 19's order.
+pub fn list(file_type: FileType, input: &[u8]) -> Result<Vec<&[u8]>, BundlerError> {
+    match file_type {
+        FileType::Text { comment } => {
+            let mut reader = text::TextReader::new(input, comment);
+            let mut ids = Vec::new();
+            while let Some(id) = reader.next_id() {
+                ids.push(id);
+                reader.skip_entry()?;
+            }
+            Ok(ids)
+        }
+        FileType::Binary | FileType::Object | FileType::Archive => {
+            Ok(binary_entries_in_map_order(input)?.into_iter().map(|e| e.id).collect())
+        }
+    }
+}
+
+/// Options of an unbundling run.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UnbundleOptions {
+    pub allow_missing_bundles: bool,
+    pub hip_openmp_compatible: bool,
+}
+
+/// The bundles of an input, visited the way LLVM's handlers visit them.
+enum Visitor<'a> {
+    Binary(std::vec::IntoIter<binary::BinaryEntry<'a>>, Option<&'a [u8]>),
+    Text(text::TextReader<'a>),
+}
+
+impl<'a> Visitor<'a> {
+    fn next_id(&mut self) -> Option<&'a [u8]> {
+        match self {
+            Visitor::Binary(it, current) => it.next().map(|e| {
+                *current = Some(e.payload);
+                e.id
+            }),
+            Visitor::Text(reader) => reader.next_id(),
+        }
+    }
+
+    fn payload(&mut self) -> Result<&'a [u8], BundlerError> {
+        match self {
+            Visitor::Binary(_, current) => Ok(current.unwrap_or_default()),
+            Visitor::Text(reader) => Ok(reader.payload()?),
+        }
+    }
+}
+
+/// Formats LLVM's list of missing IDs: `X`, `X and Y`, `X, Y, and Z`.
+fn english_list(items: &[&str]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [a, b] => format!("{a} and {b}"),
+        [rest @ .., last] => format!("{}, and {last}", rest.join(", ")),
+    }
+}
+
+/// Unbundles `input`: one plan per requested target, in `-targets` order.
+pub fn unbundle<'a>(
+    file_type: FileType,
+    targets: &Targets,
+    input: &'a [u8],
+    options: UnbundleOptions,
+) -> Result<Vec<Plan<'a>>, BundlerError> {
+    // The work list holds the requested outputs in LLVM's StringMap order.
+    let mut worklist = string_map_order(&targets.standardized, StringHash::Xxh3);
+    let requested: Vec<BundleEntryId> = targets.standardized.iter().map(|s| BundleEntryId::parse(s)).collect();
+
+    let mut visitor = match file_type {
+        FileType::Text { comment } => Visitor::Text(text::TextReader::new(input, comment)),
+        FileType::Binary | FileType::Object => Visitor::Binary(binary_entries_in_map_order(input)?.into_iter(), None),
+        FileType::Archive => {
+            return Err(BundlerError::Other("archive unbundling is not supported yet".into()));
+        }
+    };
+
+    let mut plans: Vec<Plan<'a>> = vec![Plan::new(); targets.standardized.len()];
+    let mut found_host = false;
+    while !worklist.is_empty() {
+        let Some(id) = visitor.next_id() else { break };
+        let stored = BundleEntryId::parse(&String::from_utf8_lossy(id));
+        let Some(pos) = worklist.iter().position(|&key| {
+            is_compatible(&stored, &requested[key], &targets.standardized[key], options.hip_openmp_compatible)
+        }) else {
+            continue;
+        };
+        let output = worklist.remove(pos);
+        plans[output] = Plan::borrowed(visitor.payload()?);
+        found_host |= stored.is_host();
+    }
+
+    if !options.allow_missing_bundles && !worklist.is_empty() {
+        let missing: BTreeSet<&str> = worklist.iter().map(|&key| targets.standardized[key].as_str()).collect();
+        return Err(BundlerError::MissingBundles(english_list(&missing.into_iter().collect::<Vec<_>>())));
+    }
+    if worklist.len() == targets.standardized.len() {
+        // Nothing matched: the input is taken to be the host's.
+        for &output in &worklist {
+            if requested[output].is_host() {
+                plans[output] = Plan::borrowed(input);
+            }
+        }
+        return Ok(plans);
+    }
+    if !(found_host || targets.host_index.is_none() || options.allow_missing_bundles) {
+        return Err(BundlerError::MissingHostBundle);
+    }
+    // Outputs still in the work list stay empty.
+    Ok(plans)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(targets: &[&str], unbundle: bool) -> Request {
+        Request {
+            file_type: "bc".into(),
+            targets: targets.iter().map(|s| s.to_string()).collect(),
+            input_count: if unbundle { 1 } else { targets.len() },
+            output_count: if unbundle { targets.len() } else { 1 },
+            unbundle,
+            ..Request::default()
+        }
+    }
+
+    fn targets(list: &[&str], unbundle: bool) -> Targets {
+        validate(&request(list, unbundle)).unwrap().unwrap()
+    }
+
+    const HOST: &str = "host-x86_64-unknown-linux-gnu";
+    const G906: &str = "hip-amdgcn-amd-amdhsa--gfx906";
+    const G908: &str = "hip-amdgcn-amd-amdhsa--gfx908";
+
+    #[test]
+    fn validation_messages_in_order() {
+        let e = |r: Request| validate(&r).unwrap_err().to_string();
+        let mut r = request(&[HOST], false);
+        r.list = true;
+        r.unbundle = true;
+        assert_eq!(e(r.clone()), "-unbundle and -list cannot be used together");
+        r.unbundle = false;
+        assert_eq!(e(r.clone()), "-outputs option is invalid for -list");
+        r.output_count = 0;
+        assert_eq!(e(r.clone()), "-targets option is invalid for -list");
+        r.targets.clear();
+        r.input_count = 2;
+        assert_eq!(e(r.clone()), "only one input file supported for -list");
+        let mut r = request(&[HOST], false);
+        r.output_count = 0;
+        assert_eq!(e(r), "no output file specified!");
+        let mut r = request(&[HOST], false);
+        r.targets.clear();
+        assert_eq!(e(r), "for the --targets option: must be specified at least once!");
+        let mut r = request(&[HOST, G906], true);
+        r.output_count = 1;
+        assert_eq!(e(r), "number of output files and targets should match in unbundling mode");
+        let mut r = request(&[HOST], false);
+        r.input_count = 2;
+        assert_eq!(e(r), "number of input files and targets should match in bundling mode");
+        assert_eq!(e(request(&[HOST, HOST], false)), "Duplicate targets are not allowed");
+        assert_eq!(
+            e(request(&["foo-bar"], false)),
+            "invalid target 'foo-bar', unknown offloading kind 'foo', unknown target triple 'bar---'"
+        );
+        assert_eq!(
+            e(request(&[HOST, "cuda-nvptx64-nvidia-cuda"], false)),
+            "invalid target 'cuda-nvptx64-nvidia-cuda', unknown offloading kind 'cuda'"
+        );
+        assert_eq!(
+            e(request(&["hip-amdgcn-amd-amdhsa--gfx90a", "hip-amdgcn-amd-amdhsa--gfx90a:xnack+"], false)),
+            "Cannot bundle inputs with conflicting targets: 'hip-amdgcn-amd-amdhsa--gfx90a' and 'hip-amdgcn-amd-amdhsa--gfx90a:xnack+'"
+        );
+        assert_eq!(
+            e(request(&["openmp-amdgcn-amd-amdhsa--gfx906", G906], false)),
+            "expecting exactly one host target but got 0"
+        );
+        assert!(validate(&request(&[G906, G908], false)).is_ok());
+        assert_eq!(
+            e(request(&["hip-amdgcn-amd-amdhsa-gfx906", G906], true)),
+            "Duplicate targets are not allowed: 'hip-amdgcn-amd-amdhsa-gfx906' and 'hip-amdgcn-amd-amdhsa--gfx906' both stand for 'hip-amdgcn-amd-amdhsa--gfx906'"
+        );
+    }
+
+    #[test]
+    fn bundle_then_list_and_unbundle() {
+        let t = targets(&[HOST, G906, G908], false);
+        let plan = bundle(FileType::Binary, &t, &[b"HOSTDATA", b"DEV1", b"DEVICE22"], 1).unwrap();
+        let bytes = plan.to_vec();
+        assert_eq!(bytes.len(), 212);
+        let ids = list(FileType::Binary, &bytes).unwrap();
+        assert_eq!(ids, [G906.as_bytes(), G908.as_bytes(), b"host-x86_64-unknown-linux-gnu-"]);
+        let u = targets(&[G908, HOST], true);
+        let out = unbundle(FileType::Binary, &u, &bytes, UnbundleOptions::default()).unwrap();
+        assert_eq!(out[0].to_vec(), b"DEVICE22");
+        assert_eq!(out[1].to_vec(), b"HOSTDATA");
+    }
+
+    #[test]
+    fn missing_bundles_are_listed_sorted() {
+        let u = targets(&[HOST, G906, G908], true);
+        let e = unbundle(FileType::Binary, &u, b"plain", UnbundleOptions::default()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "Can't find bundles for hip-amdgcn-amd-amdhsa--gfx906, hip-amdgcn-amd-amdhsa--gfx908, and host-x86_64-unknown-linux-gnu-"
+        );
+    }
+
+    #[test]
+    fn plain_input_is_the_host_when_missing_bundles_are_allowed() {
+        let u = targets(&[HOST, G906], true);
+        let opts = UnbundleOptions { allow_missing_bundles: true, ..Default::default() };
+        let out = unbundle(FileType::Text { comment: "//" }, &u, b"int x;\n", opts).unwrap();
+        assert_eq!(out[0].to_vec(), b"int x;\n");
+        assert!(out[1].is_empty());
+    }
+
+    #[test]
+    fn a_bundle_goes_to_at_most_one_target() {
+        // gfx906 satisfies both requests; the work list order decides.
+        let t = targets(&[G906], false);
+        let bytes = bundle(FileType::Binary, &t, &[b"X"], 1).unwrap().to_vec();
+        let u = targets(&["hip-amdgcn-amd-amdhsa--gfx906:xnack+", "hip-amdgcn-amd-amdhsa--gfx906:xnack-"], true);
+        let opts = UnbundleOptions { allow_missing_bundles: true, ..Default::default() };
+        let out = unbundle(FileType::Binary, &u, &bytes, opts).unwrap();
+        let filled = out.iter().filter(|p| !p.is_empty()).count();
+        assert_eq!(filled, 1);
+    }
+
+    #[test]
+    fn zero_alignment_is_refused() {
+        let t = targets(&[HOST], false);
+        assert_eq!(bundle(FileType::Binary, &t, &[b"x"], 0).unwrap_err(), BundlerError::ZeroAlignment);
+    }
+
+    #[test]
+    fn english_lists() {
+        assert_eq!(english_list(&["a"]), "a");
+        assert_eq!(english_list(&["a", "b"]), "a and b");
+        assert_eq!(english_list(&["a", "b", "c"]), "a, b, and c");
+    }
+}
