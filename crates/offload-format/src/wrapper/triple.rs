@@ -16,7 +16,7 @@ pub fn llvm14_arch(triple: &str) -> Option<&'static str> {
     let plain = match name {
         "i386" | "i486" | "i586" | "i686" | "i786" | "i886" | "i986" => "i386",
         "amd64" | "x86_64" | "x86_64h" => "x86_64",
-        "powerpc" | "powerpce" | "ppc" | "ppc32" => "powerpc",
+        "powerpc" | "ppc" | "ppc32" => "powerpc",
         "powerpcle" | "ppcle" | "ppc32le" => "powerpcle",
         "powerpc64" | "ppu" | "ppc64" => "powerpc64",
         "powerpc64le" | "ppc64le" => "powerpc64le",
