@@ -119,13 +119,13 @@ impl<'a> BitWriter<'a> {
 
     /// Writes `value` as a VBR with `width`-bit chunks (2..=32).
     pub fn vbr(&mut self, mut value: u64, width: u32) {
-        let payload = width - 1;
+        let payload = width.clamp(2, 32) - 1;
         let high = 1u64 << payload;
         while value >= high {
-            self.fixed((value & (high - 1)) | high, width);
+            self.fixed((value & (high - 1)) | high, payload + 1);
             value >>= payload;
         }
-        self.fixed(value, width);
+        self.fixed(value, payload + 1);
     }
 
     /// Pads with zero bits to a 32-bit boundary.
@@ -412,5 +412,88 @@ mod tests {
         assert_eq!((all >> 3) & 0xffff_ffff, 0xdead_beef);
         assert_eq!(all & 7, 1);
         assert_eq!((all >> 35) & 31, 1);
+    }
+
+    #[derive(Debug, Clone)]
+    enum Rec {
+        Plain(u64, Vec<u64>),
+        Fixed(u64, u64),
+        Array(Vec<u64>),
+        Blob(Vec<u8>),
+    }
+
+    fn rec() -> impl proptest::strategy::Strategy<Value = Rec> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (0u64..100, prop::collection::vec(any::<u64>(), 0..6)).prop_map(|(c, v)| Rec::Plain(c, v)),
+            (0u64..100, any::<u32>()).prop_map(|(c, v)| Rec::Fixed(c, u64::from(v))),
+            prop::collection::vec(0u64..256, 0..40).prop_map(Rec::Array),
+            prop::collection::vec(any::<u8>(), 0..1200).prop_map(Rec::Blob),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Whatever we write, an independent reader (`llvm-bitcode`) reads
+        /// back: nested blocks, unabbreviated records, fixed, array and blob
+        /// operands.
+        #[test]
+        fn an_independent_reader_reads_what_we_write(
+            blocks in proptest::collection::vec(proptest::collection::vec(rec(), 0..8), 1..4)
+        ) {
+            use crate::wrapper::bitcode::tests::{Item, decode};
+            let mut w = BitWriter::new();
+            w.bytes(b"BC\xC0\xDE");
+            w.enter_block(8, 3);
+            for (n, recs) in blocks.iter().enumerate() {
+                w.enter_block(20 + n as u64, 4);
+                let fixed = w.define_abbrev(&[AbbrevOp::Vbr(6), AbbrevOp::Fixed(32)]);
+                let array = w.define_abbrev(&[AbbrevOp::Literal(5), AbbrevOp::Array, AbbrevOp::Fixed(8)]);
+                let blob = w.define_abbrev(&[AbbrevOp::Literal(6), AbbrevOp::Blob]);
+                for r in recs {
+                    match r {
+                        Rec::Plain(c, v) => w.record(*c, v).unwrap(),
+                        Rec::Fixed(c, v) => {
+                            w.abbrev_record(fixed, &[*c, *v], Cow::Borrowed(&[])).unwrap();
+                        }
+                        Rec::Array(v) => {
+                            let vals: Vec<u64> = std::iter::once(5).chain(v.iter().copied()).collect();
+                            w.abbrev_record(array, &vals, Cow::Borrowed(&[])).unwrap();
+                        }
+                        Rec::Blob(b) => {
+                            w.abbrev_record(blob, &[6], Cow::Borrowed(b)).unwrap();
+                        }
+                    }
+                }
+                w.end_block();
+            }
+            w.end_block();
+            let top = decode(&w.finish().to_vec());
+            proptest::prop_assert_eq!(top.len(), 1);
+            let inner: Vec<_> = top[0].items.iter().collect();
+            proptest::prop_assert_eq!(inner.len(), blocks.len());
+            for (n, (item, recs)) in inner.iter().zip(&blocks).enumerate() {
+                let Item::Block(b) = item else { panic!("expected a block") };
+                proptest::prop_assert_eq!(b.id, 20 + n as u32);
+                proptest::prop_assert_eq!(b.items.len(), recs.len());
+                for (got, want) in b.items.iter().zip(recs) {
+                    let Item::Rec(code, ops, payload) = got else { panic!("expected a record") };
+                    match want {
+                        Rec::Plain(c, v) => {
+                            proptest::prop_assert_eq!((code, ops), (c, v));
+                        }
+                        Rec::Fixed(c, v) => {
+                            proptest::prop_assert_eq!((code, ops.as_slice()), (c, &[*v][..]));
+                        }
+                        Rec::Array(v) => {
+                            proptest::prop_assert_eq!((*code, ops), (5, v));
+                        }
+                        Rec::Blob(bytes) => {
+                            proptest::prop_assert_eq!(*code, 6);
+                            proptest::prop_assert_eq!(payload.as_deref(), Some(bytes.as_slice()));
+                        }
+                    }
+                }
+            }
+        }
     }
 }
