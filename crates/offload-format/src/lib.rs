@@ -16,3 +16,4 @@ pub mod plan;
 pub mod string_map;
 pub mod target_id;
 pub mod triple;
+pub mod wrapper;

@@ -1,0 +1,13 @@
+//! The host-side registration module of LLVM 14's `clang-offload-wrapper`:
+//! a small IR model ([`ir`]), an LLVM bitcode writer for it ([`bitcode`],
+//! over the bitstream writer [`bitstream`]), a textual `.ll` printer in the
+//! form `llvm-dis` of LLVM 14 shows ([`text`]), LLVM 14's target-triple
+//! architecture names ([`triple`]), and the wrapper module itself
+//! ([`module`]).
+
+pub mod bitcode;
+pub mod bitstream;
+pub mod ir;
+pub mod module;
+pub mod text;
+pub mod triple;
