@@ -2,6 +2,7 @@
 //! LLVM 19's validation order, messages, entry order and output rules. The
 //! CLI opens files and writes plans; everything it decides lives here.
 
+use crate::bundle::object::{self as object_bundle, ObjectError};
 use crate::bundle::{BundleError, FileType, binary, text};
 use crate::plan::Plan;
 use crate::string_map::{StringHash, string_map_order};
@@ -58,6 +59,8 @@ pub enum BundlerError {
     MissingHostBundle,
     #[error("{0}")]
     Format(#[from] BundleError),
+    #[error("{0}")]
+    Object(#[from] ObjectError),
     #[error("{0}")]
     Other(String),
 }
@@ -206,6 +209,15 @@ pub fn bundle<'a>(
         targets.standardized.iter().map(String::as_bytes).zip(inputs.iter().copied()).collect();
     match file_type {
         FileType::Text { comment } => Ok(text::write(&text::Markers::new(comment), &entries)),
+        // The host input decides; LLVM 19 crashes on HIP-only object
+        // bundles (no host), which we write in the binary format.
+        FileType::Object if targets.host_index.is_some() => {
+            let host = targets.host_index.unwrap_or(0);
+            match object_bundle::detect(inputs[host])? {
+                Some(format) => Ok(object_bundle::bundle(inputs[host], format, &entries, host)?),
+                None => bundle(FileType::Binary, targets, inputs, align),
+            }
+        }
         FileType::Binary | FileType::Object => {
             let align = NonZeroU64::new(u64::from(align)).ok_or(BundlerError::ZeroAlignment)?;
             Ok(binary::write(&entries, align))
@@ -237,6 +249,10 @@ pub fn list(file_type: FileType, input: &[u8]) -> Result<Vec<&[u8]>, BundlerErro
             }
             Ok(ids)
         }
+        FileType::Object if object_bundle::detect(input)?.is_some() => {
+            let format = object_bundle::detect(input)?.unwrap_or(object_bundle::Format::Elf);
+            Ok(object_bundle::bundles(input, format)?.into_iter().map(|b| b.id).collect())
+        }
         FileType::Binary | FileType::Object | FileType::Archive => {
             Ok(binary_entries_in_map_order(input)?.into_iter().map(|e| e.id).collect())
         }
@@ -254,6 +270,13 @@ pub struct UnbundleOptions {
 enum Visitor<'a> {
     Binary(std::vec::IntoIter<binary::BinaryEntry<'a>>, Option<&'a [u8]>),
     Text(text::TextReader<'a>),
+    /// Bundle sections in section order, the current one, the whole object.
+    Object(
+        std::vec::IntoIter<object_bundle::BundleSection<'a>>,
+        Option<object_bundle::BundleSection<'a>>,
+        object_bundle::Format,
+        &'a [u8],
+    ),
 }
 
 impl<'a> Visitor<'a> {
@@ -264,13 +287,22 @@ impl<'a> Visitor<'a> {
                 e.id
             }),
             Visitor::Text(reader) => reader.next_id(),
+            Visitor::Object(it, current, ..) => it.next().map(|b| {
+                *current = Some(b);
+                b.id
+            }),
         }
     }
 
-    fn payload(&mut self) -> Result<&'a [u8], BundlerError> {
+    fn payload(&mut self) -> Result<Plan<'a>, BundlerError> {
         match self {
-            Visitor::Binary(_, current) => Ok(current.unwrap_or_default()),
-            Visitor::Text(reader) => Ok(reader.payload()?),
+            Visitor::Binary(_, current) => Ok(Plan::borrowed(current.unwrap_or_default())),
+            Visitor::Text(reader) => Ok(Plan::borrowed(reader.payload()?)),
+            Visitor::Object(_, current, format, whole) => match current {
+                Some(b) if b.is_host_marker() => Ok(object_bundle::host_object(whole, *format)?),
+                Some(b) => Ok(Plan::borrowed(b.contents)),
+                None => Ok(Plan::new()),
+            },
         }
     }
 }
@@ -298,6 +330,10 @@ pub fn unbundle<'a>(
 
     let mut visitor = match file_type {
         FileType::Text { comment } => Visitor::Text(text::TextReader::new(input, comment)),
+        FileType::Object if object_bundle::detect(input)?.is_some() => {
+            let format = object_bundle::detect(input)?.unwrap_or(object_bundle::Format::Elf);
+            Visitor::Object(object_bundle::bundles(input, format)?.into_iter(), None, format, input)
+        }
         FileType::Binary | FileType::Object => Visitor::Binary(binary_entries_in_map_order(input)?.into_iter(), None),
         FileType::Archive => {
             return Err(BundlerError::Other("archive unbundling is not supported yet".into()));
@@ -315,7 +351,7 @@ pub fn unbundle<'a>(
             continue;
         };
         let output = worklist.remove(pos);
-        plans[output] = Plan::borrowed(visitor.payload()?);
+        plans[output] = visitor.payload()?;
         found_host |= stored.is_host();
     }
 

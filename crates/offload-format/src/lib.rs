@@ -9,6 +9,8 @@
 pub mod amdgpu;
 pub mod bundle;
 pub mod bundler;
+pub mod coff;
+pub mod elf;
 pub mod offload_arch;
 pub mod plan;
 pub mod string_map;

@@ -1,9 +1,11 @@
 //! Clang offload bundles: the formats that hold one code object per target.
 //!
 //! * [`binary`]: the `__CLANG_OFFLOAD_BUNDLE__` header format;
-//! * [`text`]: entries between comment marker lines.
+//! * [`text`]: entries between comment marker lines;
+//! * [`object`]: sections of an object file.
 
 pub mod binary;
+pub mod object;
 pub mod text;
 
 /// A bundle that cannot be read.
