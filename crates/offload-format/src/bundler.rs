@@ -2,6 +2,7 @@
 //! LLVM 19's validation order, messages, entry order and output rules. The
 //! CLI opens files and writes plans; everything it decides lives here.
 
+use crate::bundle::archive::{self, ArchiveError, ArchiveOptions};
 use crate::bundle::object::{self as object_bundle, ObjectError};
 use crate::bundle::{BundleError, FileType, binary, text};
 use crate::plan::Plan;
@@ -61,6 +62,8 @@ pub enum BundlerError {
     Format(#[from] BundleError),
     #[error("{0}")]
     Object(#[from] ObjectError),
+    #[error("{0}")]
+    Archive(#[from] ArchiveError),
     #[error("{0}")]
     Other(String),
 }
@@ -305,6 +308,31 @@ impl<'a> Visitor<'a> {
             },
         }
     }
+}
+
+/// Unbundles a heterogeneous device archive (`-type=a`) named `archive`:
+/// one archive per requested target, in `-targets` order.
+pub fn unbundle_archive(
+    targets: &Targets,
+    input: &[u8],
+    archive: &str,
+    options: UnbundleOptions,
+    check_input_archive: bool,
+) -> Result<Vec<Plan<'static>>, BundlerError> {
+    let options = ArchiveOptions {
+        allow_missing_bundles: options.allow_missing_bundles,
+        hip_openmp_compatible: options.hip_openmp_compatible,
+        check_input_archive,
+    };
+    let archives = archive::unbundle(&targets.standardized, input, archive, options)?;
+    Ok(archives
+        .into_iter()
+        .map(|bytes| {
+            let mut plan = Plan::new();
+            plan.own(bytes);
+            plan
+        })
+        .collect())
 }
 
 /// Formats LLVM's list of missing IDs: `X`, `X and Y`, `X, Y, and Z`.

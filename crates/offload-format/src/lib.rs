@@ -7,6 +7,7 @@
 //! Writers produce [`plan::Plan`]s or byte vectors; nothing here does I/O.
 
 pub mod amdgpu;
+pub mod bitcode;
 pub mod bundle;
 pub mod bundler;
 pub mod coff;

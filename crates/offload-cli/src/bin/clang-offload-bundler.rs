@@ -3,6 +3,7 @@
 use offload_cli::cl::{OptSpec, ToolSpec, ValueKind};
 use offload_cli::diag;
 use offload_cli::io::{Input, Outputs, error_text};
+use offload_format::bundle::FileType;
 use offload_format::bundler::{self, Request, UnbundleOptions};
 use std::io::Write;
 use std::process::ExitCode;
@@ -124,7 +125,12 @@ fn run(argv0: &str, opts: &offload_cli::cl::Parsed) -> Result<(), String> {
             allow_missing_bundles: opts.flag("allow-missing-bundles"),
             hip_openmp_compatible: opts.flag("hip-openmp-compatible"),
         };
-        let plans = bundler::unbundle(file_type, &targets, input.bytes(), options).map_err(|e| e.to_string())?;
+        let plans = if file_type == FileType::Archive {
+            bundler::unbundle_archive(&targets, input.bytes(), &inputs[0], options, request.check_input_archive)
+        } else {
+            bundler::unbundle(file_type, &targets, input.bytes(), options)
+        }
+        .map_err(|e| e.to_string())?;
         for (path, plan) in outputs.iter().zip(&plans) {
             staged.stage(path, plan, &[&input]).map_err(|e| e.to_string())?;
         }

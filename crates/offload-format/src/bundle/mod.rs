@@ -2,8 +2,10 @@
 //!
 //! * [`binary`]: the `__CLANG_OFFLOAD_BUNDLE__` header format;
 //! * [`text`]: entries between comment marker lines;
-//! * [`object`]: sections of an object file.
+//! * [`object`]: sections of an object file;
+//! * [`archive`]: archives of bundles, split per target.
 
+pub mod archive;
 pub mod binary;
 pub mod object;
 pub mod text;
