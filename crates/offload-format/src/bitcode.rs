@@ -128,6 +128,14 @@ fn block_blob<'a>(bits: &mut Bits<'a>, abbrev_width: u32) -> Option<&'a [u8]> {
                         Op::Array => {
                             let len = bits.vbr(6)?;
                             let elt = *ops.get(i + 1)?;
+                            let left = (bits.data.len() * 8).saturating_sub(bits.pos) as u64;
+                            if matches!(elt, Op::Fixed(0)) {
+                                i += 2;
+                                continue;
+                            }
+                            if len > left {
+                                return None;
+                            }
                             for _ in 0..len {
                                 match elt {
                                     Op::Fixed(w) => bits.read(w)?,

@@ -783,6 +783,16 @@ impl<'a> Model<'a> {
             }
         }
         let shoff = offset.next_multiple_of(c.word_size() as u64);
+        // Alignment padding is the only part of the output not backed by
+        // input or added bytes; a hostile alignment must not make us write
+        // terabytes of zeros.
+        let backed = order
+            .iter()
+            .filter(|&&i| headers[i].sh_type != SHT_NOBITS)
+            .fold(self.file.data.len() as u64, |sum, &i| sum.saturating_add(headers[i].size));
+        if shoff > backed.saturating_add(1 << 30) {
+            return Err(ElfError::Unsupported(format!("the section alignments would pad the output to {shoff} bytes")));
+        }
 
         // Names go in last: every size is known now.
         if let Some(names) = table_of(shstrtab) {
