@@ -237,7 +237,7 @@ pub fn unbundle(
 fn member_symbols(buf: &[u8], f: &mut dyn FnMut(&[u8]) -> std::io::Result<()>) -> std::io::Result<bool> {
     use object::{Object as _, ObjectSymbol as _};
     if bitcode::is_bitcode(buf) {
-        let Some(names) = bitcode::archive_symbols(buf) else { return Ok(false) };
+        let Some(names) = bitcode::archive_symbols(buf) else { return Ok(true) };
         for name in names {
             f(name)?;
         }
@@ -269,9 +269,32 @@ static READER: ObjectReader = ObjectReader {
     get_xcoff_member_alignment: |_| 2,
 };
 
+/// Whether LLVM's archive writer reads symbols from this member (bitcode
+/// and object files); only such members make it write a symbol table.
+fn is_symbolic(buf: &[u8]) -> bool {
+    bitcode::is_bitcode(buf) || object::File::parse(buf).is_ok()
+}
+
+/// Removes the leading symbol table member (`/`) of a GNU archive. Members
+/// do not refer to absolute offsets, so nothing else changes.
+fn without_symbol_table(archive: Vec<u8>) -> Vec<u8> {
+    let Some(header) = archive.get(8..68) else { return archive };
+    if !header.starts_with(b"/ ") {
+        return archive;
+    }
+    let size = std::str::from_utf8(&header[48..58]).ok().and_then(|s| s.trim().parse::<usize>().ok());
+    match size.and_then(|n| archive.get(68 + n + n % 2..)) {
+        Some(rest) => [b"!<arch>\n".as_slice(), rest].concat(),
+        None => archive,
+    }
+}
+
 /// Writes a GNU archive as LLVM's `writeArchive` does with a normal symbol
-/// table in deterministic mode.
+/// table in deterministic mode. Unlike LLVM 19, `ar_archive_writer` writes
+/// an (empty) symbol table even when no member is an object or bitcode
+/// file; that table is taken out again.
 pub fn write_gnu_archive(members: Vec<(String, Vec<u8>)>) -> Result<Vec<u8>, String> {
+    let has_object = members.iter().any(|(_, data)| is_symbolic(data));
     let members: Vec<NewArchiveMember<'_>> =
         members.into_iter().map(|(name, data)| NewArchiveMember::new(data, &READER, name)).collect();
     let mut out = Cursor::new(Vec::new());
@@ -279,7 +302,8 @@ pub fn write_gnu_archive(members: Vec<(String, Vec<u8>)>) -> Result<Vec<u8>, Str
         ar_archive_writer::write_archive_to_stream(&mut out, &members, ArchiveKind::Gnu, false, None)
     }));
     match written {
-        Ok(Ok(())) => Ok(out.into_inner()),
+        Ok(Ok(())) if has_object => Ok(out.into_inner()),
+        Ok(Ok(())) => Ok(without_symbol_table(out.into_inner())),
         Ok(Err(e)) => Err(e.to_string()),
         Err(_) => Err("the archive writer failed on these members".into()),
     }
@@ -315,6 +339,16 @@ mod tests {
     #[test]
     fn empty_archive_is_the_magic_only() {
         assert_eq!(write_gnu_archive(Vec::new()).unwrap(), b"!<arch>\n");
+    }
+
+    #[test]
+    fn archives_of_blobs_have_no_symbol_table() {
+        let a = write_gnu_archive(vec![("a_rather_long_member_name.bin".into(), b"blob".to_vec())]).unwrap();
+        assert!(a.starts_with(b"!<arch>\n//"), "{:?}", String::from_utf8_lossy(&a));
+        let parsed = object::read::archive::ArchiveFile::parse(&*a).unwrap();
+        let m = parsed.members().next().unwrap().unwrap();
+        assert_eq!(m.name(), b"a_rather_long_member_name.bin");
+        assert_eq!(m.data(&*a).unwrap(), b"blob");
     }
 
     #[test]
