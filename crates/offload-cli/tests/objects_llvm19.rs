@@ -416,7 +416,8 @@ fn heterogeneous_archives_match_llvm19() {
     let (dev_o, dev_bc) = build_device(d, &clang);
     fs::write(d.join("blob"), b"opaque device blob").unwrap();
     // Members: (name, -type, [(target, input)]).
-    let members: Vec<(&str, &str, Vec<(&str, &str)>)> = vec![
+    type Member<'a> = (&'a str, &'a str, Vec<(&'a str, &'a str)>);
+    let members: Vec<Member> = vec![
         (
             "m1.o",
             "o",

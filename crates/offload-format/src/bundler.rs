@@ -210,17 +210,16 @@ pub fn bundle<'a>(
 ) -> Result<Plan<'a>, BundlerError> {
     let entries: Vec<(&[u8], &'a [u8])> =
         targets.standardized.iter().map(String::as_bytes).zip(inputs.iter().copied()).collect();
+    // For objects the host input decides between sections and the binary
+    // format. LLVM 19 crashes on HIP-only object bundles (no host input to
+    // add sections to); we write those in the binary format.
+    if let (FileType::Object, Some(host)) = (file_type, targets.host_index)
+        && let Some(format) = object_bundle::detect(inputs[host])?
+    {
+        return Ok(object_bundle::bundle(inputs[host], format, &entries, host)?);
+    }
     match file_type {
         FileType::Text { comment } => Ok(text::write(&text::Markers::new(comment), &entries)),
-        // The host input decides; LLVM 19 crashes on HIP-only object
-        // bundles (no host), which we write in the binary format.
-        FileType::Object if targets.host_index.is_some() => {
-            let host = targets.host_index.unwrap_or(0);
-            match object_bundle::detect(inputs[host])? {
-                Some(format) => Ok(object_bundle::bundle(inputs[host], format, &entries, host)?),
-                None => bundle(FileType::Binary, targets, inputs, align),
-            }
-        }
         FileType::Binary | FileType::Object => {
             let align = NonZeroU64::new(u64::from(align)).ok_or(BundlerError::ZeroAlignment)?;
             Ok(binary::write(&entries, align))
@@ -240,8 +239,17 @@ fn binary_entries_in_map_order(data: &[u8]) -> Result<Vec<binary::BinaryEntry<'_
         .collect())
 }
 
+/// The object format of `input` when `-type=o` reads it as an object
+/// (otherwise it is read as a binary bundle).
+fn object_format(file_type: FileType, input: &[u8]) -> Result<Option<object_bundle::Format>, BundlerError> {
+    Ok(if file_type == FileType::Object { object_bundle::detect(input)? } else { None })
+}
+
 /// The IDs `-list` prints, in LLVM 19's order.
 pub fn list(file_type: FileType, input: &[u8]) -> Result<Vec<&[u8]>, BundlerError> {
+    if let Some(format) = object_format(file_type, input)? {
+        return Ok(object_bundle::bundles(input, format)?.into_iter().map(|b| b.id).collect());
+    }
     match file_type {
         FileType::Text { comment } => {
             let mut reader = text::TextReader::new(input, comment);
@@ -251,10 +259,6 @@ pub fn list(file_type: FileType, input: &[u8]) -> Result<Vec<&[u8]>, BundlerErro
                 reader.skip_entry()?;
             }
             Ok(ids)
-        }
-        FileType::Object if object_bundle::detect(input)?.is_some() => {
-            let format = object_bundle::detect(input)?.unwrap_or(object_bundle::Format::Elf);
-            Ok(object_bundle::bundles(input, format)?.into_iter().map(|b| b.id).collect())
         }
         FileType::Binary | FileType::Object | FileType::Archive => {
             Ok(binary_entries_in_map_order(input)?.into_iter().map(|e| e.id).collect())
@@ -356,15 +360,14 @@ pub fn unbundle<'a>(
     let mut worklist = string_map_order(&targets.standardized, StringHash::Xxh3);
     let requested: Vec<BundleEntryId> = targets.standardized.iter().map(|s| BundleEntryId::parse(s)).collect();
 
-    let mut visitor = match file_type {
-        FileType::Text { comment } => Visitor::Text(text::TextReader::new(input, comment)),
-        FileType::Object if object_bundle::detect(input)?.is_some() => {
-            let format = object_bundle::detect(input)?.unwrap_or(object_bundle::Format::Elf);
-            Visitor::Object(object_bundle::bundles(input, format)?.into_iter(), None, format, input)
+    let mut visitor = match (file_type, object_format(file_type, input)?) {
+        (_, Some(format)) => Visitor::Object(object_bundle::bundles(input, format)?.into_iter(), None, format, input),
+        (FileType::Text { comment }, _) => Visitor::Text(text::TextReader::new(input, comment)),
+        (FileType::Binary | FileType::Object, _) => {
+            Visitor::Binary(binary_entries_in_map_order(input)?.into_iter(), None)
         }
-        FileType::Binary | FileType::Object => Visitor::Binary(binary_entries_in_map_order(input)?.into_iter(), None),
-        FileType::Archive => {
-            return Err(BundlerError::Other("archive unbundling is not supported yet".into()));
+        (FileType::Archive, _) => {
+            return Err(BundlerError::Other("archives are unbundled by unbundle_archive".into()));
         }
     };
 

@@ -85,7 +85,7 @@ fn mutated_objects_do_not_panic() {
         fixture!("fat-coff.o"),
         fixture!("host-macho.o"),
     ];
-    let mut rng = Rng(0x0b1e_c7);
+    let mut rng = Rng(0x000b_1ec7);
     for case in 0..4000 {
         let base = files[case % files.len()];
         let data = mutate(&mut rng, base);

@@ -102,7 +102,7 @@ fn reserved_index_ok(index: u16, machine: u16) -> bool {
         SHN_ABS | SHN_COMMON => true,
         0xff00 if machine == EM_AMDGPU => true,
         0xff00..=0xff02 if machine == EM_MIPS => true,
-        0xff00 | 0xff01..=0xff04 if machine == EM_HEXAGON => true,
+        0xff00..=0xff04 if machine == EM_HEXAGON => true,
         _ => false,
     }
 }
@@ -261,7 +261,7 @@ impl<'a> Model<'a> {
             return Err(malformed(format!("the symbol table has sh_entsize {}, expected {size}", sh.entsize)));
         }
         let data = self.secs[st].data;
-        if data.len() % size != 0 {
+        if !data.len().is_multiple_of(size) {
             return Err(malformed(format!("the symbol table size {} is not a multiple of {size}", data.len())));
         }
         let count = data.len() / size;
@@ -382,7 +382,7 @@ impl<'a> Model<'a> {
                         )));
                     }
                     let data = self.secs[i].data;
-                    if data.len() % size != 0 {
+                    if !data.len().is_multiple_of(size) {
                         return Err(malformed(format!("the size of section '{}' is not a multiple of {size}", name())));
                     }
                     for at in (0..data.len()).step_by(size) {
@@ -398,7 +398,7 @@ impl<'a> Model<'a> {
                     }
                 }
                 Role::Group => {
-                    if sh.align % 4 != 0 {
+                    if !sh.align.is_multiple_of(4) {
                         return Err(malformed(format!("invalid alignment {} of group section '{}'", sh.align, name())));
                     }
                     if sh.link != 0 {
@@ -416,7 +416,7 @@ impl<'a> Model<'a> {
                         self.secs[i].link = Some(l);
                     }
                     let data = self.secs[i].data;
-                    if data.is_empty() || data.len() % 4 != 0 {
+                    if data.is_empty() || !data.len().is_multiple_of(4) {
                         return Err(malformed(format!("the content of the section {} is malformed", name())));
                     }
                     let flag = c.u32(data, 0).unwrap_or(0);
@@ -439,21 +439,20 @@ impl<'a> Model<'a> {
 
     /// Removes sections as `llvm-objcopy --remove-section` does.
     fn remove(&mut self, pred: &dyn Fn(&[u8]) -> bool) -> Result<(), ElfError> {
-        let n = self.secs.len();
-        let matched: Vec<bool> = (0..n).map(|i| i != 0 && pred(&self.secs[i].name)).collect();
-        let mut dead = matched.clone();
-        for i in 1..n {
-            if dead[i] {
-                continue;
-            }
-            let s = &self.secs[i];
-            if let (Role::Reloc { .. }, Some(t)) = (s.role, s.info) {
-                dead[i] = matched[t];
-            }
-            if let Some((_, members)) = &s.group {
-                dead[i] = members.iter().all(|&m| matched[m]);
-            }
-        }
+        let matched: Vec<bool> = self.secs.iter().enumerate().map(|(i, s)| i != 0 && pred(&s.name)).collect();
+        // Relocations of removed sections and groups left empty go too.
+        let dead: Vec<bool> = self
+            .secs
+            .iter()
+            .zip(&matched)
+            .map(|(s, &m)| {
+                m || match (s.role, s.info, &s.group) {
+                    (Role::Reloc { .. }, Some(t), _) => matched[t],
+                    (_, _, Some((_, members))) => members.iter().all(|&m| matched[m]),
+                    _ => false,
+                }
+            })
+            .collect();
         self.apply_removal(&dead)
     }
 
@@ -461,15 +460,14 @@ impl<'a> Model<'a> {
         if !dead.iter().any(|&d| d) {
             return Ok(());
         }
-        for i in 1..self.secs.len() {
-            if !dead[i] {
-                continue;
-            }
-            if let Some((_, members)) = self.secs[i].group.clone() {
-                for m in members {
-                    self.secs[m].sh.flags &= !SHF_GROUP;
-                }
-            }
+        // Members of a removed group are no longer in a group.
+        let orphans: Vec<usize> = (1..self.secs.len())
+            .filter(|&i| dead[i])
+            .filter_map(|i| self.secs[i].group.as_ref())
+            .flat_map(|(_, members)| members.iter().copied())
+            .collect();
+        for m in orphans {
+            self.secs[m].sh.flags &= !SHF_GROUP;
         }
         if self.file.shstrndx < dead.len() && dead[self.file.shstrndx] {
             return Err(refused(
@@ -576,7 +574,7 @@ impl<'a> Model<'a> {
         let mut kept_syms = Vec::with_capacity(self.syms.len());
         for (k, s) in self.syms.drain(..).enumerate() {
             let keep = k == 0 || !matches!(s.shndx, Shndx::Section(d) if !self.secs[d].alive);
-            sym_map.push(keep.then(|| kept_syms.len() as u32));
+            sym_map.push(keep.then_some(kept_syms.len() as u32));
             if keep {
                 kept_syms.push(s);
             }
