@@ -62,14 +62,15 @@ int main() {
 
 const DEVICE_SOURCE: &str = "int devfn(int x) { return x * 3; }\nint dev_global = 42;\n";
 
-/// Host objects: (file, how it was built). Missing cross compilers are skipped.
+/// Builds host objects with clang 19 and GCC; returns the files built.
+/// `C_SOURCE` includes no header, so every cross target compiles it;
+/// compilers or targets that are missing are skipped.
 fn build_hosts(dir: &Path, clang: &Path) -> Vec<String> {
     fs::write(dir.join("prog.c"), C_SOURCE).unwrap();
     fs::write(dir.join("prog.cpp"), CXX_SOURCE).unwrap();
-    // The same C without headers for cross targets.
     let mut built = Vec::new();
     let mut try_build = |name: &str, cmd: &mut Command| {
-        if common::run(cmd.current_dir(dir)).status.success() {
+        if cmd.current_dir(dir).output().is_ok_and(|o| o.status.success()) {
             built.push(name.to_string());
         }
     };
@@ -197,11 +198,21 @@ fn our_fat_objects_link_and_run_like_the_host_object() {
     fs::write(d.join("prog.c"), C_SOURCE).unwrap();
     fs::write(d.join("prog.cpp"), CXX_SOURCE).unwrap();
     fs::write(d.join("dev"), b"device code").unwrap();
-    let builds: [(&str, &[&str], &str); 4] = [
-        ("c", &["-c", "-O1", "prog.c", "-o", "c.o"], "cc"),
-        ("cxx", &["-x", "c++", "-c", "-O2", "prog.cpp", "-o", "cxx.o"], "c++"),
-        ("cxxg", &["-x", "c++", "-c", "-O0", "-g", "-ffunction-sections", "prog.cpp", "-o", "cxxg.o"], "c++"),
-        ("pie", &["-c", "-fPIE", "-O2", "prog.c", "-o", "pie.o"], "cc"),
+    // The system compiler drivers link, as in a real build; clang 19's
+    // stand in where they are missing.
+    let driver = |name: &str, fallback: &str| {
+        if Command::new(name).arg("--version").output().is_ok_and(|o| o.status.success()) {
+            PathBuf::from(name)
+        } else {
+            clang.with_file_name(fallback)
+        }
+    };
+    let (cc, cxx) = (driver("cc", "clang"), driver("c++", "clang++"));
+    let builds: [(&str, &[&str], &Path); 4] = [
+        ("c", &["-c", "-O1", "prog.c", "-o", "c.o"], &cc),
+        ("cxx", &["-x", "c++", "-c", "-O2", "prog.cpp", "-o", "cxx.o"], &cxx),
+        ("cxxg", &["-x", "c++", "-c", "-O0", "-g", "-ffunction-sections", "prog.cpp", "-o", "cxxg.o"], &cxx),
+        ("pie", &["-c", "-fPIE", "-O2", "prog.c", "-o", "pie.o"], &cc),
     ];
     for (name, args, linker) in builds {
         must(Command::new(&clang).args(args).current_dir(d));
@@ -515,4 +526,84 @@ fn heterogeneous_archives_match_llvm19() {
     }
     assert!(compared >= 10, "only {compared} archives compared");
     eprintln!("archives compared: {compared}, all byte-identical");
+}
+
+/// COFF hosts (MSVC and MinGW targets, C and C++ with COMDATs, CodeView),
+/// and a COFF file whose bundle sections sit before COMDAT sections,
+/// associative sections, a weak external and uninitialized data.
+#[test]
+fn coff_objects_match_llvm19() {
+    let (Some(llvm), Some(clang), Some(yaml2obj)) =
+        (tool(19, "clang-offload-bundler"), tool(19, "clang"), tool(19, "yaml2obj"))
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    fs::write(d.join("prog.c"), C_SOURCE).unwrap();
+    fs::write(
+        d.join("tpl.cpp"),
+        "template <class T> T twice(T x) { return x + x; }\ninline int counter() { static int c; return ++c; }\n\
+         struct Shape { virtual int area() const; virtual ~Shape() {} };\ninline int Shape::area() const { return 1; }\n\
+         int (*keep)(int) = twice<int>;\nint use(Shape *s, int v) { return twice<long>(v) + counter() + s->area(); }\n\
+         Shape *make() { return new Shape; }\nstatic int zeroed[1000];\nint *z() { return zeroed; }\n",
+    )
+    .unwrap();
+    fs::write(d.join("dev"), b"DEV1").unwrap();
+    let mut objects = Vec::new();
+    for target in ["x86_64-pc-windows-msvc", "i686-pc-windows-msvc", "aarch64-pc-windows-msvc", "x86_64-w64-mingw32"] {
+        for (src, opts) in [("prog.c", "-O1"), ("tpl.cpp", "-O2 -ffunction-sections -gcodeview"), ("tpl.cpp", "-O0 -g")]
+        {
+            let name = format!("{target}-{}-{}.o", objects.len(), src.replace('.', "_"));
+            let ok = Command::new(&clang)
+                .arg(format!("--target={target}"))
+                .args(["-c", src, "-o", &name])
+                .args(opts.split(' '))
+                .current_dir(d)
+                .output()
+                .is_ok_and(|o| o.status.success());
+            if ok {
+                objects.push(name);
+            }
+        }
+    }
+    let yaml = common::fixtures().join("objects/coff-mid.yaml");
+    must(Command::new(&yaml2obj).arg(&yaml).arg("-o").arg(d.join("mid.o")));
+    assert!(objects.len() >= 6, "too few COFF objects: {objects:?}");
+    let targets = format!("-targets={HOST},hip-amdgcn-amd-amdhsa--gfx906");
+    for obj in objects.iter().chain(std::iter::once(&"mid.o".to_string())) {
+        let fat = if obj == "mid.o" {
+            obj.clone()
+        } else {
+            let args = |out: &str| {
+                strings(&["-type=o", &targets, &format!("-input={obj}"), "-input=dev", &format!("-output={out}")])
+            };
+            assert_eq!(bundler(&llvm, d, &args("l.fat")), bundler(Path::new(OURS), d, &args("o.fat")), "{obj}");
+            assert!(
+                fs::read(d.join("l.fat")).unwrap() == fs::read(d.join("o.fat")).unwrap(),
+                "{obj}: fat COFF differs"
+            );
+            "l.fat".to_string()
+        };
+        let un = |exe: &Path, p: &str| {
+            bundler(
+                exe,
+                d,
+                &strings(&[
+                    "-type=o",
+                    "-unbundle",
+                    &targets,
+                    &format!("-input={fat}"),
+                    &format!("-output={p}h"),
+                    &format!("-output={p}d"),
+                ]),
+            )
+        };
+        assert_eq!(un(&llvm, "l"), un(Path::new(OURS), "o"), "{obj}");
+        for out in ["h", "d"] {
+            let (l, o) = (fs::read(d.join(format!("l{out}"))).unwrap(), fs::read(d.join(format!("o{out}"))).unwrap());
+            assert!(l == o, "{obj}: unbundled {out} differs");
+        }
+    }
+    eprintln!("COFF objects compared: {}", objects.len() + 1);
 }

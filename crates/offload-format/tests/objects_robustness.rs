@@ -6,6 +6,7 @@
 use offload_format::bitcode;
 use offload_format::bundle::archive::{self, ArchiveOptions};
 use offload_format::bundle::object::{self as object_bundle};
+use offload_format::coff;
 use offload_format::elf::{self, NewSection};
 
 macro_rules! fixture {
@@ -67,9 +68,12 @@ fn exercise_object(data: &[u8]) {
         assert!(plan.len() < (data.len() as u64) + (2 << 30));
     }
     let add = vec![NewSection { name: b"__CLANG_OFFLOAD_BUNDLE__x".to_vec(), data: b"payload" }];
-    if elf::is_elf(data)
-        && let Ok(plan) = elf::rewrite(data, &|n| n.starts_with(b".rela"), add)
-    {
+    let plan = match format {
+        object_bundle::Format::Elf => elf::rewrite(data, &|n| n.starts_with(b".rela"), add).ok(),
+        object_bundle::Format::Coff => coff::rewrite(data, &|n| n.starts_with(b".data"), add).ok(),
+        object_bundle::Format::MachO => None,
+    };
+    if let Some(plan) = plan {
         assert!(plan.len() < (data.len() as u64) + (2 << 30));
     }
 }
