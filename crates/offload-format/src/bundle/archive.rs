@@ -153,6 +153,12 @@ pub fn device_member_name(member: &[u8], stored_id: &[u8]) -> Vec<u8> {
 }
 
 fn read_archive<'a>(input: &'a [u8], archive: &str) -> Result<ArchiveFile<'a>, ArchiveError> {
+    if !input.starts_with(b"!<arch>\n") && !input.starts_with(b"!<thin>\n") && !input.starts_with(b"<bigaf>\n") {
+        return Err(ArchiveError::Malformed {
+            archive: archive.to_string(),
+            message: "not an archive (it does not start with !<arch>)".into(),
+        });
+    }
     let file = ArchiveFile::parse(input)
         .map_err(|e| ArchiveError::Malformed { archive: archive.to_string(), message: e.to_string() })?;
     if file.is_thin() {
