@@ -9,6 +9,7 @@
 //!   LLVM's.
 
 mod codec;
+mod model;
 pub mod rewrite;
 mod strtab;
 
