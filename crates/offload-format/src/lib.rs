@@ -9,6 +9,7 @@
 pub mod amdgpu;
 pub mod bundle;
 pub mod bundler;
+pub mod inspect;
 pub mod llvm_hash;
 pub mod offload_arch;
 pub mod offload_binary;
