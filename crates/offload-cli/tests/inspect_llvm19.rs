@@ -40,6 +40,58 @@ fn hip_shared_library() {
     assert_eq!(check_section_against_llvm(&llvm, &obj, ".hip_fatbin", &in_object, d.path()), 3);
     let out = offload(&["verify", so.to_str().unwrap()]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+
+    // Damage the third entry record: verify names its absolute offset.
+    let mut data = std::fs::read(&so).unwrap();
+    let start = data.windows(24).position(|w| w == b"__CLANG_OFFLOAD_BUNDLE__").unwrap();
+    let record = start + 32 + (24 + ids[0].len()) + (24 + ids[1].len());
+    data[record..record + 8].copy_from_slice(&(1u64 << 45).to_le_bytes());
+    let bad = d.path().join("libbad.so");
+    std::fs::write(&bad, &data).unwrap();
+    let out = offload(&["verify", "--json", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let diags = json(&out);
+    assert_eq!(n(&diags[0], "offset"), record as u64, "{diags:?}");
+    assert_eq!(s(&diags[0], "location"), "section .hip_fatbin");
+    // select still judges the entries before the damage, and explains.
+    let out = offload(&["select", "--gpu", "gfx1030", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("other processor: built for gfx906, the GPU is gfx1030"));
+}
+
+/// A code object bundled under another GPU's ID (the kind of mistake behind
+/// "No compatible code objects found" reports) is caught by verify.
+#[test]
+fn verify_catches_mislabeled_code_objects() {
+    let Some(llvm) = Llvm::get() else { return };
+    let d = tmp();
+    let co = llvm.code_object(d.path(), "gfx906", "");
+    let b = d.path().join("wrong.hipfb");
+    llvm.run(
+        "clang-offload-bundler",
+        &[
+            "-type=bc",
+            "-targets=hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+",
+            &format!("-input={}", co.display()),
+            &format!("-output={}", b.display()),
+        ],
+    );
+    let out = offload(&["verify", b.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("names gfx90a but holds a code object for gfx906"), "{text}");
+    let co = llvm.code_object(d.path(), "gfx90a", "-xnack");
+    llvm.run(
+        "clang-offload-bundler",
+        &[
+            "-type=bc",
+            "-targets=hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+",
+            &format!("-input={}", co.display()),
+            &format!("-output={}", b.display()),
+        ],
+    );
+    let text = String::from_utf8_lossy(&offload(&["verify", b.to_str().unwrap()]).stdout).into_owned();
+    assert!(text.contains("says xnack+, but its code object was built with xnack off"), "{text}");
 }
 
 /// Two translation units compiled with `--offload-compress` and linked into

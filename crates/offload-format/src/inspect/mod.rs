@@ -241,6 +241,9 @@ pub enum BytesError {
     OutOfRange,
 }
 
+/// Decompressed bundles by the address and length of their compressed bytes.
+type DecompressedCache = HashMap<(usize, usize), Rc<[u8]>>;
+
 /// Everything [`scan`] found.
 #[derive(Debug, Default)]
 pub struct Inventory<'a> {
@@ -248,7 +251,7 @@ pub struct Inventory<'a> {
     pub units: Vec<Unit>,
     pub diagnostics: Vec<Diagnostic>,
     owned: Vec<Rc<[u8]>>,
-    decompressed: RefCell<HashMap<(usize, usize), Rc<[u8]>>>,
+    decompressed: RefCell<DecompressedCache>,
 }
 
 impl<'a> Inventory<'a> {

@@ -335,7 +335,9 @@ fn evaluate(o: &CodeObject, gpu: &Gpu, runtime: Runtime) -> Result<(Tier, usize)
 pub fn select(objects: &[CodeObject], gpu: &Gpu, runtime: Runtime) -> Selection {
     let mut sel = Selection { verdicts: vec![None; objects.len()], ..Default::default() };
     let units = objects.iter().map(|o| o.unit + 1).max().unwrap_or(0);
-    let mut best: Vec<Option<((Tier, std::cmp::Reverse<usize>, usize), usize)>> = vec![None; units];
+    // Per unit, the best (rank, object) so far; lower ranks are better.
+    type Rank = (Tier, std::cmp::Reverse<usize>, usize);
+    let mut best: Vec<Option<(Rank, usize)>> = vec![None; units];
     let mut relevant = vec![false; units];
     let mut compatible = Vec::new();
     for (i, o) in objects.iter().enumerate() {
