@@ -50,7 +50,7 @@ impl Problem {
     /// The message, with the offset made absolute when `base` is known.
     pub fn describe(&self, base: Option<u64>) -> String {
         match base {
-            Some(b) => format!("{} (offset {:#x})", self.message, b + self.offset),
+            Some(b) => format!("{} (offset {:#x})", self.message, b.saturating_add(self.offset)),
             None => format!("{} (bundle offset {:#x})", self.message, self.offset),
         }
     }
@@ -145,13 +145,13 @@ impl Context {
     fn pos(&self, rel: u64) -> String {
         match (self.compressed, self.base) {
             (true, _) => format!("decompressed offset {rel:#x}"),
-            (false, Some(b)) => format!("offset {:#x}", b + rel),
+            (false, Some(b)) => format!("offset {:#x}", b.saturating_add(rel)),
             (false, None) => format!("offset {rel:#x} of its container"),
         }
     }
 
     fn push(&self, out: &mut Vec<Diagnostic>, severity: Severity, rel: Option<u64>, message: String) {
-        let offset = if self.compressed { self.anchor } else { self.base.zip(rel).map(|(b, r)| b + r) };
+        let offset = if self.compressed { self.anchor } else { self.base.zip(rel).map(|(b, r)| b.saturating_add(r)) };
         out.push(Diagnostic { severity, offset, location: self.location.clone(), message });
     }
 }

@@ -125,9 +125,6 @@ impl<'a> Scanner<'a> {
         if data.starts_with(BUNDLE_MAGIC) || data.starts_with(CCOB_MAGIC) || data.starts_with(&OB_MAGIC) {
             return self.region(base, data, loc, depth, true);
         }
-        if let Some(comment) = ccob::text_comment(data, 4096) {
-            return self.text_bundle(base, data, comment, loc);
-        }
         match object::FileKind::parse(data) {
             Ok(object::FileKind::Archive) => self.archive(base, data, name, loc, depth),
             Ok(
@@ -141,7 +138,11 @@ impl<'a> Scanner<'a> {
                 | object::FileKind::Pe64,
             ) => self.object(base, data, loc, depth),
             _ if top && offload_binary::is_bitcode(data) => self.bitcode(data, name, loc, depth),
-            _ => {}
+            _ => {
+                if let Some(comment) = ccob::text_comment(data, 4096) {
+                    self.text_bundle(base, data, comment, loc);
+                }
+            }
         }
     }
 
@@ -352,7 +353,7 @@ impl<'a> Scanner<'a> {
         let parsed = checks::read_bundle(rest);
         if let Some(problem) = &parsed.problem {
             let msg = format!("bundle{}: {}", checks::at(bundle_at), problem.describe(bundle_at));
-            self.diag(Severity::Error, bundle_at.map(|b| b + problem.offset), loc, msg);
+            self.diag(Severity::Error, bundle_at.map(|b| b.saturating_add(problem.offset)), loc, msg);
         }
         let unit = self.new_unit(loc, Format::Bundle);
         if self.opts.deep {

@@ -173,6 +173,8 @@ pub enum Rejection {
     OtherTriple {
         triple: String,
     },
+    /// A bundle ID with a three-field triple (`hip-amdgcn-amd-amdhsa-gfx906`).
+    ThreeFieldTriple,
     NoTargetId,
     InvalidTargetId {
         error: String,
@@ -194,7 +196,7 @@ impl Rejection {
         match self {
             Rejection::Host => "host",
             Rejection::OtherKind { .. } => "other-kind",
-            Rejection::OtherTriple { .. } => "other-triple",
+            Rejection::OtherTriple { .. } | Rejection::ThreeFieldTriple => "other-triple",
             Rejection::NoTargetId => "no-target-id",
             Rejection::InvalidTargetId { .. } => "invalid-target-id",
             Rejection::AlternativeName { .. } => "alternative-name",
@@ -218,6 +220,7 @@ impl Rejection {
                 ),
                 _ => format!("triple '{triple}' is not for {} GPUs", gpu.arch),
             },
+            Rejection::ThreeFieldTriple => "the ID has a three-field triple (amdgcn-amd-amdhsa-<processor>, as clang 12 and older wrote); the HIP runtime looks up amdgcn-amd-amdhsa--<processor>".to_string(),
             Rejection::NoTargetId => "the ID names no processor".to_string(),
             Rejection::InvalidTargetId { error } => format!("invalid target ID: {error}"),
             Rejection::AlternativeName { stored, canonical } => format!(
@@ -295,6 +298,10 @@ fn evaluate(o: &CodeObject, gpu: &Gpu, runtime: Runtime) -> Result<(Tier, usize)
                 return Err(other_triple());
             }
         }
+    }
+    let bundle_id = o.format != super::Format::OffloadBinary;
+    if runtime == Runtime::Hip && bundle_id && o.id.splitn(6, '-').count() < 6 {
+        return Err(Rejection::ThreeFieldTriple);
     }
     if let Some(error) = &o.target_id_error {
         return Err(Rejection::InvalidTargetId { error: error.clone() });
@@ -466,6 +473,10 @@ mod tests {
         assert!(c.is_some());
         let (_, o) = pick(&["hipv4-amdgcn-amd-amdhsa-unknown-gfx906"], "gfx906", Runtime::Hip);
         assert_eq!(o[0].1, "other-triple");
+        let (_, o) = pick(&["hip-amdgcn-amd-amdhsa-gfx906"], "gfx906", Runtime::Hip);
+        assert_eq!(o[0].1, "other-triple");
+        let (c, _) = pick(&["openmp-amdgcn-amd-amdhsa-gfx906"], "gfx906", Runtime::OpenMp);
+        assert!(c.is_some());
         let ids = [format!("{H}gfx9-generic"), format!("{H}gfx906")];
         let (c, o) = pick(&[&ids[0], &ids[1]], "gfx906", Runtime::Hip);
         assert_eq!((c.unwrap(), o[0].1), (ids[1].clone(), "not-chosen"));

@@ -120,6 +120,38 @@ fn text_bundles() {
     check_offsets(&data, &inv);
 }
 
+/// A GNU archive of the given members.
+fn archive(members: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut a = b"!<arch>\n".to_vec();
+    for (name, data) in members {
+        a.extend(format!("{:<16}{:<12}{:<6}{:<6}{:<8}{:<10}`\n", format!("{name}/"), 0, 0, 0, 644, data.len()).bytes());
+        a.extend_from_slice(data);
+        if a.len() % 2 == 1 {
+            a.push(b'\n');
+        }
+    }
+    a
+}
+
+#[test]
+fn archive_members_of_every_kind() {
+    let m = crate::bundle::text::Markers::new("//");
+    let text =
+        crate::bundle::text::write(&m, &[(b"hip-amdgcn-amd-amdhsa--gfx906".as_slice(), b"x".as_slice())]).to_vec();
+    let ccob = compress(&hip_bundle(), &CompressOptions::default()).unwrap().bytes;
+    let inner = archive(&[("raw.hipfb", &hip_bundle())]);
+    let data = archive(&[("t.ii", &text), ("c.hipfb", &ccob), ("plain.txt", b"nothing"), ("inner.a", &inner)]);
+    let inv = scan(&data, "lib.a", &Options::default());
+    assert!(inv.diagnostics.is_empty(), "{:?}", inv.diagnostics);
+    let locs: Vec<String> = inv.objects.iter().map(|o| o.location.to_string()).collect();
+    assert_eq!(locs.len(), 1 + 3 + 3, "{locs:?}");
+    assert_eq!(locs[0], "member lib.a(t.ii)");
+    assert_eq!(inv.objects[0].format, Format::TextBundle);
+    assert_eq!(locs[1], "member lib.a(c.hipfb)");
+    assert_eq!(locs[6], "member lib.a(inner.a) member inner.a(raw.hipfb)");
+    check_offsets(&data, &inv);
+}
+
 #[test]
 fn damaged_inputs_are_diagnosed_with_offsets() {
     // Trailing garbage after a bundle.

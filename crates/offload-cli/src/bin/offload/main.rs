@@ -244,10 +244,13 @@ fn verify(argv0: &str, files: &[String], json: bool) -> u8 {
         if !json {
             let warnings = diags.len() - errors;
             let verdict = if errors > 0 { "FAILED" } else { "OK" };
+            let plural = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
             println!(
-                "{path}: {verdict}: {} code objects in {} fat binaries, {errors} errors, {warnings} warnings",
-                inv.objects.len(),
-                inv.units.len()
+                "{path}: {verdict}: {} in {}, {}, {}",
+                plural(inv.objects.len(), "code object", "code objects"),
+                plural(inv.units.len(), "fat binary", "fat binaries"),
+                plural(errors, "error", "errors"),
+                plural(warnings, "warning", "warnings"),
             );
         }
     }
