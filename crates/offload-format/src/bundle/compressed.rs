@@ -239,14 +239,13 @@ pub fn decompress(blob: &Blob) -> Result<Vec<u8>, CompressedError> {
 /// the declared size alone, and decompression stops as soon as the output
 /// exceeds it.
 pub fn decompress_unverified(blob: &Blob) -> Result<Vec<u8>, CompressedError> {
-    let declared = blob.header.uncompressed_size;
-    let mut out = Vec::with_capacity(declared.min(blob.data.len() as u64 * 4).min(1 << 26) as usize);
-    decoder_reader(blob)?
-        .take(declared.saturating_add(1))
-        .read_to_end(&mut out)
-        .map_err(|e| CompressedError::Decompress(e.to_string()))?;
-    if out.len() as u64 != declared {
-        return Err(CompressedError::SizeMismatch { declared, actual: out.len() as u64 });
+    let mut decoder = BlobDecoder::new(blob)?;
+    let (mut out, mut buf) = (Vec::new(), Vec::new());
+    while decoder.next_chunk(&mut buf, 4 << 20)? {
+        // Exact growth: large blocks are moved by the allocator without
+        // copying, and the output never takes more than its real size.
+        out.reserve_exact(buf.len());
+        out.extend_from_slice(&buf);
     }
     Ok(out)
 }

@@ -3,10 +3,9 @@
 //! read (zstd and zlib both decode as a stream). A compressed text bundle
 //! has its IDs spread through the data and is decoded in full.
 
-use crate::bundle::binary::MAGIC as BUNDLE_MAGIC;
-use crate::bundle::compressed::{Blob, Method};
+use crate::bundle::binary::{self, Table};
+use crate::bundle::compressed::{Blob, BlobDecoder};
 use crate::bundle::text::TextReader;
-use std::io::Read;
 
 /// One entry of the bundle inside a compressed bundle.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,35 +21,6 @@ pub(crate) struct InnerEntry {
 pub(crate) struct Inner {
     pub text: bool,
     pub entries: Vec<InnerEntry>,
-}
-
-/// Longest entry ID accepted inside a compressed bundle (a sanity bound:
-/// real IDs are under a hundred bytes).
-const MAX_ID: u64 = 1 << 16;
-
-fn decoder<'b>(blob: &Blob<'b>) -> Result<Box<dyn Read + 'b>, String> {
-    let limit = blob.header.uncompressed_size;
-    Ok(match blob.header.method {
-        Method::Zstd => {
-            let mut d = zstd::stream::read::Decoder::with_buffer(blob.data).map_err(|e| e.to_string())?;
-            d.window_log_max(31).map_err(|e| e.to_string())?;
-            Box::new(d.take(limit))
-        }
-        Method::Zlib => Box::new(flate2::read::ZlibDecoder::new(blob.data).take(limit)),
-    })
-}
-
-/// Reads up to `n` bytes (fewer only at the end of the stream).
-fn read_up_to(r: &mut dyn Read, n: u64) -> Result<Vec<u8>, String> {
-    let mut out = Vec::new();
-    r.take(n).read_to_end(&mut out).map_err(|e| format!("Could not decompress embedded file contents: {e}"))?;
-    Ok(out)
-}
-
-fn u64_le(b: &[u8]) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[..8]);
-    u64::from_le_bytes(a)
 }
 
 /// The comment prefix of a text bundle whose first START marker lies within
@@ -80,62 +50,46 @@ pub(crate) fn text_entries(data: &[u8], comment: &str) -> (Vec<InnerEntry>, Opti
 }
 
 /// Reads the entry table of the bundle inside `blob`, decoding as little as
-/// possible. Errors describe what is wrong in the decompressed bundle.
+/// possible: in growing steps until the table is complete. Errors describe
+/// what is wrong in the decompressed bundle.
 pub(crate) fn peek(blob: &Blob) -> Result<Inner, String> {
     let size = blob.header.uncompressed_size;
-    let mut r = decoder(blob)?;
-    let head = read_up_to(&mut *r, 32)?;
-    if head.starts_with(b"\n") {
-        let mut rest = head;
-        r.read_to_end(&mut rest).map_err(|e| format!("Could not decompress embedded file contents: {e}"))?;
-        let comment = text_comment(&rest, rest.len())
-            .ok_or_else(|| "the decompressed data is neither a binary nor a text bundle".to_string())?;
-        let (entries, problem) = text_entries(&rest, comment);
-        return match problem {
-            Some(p) => Err(p),
-            None => Ok(Inner { text: true, entries }),
-        };
+    let mut decoder = BlobDecoder::new(blob).map_err(|e| e.to_string())?;
+    let (mut data, mut buf) = (Vec::new(), Vec::new());
+    let mut step = 1 << 12;
+    loop {
+        let more = decoder.next_chunk(&mut buf, step).map_err(|e| e.to_string())?;
+        data.extend_from_slice(&buf);
+        if data.starts_with(b"\n") {
+            // A text bundle: its IDs are spread through the data.
+            while decoder.next_chunk(&mut buf, 1 << 22).map_err(|e| e.to_string())? {
+                data.extend_from_slice(&buf);
+            }
+            let comment = text_comment(&data, data.len())
+                .ok_or_else(|| "the decompressed data is neither a binary nor a text bundle".to_string())?;
+            let (entries, problem) = text_entries(&data, comment);
+            return match problem {
+                Some(p) => Err(p),
+                None => Ok(Inner { text: true, entries }),
+            };
+        }
+        match binary::read_table(&data, if more { size } else { data.len() as u64 }) {
+            Ok(Table::Incomplete) if more => step = (step * 2).min(1 << 22),
+            Ok(Table::Complete(table)) => {
+                let entries =
+                    table.into_iter().map(|e| InnerEntry { id: e.id.to_vec(), start: e.offset, len: e.size }).collect();
+                return Ok(Inner { text: false, entries });
+            }
+            Ok(_) => return Err("the decompressed data is neither a binary nor a text bundle".to_string()),
+            Err(e) => return Err(e.to_string()),
+        }
     }
-    if head.len() < 32 || !head.starts_with(BUNDLE_MAGIC) {
-        return Err(if head.starts_with(BUNDLE_MAGIC) {
-            "the decompressed bundle ends inside its entry count".to_string()
-        } else {
-            "the decompressed data is neither a binary nor a text bundle".to_string()
-        });
-    }
-    let count = u64_le(&head[24..32]);
-    let mut pos = 32u64;
-    let mut entries = Vec::new();
-    for index in 0..count {
-        let record = read_up_to(&mut *r, 24)?;
-        if record.len() < 24 {
-            return Err(format!("the decompressed bundle ends inside entry record {index} (offset {pos:#x})"));
-        }
-        let (offset, len, id_len) = (u64_le(&record), u64_le(&record[8..]), u64_le(&record[16..]));
-        pos += 24;
-        if id_len > MAX_ID || id_len > size.saturating_sub(pos) {
-            return Err(format!("entry record {index} claims an ID of {id_len} bytes at offset {pos:#x}"));
-        }
-        let id = read_up_to(&mut *r, id_len)?;
-        if (id.len() as u64) < id_len {
-            return Err(format!("the decompressed bundle ends inside the ID of entry {index}"));
-        }
-        pos += id_len;
-        if offset == 0 || offset.checked_add(len).is_none_or(|end| end > size) {
-            return Err(format!(
-                "entry {index} ('{}') claims {len} bytes at offset {offset:#x}, outside the {size}-byte bundle",
-                String::from_utf8_lossy(&id)
-            ));
-        }
-        entries.push(InnerEntry { id, start: offset, len });
-    }
-    Ok(Inner { text: false, entries })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bundle::compressed::{CompressOptions, compress, read_blob};
+    use crate::bundle::compressed::{CompressOptions, Method, compress, read_blob};
     use std::num::NonZeroU64;
 
     fn bundle(entries: &[(&[u8], &[u8])]) -> Vec<u8> {
