@@ -96,6 +96,7 @@ pub fn print_decompression_stats(info: &DecompressionInfo, wall: Duration) {
 /// otherwise, printing LLVM's statistics under `-verbose`.
 pub fn compress(
     plan: Plan,
+    inputs: &[&Input],
     opts: &Parsed,
     env: &EnvSettings,
     verbose: bool,
@@ -114,7 +115,7 @@ pub fn compress(
         version: env.format_version,
         threads: opts.uint("compression-threads").unwrap_or(0),
     };
-    let bundle = plan.to_vec();
+    let bundle = offload_cli::io::materialize(&plan, inputs).map_err(|e| offload_cli::io::error_text(&e))?;
     let (result, wall) = timers.time("Compression time", || bundler::compress(&bundle, &options));
     let c = result.map_err(|e| e.to_string())?;
     if verbose {

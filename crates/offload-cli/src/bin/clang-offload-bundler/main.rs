@@ -174,7 +174,8 @@ fn run(argv0: &str, opts: &offload_cli::cl::Parsed, env: &EnvSettings, timers: &
         let align = opts.uint("bundle-align").unwrap_or(1);
         let mut plan = bundler::bundle(file_type, &targets, &bytes, align).map_err(|e| e.to_string())?;
         if compress_output && !bundler::writes_object(file_type, &targets, &bytes).map_err(|e| e.to_string())? {
-            plan = compress(plan, opts, env, verbose, timers)?;
+            let refs: Vec<&Input> = opened.iter().collect();
+            plan = compress(plan, &refs, opts, env, verbose, timers)?;
         }
         let refs: Vec<&Input> = opened.iter().collect();
         staged.stage(&outputs[0], &plan, &refs).map_err(|e| e.to_string())?;
