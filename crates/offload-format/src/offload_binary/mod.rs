@@ -23,21 +23,23 @@
 //! * [`args`]: the `--image=key=value,...` syntax of the packager and the
 //!   record orders of LLVM 19 and LLVM 16.
 //! * [`container`]: finding packages inside ELF/COFF objects, LLVM bitcode and
-//!   `ar` archives (bitcode through a small private bitstream reader).
+//!   `ar` archives (bitcode through the crate's bitstream reader,
+//!   [`crate::bitcode`]).
 //! * [`archive`]: writing extracted images as a GNU `ar` archive, as
 //!   `clang-offload-packager --archive` does.
 
 pub mod archive;
 pub mod args;
-mod bitcode;
 pub mod container;
 pub mod read;
 pub mod write;
 
+pub use crate::bitcode::is_bitcode;
 pub use args::{ImageArgs, RecordOrder};
 pub use read::{Binaries, Error, OffloadBinary};
 pub use write::{Image, WriteError, write, write_plan};
 
+use crate::bitcode::embedded as bitcode;
 use std::fmt;
 
 /// The magic bytes that start every OffloadBinary.
@@ -218,12 +220,6 @@ impl fmt::Display for OffloadKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
-}
-
-/// Whether `data` starts like LLVM bitcode (`BC C0 DE`, or the wrapper
-/// magic `DE C0 17 0B`), as LLVM's `identify_magic` decides it.
-pub fn is_bitcode(data: &[u8]) -> bool {
-    data.len() >= 4 && (data[..4] == [0x42, 0x43, 0xC0, 0xDE] || data[..4] == [0xDE, 0xC0, 0x17, 0x0B])
 }
 
 /// The last component of a path, as LLVM's `sys::path::filename` gives it
