@@ -8,13 +8,16 @@
 set -euo pipefail
 need_apt=0
 for f in /usr/lib/llvm-19/bin/clang-offload-bundler /usr/lib/llvm-19/bin/clang-offload-packager \
-         /usr/lib/llvm-14/bin/clang-offload-wrapper /usr/lib/llvm-14/lib/libomptarget.so /usr/bin/zstd; do
+         /usr/lib/llvm-14/bin/clang-offload-wrapper /usr/lib/llvm-14/lib/libomptarget.so /usr/bin/zstd \
+         /usr/bin/g++ /usr/bin/ld; do
   [ -e "$f" ] || need_apt=1
 done
 if [ "$need_apt" = 1 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clang-14 clang-tools-14 clang-19 clang-tools-19 \
-    llvm-14 llvm-19 lld-19 libomp-14-dev zstd >/dev/null
+    llvm-14 llvm-19 lld-19 libomp-14-dev zstd gcc g++ binutils >/dev/null
+  # 32-bit host objects for the -type=o tests; optional.
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc-multilib >/dev/null || true
 fi
 if [ ! -f /opt/omp19/lib/libomptarget.devicertl.a ]; then
   d=$(mktemp -d); chmod 777 "$d"

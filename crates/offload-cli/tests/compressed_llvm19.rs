@@ -328,3 +328,53 @@ fn multithreaded_compression_round_trips() {
         assert_eq!(fs::read(dir.path().join("u2")).unwrap(), inputs[1]);
     }
 }
+
+/// Archive members that are compressed bundles are decompressed (and their
+/// hash checked) before their bundles are matched, as LLVM 19 does.
+#[test]
+fn compressed_archive_members_unbundle_like_llvm19() {
+    let (Some(llvm), Some(ar)) = (common::llvm_tool(19, "clang-offload-bundler"), common::llvm_tool(19, "llvm-ar"))
+    else {
+        return;
+    };
+    let ours = Path::new(OURS);
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = Rng(0xa4c);
+    for (i, compress) in [(1, true), (2, false), (3, true)] {
+        let inputs: Vec<Vec<u8>> = (0..3).map(|_| payload(&mut rng, 2000, false)).collect();
+        write_inputs(dir.path(), &inputs);
+        let mut args = vec![
+            "-type=bc".to_string(),
+            format!("-targets={HOST},{DEV},{DEV2}"),
+            "-input=in0".into(),
+            "-input=in1".into(),
+            "-input=in2".into(),
+            format!("-output=m{i}.bc"),
+        ];
+        if compress {
+            args.push("-compress".into());
+        }
+        assert_eq!(run_tool(&llvm, &args, dir.path()).code, Some(0));
+    }
+    let made = common::run(
+        std::process::Command::new(&ar).args(["rcs", "lib.a", "m1.bc", "m2.bc", "m3.bc"]).current_dir(dir.path()),
+    );
+    assert!(made.status.success());
+    let lib = fs::read(dir.path().join("lib.a")).unwrap();
+    let setup = |d: &Path| fs::write(d.join("lib.a"), &lib).unwrap();
+    let args: Vec<String> = [
+        "-type=a",
+        "-unbundle",
+        "-input=lib.a",
+        "-targets=hip-amdgcn-amd-amdhsa--gfx906:xnack+,hip-amdgcn-amd-amdhsa--gfx90a:xnack+",
+        "-output=a906.a",
+        "-output=a90a.a",
+    ]
+    .map(String::from)
+    .into();
+    let (l, o, ldir, odir, _tmp) = both(&llvm, ours, &args, &setup);
+    assert_same_run("archive of compressed members", &l, &o);
+    for name in ["a906.a", "a90a.a"] {
+        assert_same_bytes(name, &fs::read(ldir.join(name)).unwrap(), &fs::read(odir.join(name)).unwrap());
+    }
+}

@@ -187,7 +187,6 @@ fn separate(flags: &[&str], ext: &str) {
 }
 
 #[test]
-#[ignore = "needs the bundler's object support (issue 4)"]
 fn separate_compilation_through_objects() {
     separate(&["-c"], "o");
 }

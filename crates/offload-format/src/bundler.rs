@@ -2,7 +2,9 @@
 //! LLVM 19's validation order, messages, entry order and output rules. The
 //! CLI opens files and writes plans; everything it decides lives here.
 
+use crate::bundle::archive::{self, ArchiveError, ArchiveOptions};
 use crate::bundle::compressed::{self, CompressOptions, CompressedError, Header};
+use crate::bundle::object::{self as object_bundle, ObjectError};
 use crate::bundle::{BundleError, FileType, binary, text};
 use crate::plan::Plan;
 use crate::string_map::{StringHash, string_map_order};
@@ -61,12 +63,12 @@ pub enum BundlerError {
     Format(#[from] BundleError),
     #[error("Failed to decompress input: {0}")]
     Decompress(CompressedError),
-    #[error(
-        "Failed to decompress input: {0} bytes follow the first compressed bundle; the bundler reads one bundle per file (`offload list` shows them all)"
-    )]
-    TrailingData(usize),
     #[error("{0}")]
     Compress(CompressedError),
+    #[error("{0}")]
+    Object(#[from] ObjectError),
+    #[error("{0}")]
+    Archive(#[from] ArchiveError),
     #[error("{0}")]
     Other(String),
 }
@@ -203,6 +205,19 @@ pub fn file_type(name: &str) -> Result<FileType, BundlerError> {
     FileType::parse(name).ok_or_else(|| BundlerError::InvalidFileType(name.to_string()))
 }
 
+/// Whether bundling adds sections to the host object (`-type=o` with an
+/// object file as host input) rather than writing a bundle format. Such
+/// output is never compressed: LLVM 19 compresses the bundle it would have
+/// written and then writes the object instead. LLVM 19 crashes on HIP-only
+/// object bundles (no host input to add sections to); we write those in
+/// the binary format.
+pub fn writes_object(file_type: FileType, targets: &Targets, inputs: &[&[u8]]) -> Result<bool, BundlerError> {
+    Ok(match (file_type, targets.host_index) {
+        (FileType::Object, Some(host)) => object_bundle::detect(inputs[host])?.is_some(),
+        _ => false,
+    })
+}
+
 /// Bundles one input per target into one output, entries in `-targets`
 /// order with their standardized IDs.
 pub fn bundle<'a>(
@@ -213,6 +228,12 @@ pub fn bundle<'a>(
 ) -> Result<Plan<'a>, BundlerError> {
     let entries: Vec<(&[u8], &'a [u8])> =
         targets.standardized.iter().map(String::as_bytes).zip(inputs.iter().copied()).collect();
+    if writes_object(file_type, targets, inputs)? {
+        let host = targets.host_index.unwrap_or_default();
+        if let Some(format) = object_bundle::detect(inputs[host])? {
+            return Ok(object_bundle::bundle(inputs[host], format, &entries, host)?);
+        }
+    }
     match file_type {
         FileType::Text { comment } => Ok(text::write(&text::Markers::new(comment), &entries)),
         FileType::Binary | FileType::Object => {
@@ -234,8 +255,17 @@ fn binary_entries_in_map_order(data: &[u8]) -> Result<Vec<binary::BinaryEntry<'_
         .collect())
 }
 
+/// The object format of `input` when `-type=o` reads it as an object
+/// (otherwise it is read as a binary bundle).
+fn object_format(file_type: FileType, input: &[u8]) -> Result<Option<object_bundle::Format>, BundlerError> {
+    Ok(if file_type == FileType::Object { object_bundle::detect(input)? } else { None })
+}
+
 /// The IDs `-list` prints, in LLVM 19's order.
 pub fn list(file_type: FileType, input: &[u8]) -> Result<Vec<&[u8]>, BundlerError> {
+    if let Some(format) = object_format(file_type, input)? {
+        return Ok(object_bundle::bundles(input, format)?.into_iter().map(|b| b.id).collect());
+    }
     match file_type {
         FileType::Text { comment } => {
             let mut reader = text::TextReader::new(input, comment);
@@ -291,11 +321,7 @@ pub fn decompress_input(input: &[u8]) -> Result<Decompressed<'_>, BundlerError> 
     if !compressed::is_compressed(input) {
         return Ok(Decompressed { bytes: std::borrow::Cow::Borrowed(input), info: None });
     }
-    let blob = compressed::read_blob(input).map_err(BundlerError::Decompress)?;
-    let rest = &input[blob.len..];
-    if rest.iter().any(|&b| b != 0) {
-        return Err(BundlerError::TrailingData(rest.len()));
-    }
+    let blob = compressed::read_single_blob(input).map_err(BundlerError::Decompress)?;
     let bytes = compressed::decompress_unverified(&blob).map_err(BundlerError::Decompress)?;
     let info = DecompressionInfo {
         header: blob.header,
@@ -321,6 +347,13 @@ pub struct UnbundleOptions {
 enum Visitor<'a> {
     Binary(std::vec::IntoIter<binary::BinaryEntry<'a>>, Option<&'a [u8]>),
     Text(text::TextReader<'a>),
+    /// Bundle sections in section order, the current one, the whole object.
+    Object(
+        std::vec::IntoIter<object_bundle::BundleSection<'a>>,
+        Option<object_bundle::BundleSection<'a>>,
+        object_bundle::Format,
+        &'a [u8],
+    ),
 }
 
 impl<'a> Visitor<'a> {
@@ -331,15 +364,49 @@ impl<'a> Visitor<'a> {
                 e.id
             }),
             Visitor::Text(reader) => reader.next_id(),
+            Visitor::Object(it, current, ..) => it.next().map(|b| {
+                *current = Some(b);
+                b.id
+            }),
         }
     }
 
-    fn payload(&mut self) -> Result<&'a [u8], BundlerError> {
+    fn payload(&mut self) -> Result<Plan<'a>, BundlerError> {
         match self {
-            Visitor::Binary(_, current) => Ok(current.unwrap_or_default()),
-            Visitor::Text(reader) => Ok(reader.payload()?),
+            Visitor::Binary(_, current) => Ok(Plan::borrowed(current.unwrap_or_default())),
+            Visitor::Text(reader) => Ok(Plan::borrowed(reader.payload()?)),
+            Visitor::Object(_, current, format, whole) => match current {
+                Some(b) if b.is_host_marker() => Ok(object_bundle::host_object(whole, *format)?),
+                Some(b) => Ok(Plan::borrowed(b.contents)),
+                None => Ok(Plan::new()),
+            },
         }
     }
+}
+
+/// Unbundles a heterogeneous device archive (`-type=a`) named `archive`:
+/// one archive per requested target, in `-targets` order.
+pub fn unbundle_archive(
+    targets: &Targets,
+    input: &[u8],
+    archive: &str,
+    options: UnbundleOptions,
+    check_input_archive: bool,
+) -> Result<Vec<Plan<'static>>, BundlerError> {
+    let options = ArchiveOptions {
+        allow_missing_bundles: options.allow_missing_bundles,
+        hip_openmp_compatible: options.hip_openmp_compatible,
+        check_input_archive,
+    };
+    let archives = archive::unbundle(&targets.standardized, input, archive, options)?;
+    Ok(archives
+        .into_iter()
+        .map(|bytes| {
+            let mut plan = Plan::new();
+            plan.own(bytes);
+            plan
+        })
+        .collect())
 }
 
 /// Formats LLVM's list of missing IDs: `X`, `X and Y`, `X, Y, and Z`.
@@ -363,11 +430,14 @@ pub fn unbundle<'a>(
     let mut worklist = string_map_order(&targets.standardized, StringHash::Xxh3);
     let requested: Vec<BundleEntryId> = targets.standardized.iter().map(|s| BundleEntryId::parse(s)).collect();
 
-    let mut visitor = match file_type {
-        FileType::Text { comment } => Visitor::Text(text::TextReader::new(input, comment)),
-        FileType::Binary | FileType::Object => Visitor::Binary(binary_entries_in_map_order(input)?.into_iter(), None),
-        FileType::Archive => {
-            return Err(BundlerError::Other("archive unbundling is not supported yet".into()));
+    let mut visitor = match (file_type, object_format(file_type, input)?) {
+        (_, Some(format)) => Visitor::Object(object_bundle::bundles(input, format)?.into_iter(), None, format, input),
+        (FileType::Text { comment }, _) => Visitor::Text(text::TextReader::new(input, comment)),
+        (FileType::Binary | FileType::Object, _) => {
+            Visitor::Binary(binary_entries_in_map_order(input)?.into_iter(), None)
+        }
+        (FileType::Archive, _) => {
+            return Err(BundlerError::Other("archives are unbundled by unbundle_archive".into()));
         }
     };
 
@@ -382,7 +452,7 @@ pub fn unbundle<'a>(
             continue;
         };
         let output = worklist.remove(pos);
-        plans[output] = Plan::borrowed(visitor.payload()?);
+        plans[output] = visitor.payload()?;
         found_host |= stored.is_host();
     }
 

@@ -7,8 +7,11 @@
 //! Writers produce [`plan::Plan`]s or byte vectors; nothing here does I/O.
 
 pub mod amdgpu;
+pub mod bitcode;
 pub mod bundle;
 pub mod bundler;
+pub mod coff;
+pub mod elf;
 pub mod llvm_hash;
 pub mod offload_arch;
 pub mod offload_binary;

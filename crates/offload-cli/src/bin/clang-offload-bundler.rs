@@ -4,6 +4,7 @@ use offload_cli::cl::{OptSpec, ToolSpec, ValueKind};
 use offload_cli::diag;
 use offload_cli::io::{Input, Outputs, error_text};
 use offload_cli::report::{TimerGroup, with_commas};
+use offload_format::bundle::FileType;
 use offload_format::bundle::compressed::{CompressOptions, Method};
 use offload_format::bundler::{self, Request, UnbundleOptions};
 use offload_format::plan::Plan;
@@ -267,7 +268,12 @@ fn run(argv0: &str, opts: &offload_cli::cl::Parsed, env: &EnvSettings, timers: &
             allow_missing_bundles: opts.flag("allow-missing-bundles"),
             hip_openmp_compatible: opts.flag("hip-openmp-compatible"),
         };
-        let plans = bundler::unbundle(file_type, &targets, &bytes, options).map_err(|e| e.to_string())?;
+        let plans = if file_type == FileType::Archive {
+            bundler::unbundle_archive(&targets, input.bytes(), &inputs[0], options, request.check_input_archive)
+        } else {
+            bundler::unbundle(file_type, &targets, &bytes, options)
+        }
+        .map_err(|e| e.to_string())?;
         for (path, plan) in outputs.iter().zip(&plans) {
             staged.stage(path, plan, &[&input]).map_err(|e| e.to_string())?;
         }
@@ -278,7 +284,7 @@ fn run(argv0: &str, opts: &offload_cli::cl::Parsed, env: &EnvSettings, timers: &
         let bytes: Vec<&[u8]> = opened.iter().map(Input::bytes).collect();
         let align = opts.uint("bundle-align").unwrap_or(1);
         let mut plan = bundler::bundle(file_type, &targets, &bytes, align).map_err(|e| e.to_string())?;
-        if compress_output {
+        if compress_output && !bundler::writes_object(file_type, &targets, &bytes).map_err(|e| e.to_string())? {
             plan = compress(plan, opts, env, verbose, timers)?;
         }
         let refs: Vec<&Input> = opened.iter().collect();

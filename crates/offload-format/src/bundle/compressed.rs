@@ -78,8 +78,8 @@ pub enum CompressedError {
     HashMismatch { stored: u64, computed: u64 },
     #[error("Could not compress: {0}")]
     Compress(String),
-    #[error("a {0}-byte bundle does not fit in a version 2 header; use version 3")]
-    TooLargeForV2(u64),
+    #[error("{0} bytes follow the compressed bundle; one bundle per file is read here (`offload list` shows them all)")]
+    TrailingData(usize),
 }
 
 /// A parsed header.
@@ -173,6 +173,18 @@ pub fn read_blob(data: &[u8]) -> Result<Blob<'_>, CompressedError> {
         }
     };
     Ok(Blob { header, data: &data[header.header_len..len], len })
+}
+
+/// Reads a buffer that holds one compressed bundle, optionally followed by
+/// zero padding; other trailing bytes are an error (LLVM 19 would hand them
+/// to the decompressor).
+pub fn read_single_blob(data: &[u8]) -> Result<Blob<'_>, CompressedError> {
+    let blob = read_blob(data)?;
+    let rest = &data[blob.len..];
+    if rest.iter().any(|&b| b != 0) {
+        return Err(CompressedError::TrailingData(rest.len()));
+    }
+    Ok(blob)
 }
 
 /// Walks blobs placed back to back, by their size fields. Zero bytes between

@@ -2,10 +2,14 @@
 //!
 //! * [`binary`]: the `__CLANG_OFFLOAD_BUNDLE__` header format;
 //! * [`text`]: entries between comment marker lines;
-//! * [`compressed`]: either of them compressed behind a `CCOB` header.
+//! * [`compressed`]: either of them compressed behind a `CCOB` header;
+//! * [`object`]: sections of an object file;
+//! * [`archive`]: archives of bundles, split per target.
 
+pub mod archive;
 pub mod binary;
 pub mod compressed;
+pub mod object;
 pub mod text;
 
 /// A bundle that cannot be read.

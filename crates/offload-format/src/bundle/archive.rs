@@ -1,0 +1,372 @@
+//! Heterogeneous device archives (`-type=a`, unbundling only): an `ar`
+//! archive whose members are bundles (fat objects or binary bundles) is
+//! split into one archive per requested target, holding every compatible
+//! code object of every member, as LLVM 19 does:
+//!
+//! * members in archive order, and within a member the bundles in the
+//!   handler's order (section order for objects, LLVM's StringMap order for
+//!   binary bundles); a member without bundles is skipped;
+//! * a bundle goes to *every* compatible target (no first-match rule);
+//! * it is named `<stem>-<stored id><stem><ext>` with `:` replaced by `_`,
+//!   `<ext>` being `.bc` for target IDs containing `gfx`, `.cubin` for
+//!   `sm_`, and the member's own extension otherwise;
+//! * the outputs are GNU archives written deterministically, with a symbol
+//!   index of the members' defined global symbols (objects through
+//!   `object`, bitcode through its IR symbol table, see
+//!   [`crate::bitcode`]);
+//! * a target without code objects is an error, or with
+//!   `-allow-missing-bundles` an empty archive (`!<arch>\n`).
+
+use super::binary;
+use super::object::{self as object_bundle, ObjectError};
+use crate::bitcode;
+use crate::string_map::{StringHash, string_map_order};
+use crate::target_id::{BundleEntryId, find_conflict, is_compatible};
+use ar_archive_writer::{ArchiveKind, NewArchiveMember, ObjectReader};
+use object::read::archive::ArchiveFile;
+use std::borrow::Cow;
+use std::collections::BTreeSet;
+use std::io::Cursor;
+
+/// Why an archive cannot be unbundled; the wording of LLVM 19 where it has
+/// a message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArchiveError {
+    #[error("'{archive}': {message}")]
+    Malformed { archive: String, message: String },
+    #[error("'{archive}': thin archives are not supported (their members live in other files)")]
+    Thin { archive: String },
+    #[error("'{member}' in '{archive}': {source}")]
+    Member { archive: String, member: String, source: MemberError },
+    #[error("conflicting TargetIDs [{first}, {second}] found in {member} of {archive}")]
+    Conflict { first: String, second: String, member: String, archive: String },
+    #[error("no compatible code object found for the target '{target}' in heterogeneous archive library: {archive}")]
+    NoCompatible { target: String, archive: String },
+    #[error("cannot write the archive for '{target}': {message}")]
+    Write { target: String, message: String },
+}
+
+/// What is wrong with one member.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MemberError {
+    #[error("{0}")]
+    Object(#[from] ObjectError),
+    #[error("{0}")]
+    Bundle(#[from] super::BundleError),
+    #[error("Failed to decompress code object: {0}")]
+    Decompress(String),
+}
+
+/// Options of an archive unbundling run.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ArchiveOptions {
+    pub allow_missing_bundles: bool,
+    pub hip_openmp_compatible: bool,
+    pub check_input_archive: bool,
+}
+
+/// The bytes of an archive member as the bundle readers see them: a
+/// compressed bundle (CCOB) is decompressed and its hash checked, as for a
+/// whole input.
+pub fn member_bytes(raw: &[u8]) -> Result<Cow<'_, [u8]>, MemberError> {
+    if !super::compressed::is_compressed(raw) {
+        return Ok(Cow::Borrowed(raw));
+    }
+    super::compressed::read_single_blob(raw)
+        .and_then(|blob| super::compressed::decompress(&blob))
+        .map(Cow::Owned)
+        .map_err(|e| MemberError::Decompress(e.to_string()))
+}
+
+/// One bundle of a member: its stored ID and its payload.
+struct Found<'a> {
+    id: &'a [u8],
+    payload: Cow<'a, [u8]>,
+}
+
+/// The bundles of one member in LLVM's handler order. Host markers in fat
+/// objects become the object without its bundle sections.
+fn member_bundles(data: &[u8]) -> Result<Vec<Found<'_>>, MemberError> {
+    if let Some(format) = object_bundle::detect(data)? {
+        let sections = object_bundle::bundles(data, format)?;
+        let mut out = Vec::with_capacity(sections.len());
+        for s in sections {
+            let payload = if s.is_host_marker() {
+                Cow::Owned(object_bundle::host_object(data, format)?.to_vec())
+            } else {
+                Cow::Borrowed(s.contents)
+            };
+            out.push(Found { id: s.id, payload });
+        }
+        return Ok(out);
+    }
+    let Some(entries) = binary::read(data)? else { return Ok(Vec::new()) };
+    let ids: Vec<&[u8]> = entries.iter().map(|e| e.id).collect();
+    Ok(string_map_order(&ids, StringHash::Xxh3)
+        .into_iter()
+        .filter_map(|first| entries.iter().rev().find(|e| e.id == entries[first].id))
+        .map(|e| Found { id: e.id, payload: Cow::Borrowed(e.payload) })
+        .collect())
+}
+
+/// The bundle IDs of a member as `-check-input-archive` collects them: the
+/// member as stored (not decompressed), sorted and without duplicates.
+fn member_ids(data: &[u8]) -> Result<BTreeSet<String>, MemberError> {
+    let ids: Vec<&[u8]> = if let Some(format) = object_bundle::detect(data)? {
+        object_bundle::bundles(data, format)?.into_iter().map(|s| s.id).collect()
+    } else {
+        binary::read(data)?.unwrap_or_default().into_iter().map(|e| e.id).collect()
+    };
+    Ok(ids.into_iter().map(|id| String::from_utf8_lossy(id).into_owned()).collect())
+}
+
+/// `llvm::sys::path::filename`, `stem` and `extension` for POSIX paths.
+fn filename(path: &[u8]) -> &[u8] {
+    match path.iter().rposition(|&b| b == b'/') {
+        Some(i) if i + 1 == path.len() && path.len() > 1 => b".",
+        Some(i) => &path[i + 1..],
+        None => path,
+    }
+}
+
+fn split_extension(name: &[u8]) -> (&[u8], &[u8]) {
+    if name == b"." || name == b".." {
+        return (name, b"");
+    }
+    match name.iter().rposition(|&b| b == b'.') {
+        Some(i) => (&name[..i], &name[i..]),
+        None => (name, b""),
+    }
+}
+
+/// LLVM's name for a code object taken from member `member` (a file name).
+pub fn device_member_name(member: &[u8], stored_id: &[u8]) -> Vec<u8> {
+    let (stem, ext) = split_extension(member);
+    let target_id = BundleEntryId::parse(&String::from_utf8_lossy(stored_id)).target_id;
+    let ext: &[u8] = if target_id.contains("gfx") {
+        b".bc"
+    } else if target_id.contains("sm_") {
+        b".cubin"
+    } else {
+        ext
+    };
+    let mut name = [stem, b"-", stored_id, stem, ext].concat();
+    for b in &mut name {
+        if *b == b':' {
+            *b = b'_';
+        }
+    }
+    name
+}
+
+fn read_archive<'a>(input: &'a [u8], archive: &str) -> Result<ArchiveFile<'a>, ArchiveError> {
+    if !input.starts_with(b"!<arch>\n") && !input.starts_with(b"!<thin>\n") && !input.starts_with(b"<bigaf>\n") {
+        return Err(ArchiveError::Malformed {
+            archive: archive.to_string(),
+            message: "not an archive (it does not start with !<arch>)".into(),
+        });
+    }
+    let file = ArchiveFile::parse(input)
+        .map_err(|e| ArchiveError::Malformed { archive: archive.to_string(), message: e.to_string() })?;
+    if file.is_thin() {
+        return Err(ArchiveError::Thin { archive: archive.to_string() });
+    }
+    Ok(file)
+}
+
+/// Unbundles `input` (named `archive` in messages) into one archive per
+/// target of `targets` (standardized IDs, in `-targets` order).
+pub fn unbundle(
+    targets: &[String],
+    input: &[u8],
+    archive: &str,
+    options: ArchiveOptions,
+) -> Result<Vec<Vec<u8>>, ArchiveError> {
+    let file = read_archive(input, archive)?;
+    let malformed = |e: object::Error| ArchiveError::Malformed { archive: archive.to_string(), message: e.to_string() };
+    let member_error = |name: &[u8], source: MemberError| ArchiveError::Member {
+        archive: archive.to_string(),
+        member: String::from_utf8_lossy(name).into_owned(),
+        source,
+    };
+
+    if options.check_input_archive {
+        for member in file.members() {
+            let member = member.map_err(malformed)?;
+            let data = member.data(input).map_err(malformed)?;
+            let ids = member_ids(data).map_err(|e| member_error(member.name(), e))?;
+            let ids: BTreeSet<&str> = ids.iter().map(String::as_str).collect();
+            if let Some((first, second)) = find_conflict(&ids) {
+                return Err(ArchiveError::Conflict {
+                    first: first.to_string(),
+                    second: second.to_string(),
+                    member: String::from_utf8_lossy(member.name()).into_owned(),
+                    archive: archive.to_string(),
+                });
+            }
+        }
+    }
+
+    let requested: Vec<BundleEntryId> = targets.iter().map(|t| BundleEntryId::parse(t)).collect();
+    let mut outputs: Vec<Vec<(String, Vec<u8>)>> = vec![Vec::new(); targets.len()];
+    for member in file.members() {
+        let member = member.map_err(malformed)?;
+        let raw = member.data(input).map_err(malformed)?;
+        let data = member_bytes(raw).map_err(|e| member_error(member.name(), e))?;
+        let bundles = member_bundles(&data).map_err(|e| member_error(member.name(), e))?;
+        let file_name = filename(member.name());
+        for found in bundles {
+            // LLVM stops at an empty ID.
+            if found.id.is_empty() {
+                break;
+            }
+            let stored = BundleEntryId::parse(&String::from_utf8_lossy(found.id));
+            let name = String::from_utf8_lossy(&device_member_name(file_name, found.id)).into_owned();
+            for (k, target) in requested.iter().enumerate() {
+                if is_compatible(&stored, target, &targets[k], options.hip_openmp_compatible) {
+                    outputs[k].push((name.clone(), found.payload.to_vec()));
+                }
+            }
+        }
+    }
+
+    let mut archives = Vec::with_capacity(targets.len());
+    for (k, members) in outputs.into_iter().enumerate() {
+        if members.is_empty() && !options.allow_missing_bundles {
+            return Err(ArchiveError::NoCompatible { target: targets[k].clone(), archive: archive.to_string() });
+        }
+        archives.push(
+            write_gnu_archive(members)
+                .map_err(|message| ArchiveError::Write { target: targets[k].clone(), message })?,
+        );
+    }
+    Ok(archives)
+}
+
+/// Symbols of a member for the archive index, as LLVM's archive writer
+/// finds them: bitcode through its IR symbol table, objects through their
+/// symbol tables (defined, global, not file or section symbols). Never
+/// panics; a symbol name that cannot be read is an error.
+fn member_symbols(buf: &[u8], f: &mut dyn FnMut(&[u8]) -> std::io::Result<()>) -> std::io::Result<bool> {
+    use object::{Object as _, ObjectSymbol as _};
+    if bitcode::is_bitcode(buf) {
+        let Some(names) = bitcode::archive_symbols(buf) else { return Ok(true) };
+        for name in names {
+            f(name)?;
+        }
+        return Ok(true);
+    }
+    let Ok(file) = object::File::parse(buf) else { return Ok(false) };
+    for sym in file.symbols() {
+        if matches!(sym.kind(), object::SymbolKind::File | object::SymbolKind::Section)
+            || !sym.is_global()
+            || sym.is_undefined()
+        {
+            continue;
+        }
+        let name = sym.name_bytes().map_err(|e| std::io::Error::other(format!("unreadable symbol name: {e}")))?;
+        f(name)?;
+    }
+    Ok(true)
+}
+
+fn is_64_bit(buf: &[u8]) -> bool {
+    matches!(object::FileKind::parse(buf), Ok(object::FileKind::Elf64 | object::FileKind::MachO64))
+}
+
+static READER: ObjectReader = ObjectReader {
+    get_symbols: member_symbols,
+    is_64_bit_object_file: is_64_bit,
+    is_ec_object_file: |_| false,
+    is_any_arm64_coff: |_| false,
+    get_xcoff_member_alignment: |_| 2,
+};
+
+/// Whether LLVM's archive writer reads symbols from this member (bitcode
+/// and object files); only such members make it write a symbol table.
+fn is_symbolic(buf: &[u8]) -> bool {
+    bitcode::is_bitcode(buf) || object::File::parse(buf).is_ok()
+}
+
+/// Removes the leading symbol table member (`/`) of a GNU archive. Members
+/// do not refer to absolute offsets, so nothing else changes.
+fn without_symbol_table(archive: Vec<u8>) -> Vec<u8> {
+    let Some(header) = archive.get(8..68) else { return archive };
+    if !header.starts_with(b"/ ") {
+        return archive;
+    }
+    let size = std::str::from_utf8(&header[48..58]).ok().and_then(|s| s.trim().parse::<usize>().ok());
+    match size.and_then(|n| archive.get(68 + n + n % 2..)) {
+        Some(rest) => [b"!<arch>\n".as_slice(), rest].concat(),
+        None => archive,
+    }
+}
+
+/// Writes a GNU archive as LLVM's `writeArchive` does with a normal symbol
+/// table in deterministic mode. Unlike LLVM 19, `ar_archive_writer` writes
+/// an (empty) symbol table even when no member is an object or bitcode
+/// file; that table is taken out again.
+pub fn write_gnu_archive(members: Vec<(String, Vec<u8>)>) -> Result<Vec<u8>, String> {
+    let has_object = members.iter().any(|(_, data)| is_symbolic(data));
+    let members: Vec<NewArchiveMember<'_>> =
+        members.into_iter().map(|(name, data)| NewArchiveMember::new(data, &READER, name)).collect();
+    let mut out = Cursor::new(Vec::new());
+    let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        ar_archive_writer::write_archive_to_stream(&mut out, &members, ArchiveKind::Gnu, false, None)
+    }));
+    match written {
+        Ok(Ok(())) if has_object => Ok(out.into_inner()),
+        Ok(Ok(())) => Ok(without_symbol_table(out.into_inner())),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("the archive writer failed on these members".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn member_names_follow_llvm() {
+        let n = |m: &str, id: &str| String::from_utf8(device_member_name(m.as_bytes(), id.as_bytes())).unwrap();
+        assert_eq!(n("a1.o", "hip-amdgcn-amd-amdhsa--gfx906"), "a1-hip-amdgcn-amd-amdhsa--gfx906a1.bc");
+        assert_eq!(
+            n("a2.o", "hipv4-amdgcn-amd-amdhsa--gfx908:sramecc-:xnack+"),
+            "a2-hipv4-amdgcn-amd-amdhsa--gfx908_sramecc-_xnack+a2.bc"
+        );
+        assert_eq!(n("a1.o", "openmp-nvptx64-nvidia-cuda--sm_70"), "a1-openmp-nvptx64-nvidia-cuda--sm_70a1.cubin");
+        assert_eq!(n("a1.o", "host-x86_64-unknown-linux-gnu-"), "a1-host-x86_64-unknown-linux-gnu-a1.o");
+        assert_eq!(n("noext", "openmp-x86_64-pc-linux-gnu-"), "noext-openmp-x86_64-pc-linux-gnu-noext");
+        assert_eq!(n("x.tar.o", "hip-amdgcn-amd-amdhsa--gfx906"), "x.tar-hip-amdgcn-amd-amdhsa--gfx906x.tar.bc");
+        assert_eq!(n(".hidden", "openmp-x86_64-pc-linux-gnu-"), "-openmp-x86_64-pc-linux-gnu-.hidden");
+    }
+
+    #[test]
+    fn filenames_are_the_last_path_component() {
+        assert_eq!(filename(b"dir/a.o"), b"a.o");
+        assert_eq!(filename(b"a.o"), b"a.o");
+        assert_eq!(filename(b"dir/"), b".");
+        assert_eq!(split_extension(b".."), (&b".."[..], &b""[..]));
+    }
+
+    #[test]
+    fn empty_archive_is_the_magic_only() {
+        assert_eq!(write_gnu_archive(Vec::new()).unwrap(), b"!<arch>\n");
+    }
+
+    #[test]
+    fn archives_of_blobs_have_no_symbol_table() {
+        let a = write_gnu_archive(vec![("a_rather_long_member_name.bin".into(), b"blob".to_vec())]).unwrap();
+        assert!(a.starts_with(b"!<arch>\n//"), "{:?}", String::from_utf8_lossy(&a));
+        let parsed = object::read::archive::ArchiveFile::parse(&*a).unwrap();
+        let m = parsed.members().next().unwrap().unwrap();
+        assert_eq!(m.name(), b"a_rather_long_member_name.bin");
+        assert_eq!(m.data(&*a).unwrap(), b"blob");
+    }
+
+    #[test]
+    fn not_an_archive_is_an_error() {
+        let e = unbundle(&["hip-amdgcn-amd-amdhsa--gfx906".into()], b"nope", "x.a", ArchiveOptions::default());
+        assert!(matches!(e, Err(ArchiveError::Malformed { .. })), "{e:?}");
+    }
+}

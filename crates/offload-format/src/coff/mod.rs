@@ -1,0 +1,473 @@
+//! COFF relocatable objects: adding and removing sections with the output
+//! llvm-objcopy 19 writes, so fat COFF objects and their extracted host
+//! objects are byte-identical to LLVM's.
+//!
+//! llvm-objcopy keeps a COFF object as sections (header, contents,
+//! relocations), symbols (record and auxiliary records) and rebuilds the
+//! rest: the file header, then the section table, then for each section its
+//! raw data followed by its relocations, then the symbol table and a string
+//! table of every long section and symbol name, tail-merged in LLVM's
+//! order. Sections without raw data get a zero data pointer. New sections
+//! are appended with the next virtual address, readable and
+//! `IMAGE_SCN_LNK_REMOVE` (`--set-section-flags=readonly,exclude`).
+//! Removing a section removes the symbols defined in it (and COMDAT
+//! sections associated with it) and renumbers the rest.
+//!
+//! Big objects (`/bigobj`), PE images and sections with more than 65534
+//! relocations are refused.
+
+use crate::elf::NewSection;
+use crate::plan::Plan;
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+/// Why a COFF file cannot be rewritten.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CoffError {
+    #[error("malformed COFF file: {0}")]
+    Malformed(String),
+    #[error("cannot rewrite this COFF file: {0}")]
+    Unsupported(String),
+    #[error("{0}")]
+    Refused(String),
+}
+
+fn malformed(msg: impl Into<String>) -> CoffError {
+    CoffError::Malformed(msg.into())
+}
+
+const HEADER: usize = 20;
+const SECTION: usize = 40;
+const SYMBOL: usize = 18;
+const RELOC: usize = 10;
+const IMAGE_SCN_CNT_CODE: u32 = 0x20;
+const IMAGE_SCN_LNK_REMOVE: u32 = 0x800;
+const IMAGE_SCN_LNK_NRELOC_OVFL: u32 = 0x0100_0000;
+const IMAGE_SCN_MEM_READ: u32 = 0x4000_0000;
+const CLASS_STATIC: u8 = 3;
+const CLASS_WEAK_EXTERNAL: u8 = 105;
+const SELECT_ASSOCIATIVE: u8 = 5;
+
+fn u16_at(d: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_le_bytes(d.get(at..at.checked_add(2)?)?.try_into().ok()?))
+}
+fn u32_at(d: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(d.get(at..at.checked_add(4)?)?.try_into().ok()?))
+}
+fn put_u16(b: &mut [u8], at: usize, v: u16) {
+    b[at..at + 2].copy_from_slice(&v.to_le_bytes());
+}
+fn put_u32(b: &mut [u8], at: usize, v: u32) {
+    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+struct Section<'a> {
+    id: usize,
+    name: Cow<'a, [u8]>,
+    /// The 40-byte header as read; name and layout fields are rewritten.
+    header: [u8; SECTION],
+    contents: &'a [u8],
+    /// (virtual address, symbol id, type) per relocation.
+    relocs: Vec<(u32, usize, u16)>,
+}
+
+struct Symbol<'a> {
+    id: usize,
+    name: &'a [u8],
+    /// The 18-byte record as read; name and section number are rewritten.
+    record: [u8; SYMBOL],
+    aux: Vec<u8>,
+    /// 1-based id of the defining section, or the raw (≤ 0) section number.
+    section: i32,
+    associative: Option<usize>,
+    weak_target: Option<usize>,
+}
+
+struct Model<'a> {
+    header: [u8; HEADER],
+    sections: Vec<Section<'a>>,
+    symbols: Vec<Symbol<'a>>,
+}
+
+fn string_at(table: &[u8], offset: u32) -> Option<&[u8]> {
+    let rest = table.get(offset as usize..)?;
+    Some(&rest[..memchr::memchr(0, rest)?])
+}
+
+fn decode_base64_offset(s: &[u8]) -> Option<u32> {
+    let mut v: u64 = 0;
+    for &c in s {
+        let d = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        };
+        v = v * 64 + u64::from(d);
+    }
+    u32::try_from(v).ok()
+}
+
+/// `/<decimal>` for string table offsets up to 9999999, else `//` and six
+/// base-64 digits.
+fn encode_section_name(offset: u32) -> Vec<u8> {
+    if offset <= 9_999_999 {
+        return format!("/{offset}").into_bytes();
+    }
+    const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut e = b"//".to_vec();
+    for k in (0..6).rev() {
+        e.push(B64[(offset as usize >> (6 * k)) & 63]);
+    }
+    e
+}
+
+fn short_name(raw: &[u8]) -> &[u8] {
+    &raw[..memchr::memchr(0, raw).unwrap_or(raw.len())]
+}
+
+impl<'a> Model<'a> {
+    fn read(data: &'a [u8]) -> Result<Model<'a>, CoffError> {
+        let header: [u8; HEADER] =
+            data.get(..HEADER).and_then(|h| h.try_into().ok()).ok_or_else(|| malformed("truncated file header"))?;
+        if u16_at(&header, 0) == Some(0) && u16_at(&header, 2) == Some(0xffff) {
+            return Err(CoffError::Unsupported("big objects (/bigobj)".into()));
+        }
+        let nsec = u16_at(&header, 2).unwrap_or(0) as usize;
+        let symptr = u32_at(&header, 8).unwrap_or(0) as usize;
+        let nsym = u32_at(&header, 12).unwrap_or(0) as usize;
+        if u16_at(&header, 16) != Some(0) {
+            return Err(CoffError::Unsupported("PE images (an optional header is present)".into()));
+        }
+        let table_end = HEADER + nsec * SECTION;
+        if table_end > data.len() {
+            return Err(malformed(format!("the section table ({nsec} sections) runs past the end of the file")));
+        }
+        let (symbols_raw, strings): (&[u8], &[u8]) = if nsym == 0 {
+            (&[], &[])
+        } else {
+            let end = nsym.checked_mul(SYMBOL).and_then(|n| n.checked_add(symptr)).filter(|&e| e <= data.len());
+            let end = end
+                .ok_or_else(|| malformed(format!("the symbol table ({nsym} records) runs past the end of the file")))?;
+            let size = (u32_at(data, end).unwrap_or(4) as usize).max(4);
+            let strings = data
+                .get(end..end.saturating_add(size))
+                .ok_or_else(|| malformed("the string table runs past the end of the file"))?;
+            (&data[symptr..end], strings)
+        };
+        let long = |offset: u32, what: &dyn Fn() -> String| {
+            string_at(strings, offset)
+                .filter(|_| offset >= 4)
+                .ok_or_else(|| malformed(format!("{}: bad string table offset {offset}", what())))
+        };
+
+        let mut sections = Vec::with_capacity(nsec);
+        for i in 0..nsec {
+            let at = HEADER + i * SECTION;
+            let header: [u8; SECTION] = data[at..at + SECTION].try_into().unwrap_or([0; SECTION]);
+            let raw_name = &data[at..at + 8];
+            let what = || format!("section {}", i + 1);
+            let name = if raw_name.starts_with(b"//") {
+                let offset = decode_base64_offset(short_name(&raw_name[2..]))
+                    .ok_or_else(|| malformed(format!("{}: bad name", what())))?;
+                long(offset, &what)?
+            } else if raw_name.starts_with(b"/") {
+                let digits = std::str::from_utf8(short_name(&raw_name[1..])).ok().and_then(|s| s.parse::<u32>().ok());
+                long(digits.ok_or_else(|| malformed(format!("{}: bad name", what())))?, &what)?
+            } else {
+                short_name(raw_name)
+            };
+            let size = u32_at(&header, 16).unwrap_or(0) as usize;
+            let ptr = u32_at(&header, 20).unwrap_or(0) as usize;
+            let contents = if ptr == 0 {
+                &[][..]
+            } else {
+                data.get(ptr..ptr.saturating_add(size))
+                    .ok_or_else(|| malformed(format!("{}: raw data past the end of the file", what())))?
+            };
+            let characteristics = u32_at(&header, 36).unwrap_or(0);
+            let nrel = u16_at(&header, 32).unwrap_or(0) as usize;
+            if characteristics & IMAGE_SCN_LNK_NRELOC_OVFL != 0 && nrel == 0xffff {
+                return Err(CoffError::Unsupported(format!("{}: more than 65534 relocations", what())));
+            }
+            let rptr = u32_at(&header, 24).unwrap_or(0) as usize;
+            let rdata = data
+                .get(rptr..rptr.saturating_add(nrel * RELOC))
+                .filter(|_| nrel == 0 || rptr != 0)
+                .ok_or_else(|| malformed(format!("{}: relocations past the end of the file", what())))?;
+            let relocs = rdata
+                .chunks_exact(RELOC)
+                .map(|r| (u32_at(r, 0).unwrap_or(0), u32_at(r, 4).unwrap_or(0) as usize, u16_at(r, 8).unwrap_or(0)))
+                .collect();
+            sections.push(Section { id: i + 1, name: Cow::Borrowed(name), header, contents, relocs });
+        }
+
+        let mut symbols = Vec::new();
+        let mut k = 0;
+        while k < nsym {
+            let record: [u8; SYMBOL] = symbols_raw[k * SYMBOL..(k + 1) * SYMBOL].try_into().unwrap_or([0; SYMBOL]);
+            let naux = record[17] as usize;
+            let aux = symbols_raw
+                .get((k + 1) * SYMBOL..(k + 1 + naux) * SYMBOL)
+                .ok_or_else(|| malformed(format!("symbol {k}: auxiliary records past the symbol table")))?;
+            let name = if record[..4] == [0; 4] {
+                long(u32_at(&record, 4).unwrap_or(0), &|| format!("symbol {k}"))?
+            } else {
+                short_name(&symbols_raw[k * SYMBOL..k * SYMBOL + 8])
+            };
+            let section = i32::from(u16_at(&record, 12).unwrap_or(0) as i16);
+            if section > nsec as i32 {
+                return Err(malformed(format!("symbol {k} refers to section {section}")));
+            }
+            let class = record[16];
+            let mut associative = None;
+            let mut weak_target = None;
+            if class == CLASS_STATIC && naux == 1 && section > 0 && aux[14] == SELECT_ASSOCIATIVE {
+                associative = Some(u16_at(aux, 12).unwrap_or(0) as usize);
+            }
+            if class == CLASS_WEAK_EXTERNAL && naux >= 1 {
+                weak_target = Some(u32_at(aux, 0).unwrap_or(0) as usize);
+            }
+            symbols.push(Symbol { id: k, name, record, aux: aux.to_vec(), section, associative, weak_target });
+            k += 1 + naux;
+        }
+        Ok(Model { header, sections, symbols })
+    }
+
+    fn remove(&mut self, pred: &dyn Fn(&[u8]) -> bool) {
+        let mut removed: Vec<usize> = self.sections.iter().filter(|s| pred(&s.name)).map(|s| s.id).collect();
+        while !removed.is_empty() {
+            self.sections.retain(|s| !removed.contains(&s.id));
+            let mut associated = Vec::new();
+            self.symbols.retain(|s| {
+                if s.associative.is_some_and(|a| removed.contains(&a)) && s.section > 0 {
+                    associated.push(s.section as usize);
+                }
+                !(s.section > 0 && removed.contains(&(s.section as usize)))
+            });
+            removed = associated;
+        }
+    }
+
+    fn add(&mut self, new: Vec<NewSection<'a>>) {
+        for s in new {
+            let (va, vsize) = self
+                .sections
+                .last()
+                .map(|l| (u32_at(&l.header, 12).unwrap_or(0), u32_at(&l.header, 8).unwrap_or(0)))
+                .unwrap_or((0, 0));
+            let mut header = [0u8; SECTION];
+            let size = s.data.len() as u32;
+            put_u32(&mut header, 8, size);
+            put_u32(&mut header, 12, va.wrapping_add(vsize));
+            put_u32(&mut header, 16, size);
+            put_u32(&mut header, 36, IMAGE_SCN_MEM_READ | IMAGE_SCN_LNK_REMOVE);
+            let id = usize::MAX - self.sections.len();
+            self.sections.push(Section { id, name: Cow::Owned(s.name), header, contents: s.data, relocs: Vec::new() });
+        }
+    }
+
+    fn write(mut self) -> Result<Plan<'a>, CoffError> {
+        // Raw symbol indices and section numbers of the output.
+        let mut raw_index: BTreeMap<usize, u32> = BTreeMap::new();
+        let mut next = 0u32;
+        for s in &self.symbols {
+            raw_index.insert(s.id, next);
+            next += 1 + u32::from(s.record[17]);
+        }
+        let section_index: BTreeMap<usize, u32> =
+            self.sections.iter().enumerate().map(|(k, s)| (s.id, k as u32 + 1)).collect();
+
+        // Long names share one tail-merged string table.
+        let mut long: Vec<&[u8]> = Vec::new();
+        for name in self.sections.iter().map(|s| &*s.name).chain(self.symbols.iter().map(|s| s.name)) {
+            if name.len() > 8 {
+                long.push(name);
+            }
+        }
+        long.sort_unstable_by(|a, b| b.iter().rev().cmp(a.iter().rev()));
+        long.dedup();
+        let mut strtab = vec![0u8; 4];
+        let mut offsets: BTreeMap<&[u8], u32> = BTreeMap::new();
+        let mut previous: &[u8] = &[];
+        for s in long {
+            let offset = if previous.ends_with(s) {
+                strtab.len() - 1 - s.len()
+            } else {
+                let at = strtab.len();
+                strtab.extend_from_slice(s);
+                strtab.push(0);
+                previous = s;
+                at
+            };
+            offsets.insert(
+                s,
+                u32::try_from(offset).map_err(|_| CoffError::Unsupported("a string table over 4 GiB".into()))?,
+            );
+        }
+        let strtab_len =
+            u32::try_from(strtab.len()).map_err(|_| CoffError::Unsupported("a string table over 4 GiB".into()))?;
+        strtab[..4].copy_from_slice(&strtab_len.to_le_bytes());
+
+        // Symbols: names, section numbers, section definitions, weak targets.
+        let mut symtab = Vec::with_capacity(next as usize * SYMBOL);
+        for s in &mut self.symbols {
+            let mut rec = s.record;
+            rec[..8].fill(0);
+            if s.name.len() > 8 {
+                put_u32(&mut rec, 4, offsets.get(s.name).copied().unwrap_or(0));
+            } else {
+                rec[..s.name.len()].copy_from_slice(s.name);
+            }
+            if s.section > 0 {
+                let index = section_index.get(&(s.section as usize)).copied().ok_or_else(|| {
+                    CoffError::Refused(format!(
+                        "symbol '{}' points to a removed section",
+                        String::from_utf8_lossy(s.name)
+                    ))
+                })?;
+                put_u16(&mut rec, 12, index as u16);
+                if rec[17] == 1 && rec[16] == CLASS_STATIC {
+                    let number = match s.associative {
+                        Some(a) => section_index.get(&a).copied().ok_or_else(|| {
+                            CoffError::Refused(format!(
+                                "symbol '{}' is associative to a removed section",
+                                String::from_utf8_lossy(s.name)
+                            ))
+                        })?,
+                        None => index,
+                    };
+                    put_u16(&mut s.aux, 12, number as u16);
+                    put_u16(&mut s.aux, 16, (number >> 16) as u16);
+                }
+            }
+            if let (Some(target), 1) = (s.weak_target, rec[17]) {
+                let index = raw_index.get(&target).copied().ok_or_else(|| {
+                    CoffError::Refused(format!(
+                        "symbol '{}' is missing its weak target",
+                        String::from_utf8_lossy(s.name)
+                    ))
+                })?;
+                put_u32(&mut s.aux, 0, index);
+            }
+            symtab.extend_from_slice(&rec);
+            symtab.extend_from_slice(&s.aux);
+        }
+
+        // Layout: headers, then each section's data and relocations.
+        let mut pos = (HEADER + SECTION * self.sections.len()) as u64;
+        let mut headers = Vec::with_capacity(SECTION * self.sections.len());
+        let mut body: Vec<(Cow<'a, [u8]>, u64, u8)> = Vec::new();
+        for s in &self.sections {
+            let mut h = s.header;
+            h[..8].fill(0);
+            if s.name.len() > 8 {
+                let offset = offsets.get(&*s.name).copied().unwrap_or(0);
+                let encoded = encode_section_name(offset);
+                h[..encoded.len()].copy_from_slice(&encoded);
+            } else {
+                h[..s.name.len()].copy_from_slice(&s.name);
+            }
+            let raw_size = u64::from(u32_at(&h, 16).unwrap_or(0));
+            put_u32(&mut h, 20, if raw_size > 0 { pos as u32 } else { 0 });
+            if raw_size > 0 {
+                let fill = if u32_at(&h, 36).unwrap_or(0) & IMAGE_SCN_CNT_CODE != 0 { 0xcc } else { 0 };
+                body.push((Cow::Borrowed(&s.contents[..s.contents.len().min(raw_size as usize)]), raw_size, fill));
+            }
+            pos += raw_size;
+            put_u16(&mut h, 32, s.relocs.len() as u16);
+            put_u32(&mut h, 24, if s.relocs.is_empty() { 0 } else { pos as u32 });
+            if !s.relocs.is_empty() {
+                let mut r = Vec::with_capacity(s.relocs.len() * RELOC);
+                for &(va, target, ty) in &s.relocs {
+                    let index = raw_index.get(&target).copied().ok_or_else(|| {
+                        CoffError::Refused(format!(
+                            "relocation target ({target}) of section '{}' not found",
+                            String::from_utf8_lossy(&s.name)
+                        ))
+                    })?;
+                    r.extend_from_slice(&va.to_le_bytes());
+                    r.extend_from_slice(&index.to_le_bytes());
+                    r.extend_from_slice(&ty.to_le_bytes());
+                }
+                pos += r.len() as u64;
+                body.push((Cow::Owned(r), 0, 0));
+            }
+            headers.extend_from_slice(&h);
+        }
+        if pos + symtab.len() as u64 + strtab.len() as u64 > u64::from(u32::MAX) {
+            return Err(CoffError::Unsupported("the output would exceed 4 GiB".into()));
+        }
+        let mut file_header = self.header;
+        put_u16(&mut file_header, 2, self.sections.len() as u16);
+        put_u32(&mut file_header, 8, pos as u32);
+        put_u32(&mut file_header, 12, next);
+
+        let mut plan = Plan::new();
+        plan.own(file_header.to_vec());
+        plan.own(headers);
+        for (bytes, raw_size, fill) in body {
+            let len = bytes.len() as u64;
+            match bytes {
+                Cow::Borrowed(b) => plan.borrow(b),
+                Cow::Owned(b) => plan.own(b),
+            }
+            if raw_size > len {
+                if fill == 0 {
+                    plan.zeros(raw_size - len);
+                } else {
+                    plan.own(vec![fill; (raw_size - len) as usize]);
+                }
+            }
+        }
+        plan.own(symtab);
+        plan.own(strtab);
+        Ok(plan)
+    }
+}
+
+/// Drops the sections whose name satisfies `remove`, appends `add`, and
+/// writes the object as llvm-objcopy does.
+pub fn rewrite<'a>(
+    input: &'a [u8],
+    remove: &dyn Fn(&[u8]) -> bool,
+    add: Vec<NewSection<'a>>,
+) -> Result<Plan<'a>, CoffError> {
+    let mut model = Model::read(input)?;
+    model.remove(remove);
+    if model.sections.len() + add.len() > 0xfeff {
+        return Err(CoffError::Unsupported("more than 65279 sections".into()));
+    }
+    model.add(add);
+    model.write()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_section_names_encode_and_decode() {
+        assert_eq!(encode_section_name(76), b"/76");
+        assert_eq!(encode_section_name(9_999_999), b"/9999999");
+        for offset in [10_000_000u32, 12_345_678, u32::MAX] {
+            let e = encode_section_name(offset);
+            assert_eq!(e.len(), 8);
+            assert_eq!(decode_base64_offset(&e[2..]), Some(offset));
+        }
+        assert_eq!(decode_base64_offset(b"AAAAAA"), Some(0));
+        assert_eq!(decode_base64_offset(b"A*"), None);
+    }
+
+    #[test]
+    fn truncated_files_are_errors() {
+        assert!(matches!(rewrite(&[0x64, 0x86, 1, 0], &|_| false, Vec::new()), Err(CoffError::Malformed(_))));
+        let mut h = vec![0x64, 0x86, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0];
+        assert!(matches!(rewrite(&h, &|_| false, Vec::new()), Err(CoffError::Malformed(_))));
+        h[8..12].fill(0);
+        h[12] = 0;
+        assert!(rewrite(&h, &|_| false, Vec::new()).is_ok());
+    }
+}

@@ -1,0 +1,152 @@
+//! Reading and writing ELF fields for one class (32/64-bit) and byte order.
+//! Readers return `None` when a field would run past the input.
+
+use super::{ElfError, SectionHeader, malformed};
+
+/// The ELF class and byte order of a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Codec {
+    pub is64: bool,
+    pub big: bool,
+}
+
+fn bytes<const N: usize>(data: &[u8], at: usize) -> Option<[u8; N]> {
+    data.get(at..at.checked_add(N)?)?.try_into().ok()
+}
+
+impl Codec {
+    /// Reads EI_CLASS and EI_DATA.
+    pub fn from_ident(data: &[u8]) -> Result<Codec, ElfError> {
+        let is64 = match data.get(4) {
+            Some(1) => false,
+            Some(2) => true,
+            Some(c) => return Err(malformed(format!("unknown ELF class {c}"))),
+            None => return Err(malformed("truncated ELF identification")),
+        };
+        let big = match data.get(5) {
+            Some(1) => false,
+            Some(2) => true,
+            Some(d) => return Err(malformed(format!("unknown ELF data encoding {d}"))),
+            None => return Err(malformed("truncated ELF identification")),
+        };
+        Ok(Codec { is64, big })
+    }
+
+    pub fn word_size(&self) -> usize {
+        if self.is64 { 8 } else { 4 }
+    }
+    pub fn ehdr_size(&self) -> usize {
+        if self.is64 { 64 } else { 52 }
+    }
+    pub fn shdr_size(&self) -> usize {
+        if self.is64 { 64 } else { 40 }
+    }
+    pub fn sym_size(&self) -> usize {
+        if self.is64 { 24 } else { 16 }
+    }
+    /// Size of one SHT_REL (`rela == false`) or SHT_RELA entry.
+    pub fn rel_size(&self, rela: bool) -> usize {
+        self.word_size() * if rela { 3 } else { 2 }
+    }
+
+    pub fn u16(&self, data: &[u8], at: usize) -> Option<u16> {
+        let b = bytes::<2>(data, at)?;
+        Some(if self.big { u16::from_be_bytes(b) } else { u16::from_le_bytes(b) })
+    }
+    pub fn u32(&self, data: &[u8], at: usize) -> Option<u32> {
+        let b = bytes::<4>(data, at)?;
+        Some(if self.big { u32::from_be_bytes(b) } else { u32::from_le_bytes(b) })
+    }
+    pub fn u64(&self, data: &[u8], at: usize) -> Option<u64> {
+        let b = bytes::<8>(data, at)?;
+        Some(if self.big { u64::from_be_bytes(b) } else { u64::from_le_bytes(b) })
+    }
+    /// An address-sized field (Elf32_Addr/Off/Word or Elf64_Addr/Off/Xword).
+    pub fn word(&self, data: &[u8], at: usize) -> Option<u64> {
+        if self.is64 { self.u64(data, at) } else { self.u32(data, at).map(u64::from) }
+    }
+
+    pub fn put_u16(&self, out: &mut Vec<u8>, v: u16) {
+        out.extend_from_slice(&if self.big { v.to_be_bytes() } else { v.to_le_bytes() });
+    }
+    pub fn put_u32(&self, out: &mut Vec<u8>, v: u32) {
+        out.extend_from_slice(&if self.big { v.to_be_bytes() } else { v.to_le_bytes() });
+    }
+    pub fn put_u64(&self, out: &mut Vec<u8>, v: u64) {
+        out.extend_from_slice(&if self.big { v.to_be_bytes() } else { v.to_le_bytes() });
+    }
+    /// Writes an address-sized field; 32-bit files keep the low 32 bits,
+    /// which is where every value read from a 32-bit file came from.
+    pub fn put_word(&self, out: &mut Vec<u8>, v: u64) {
+        if self.is64 { self.put_u64(out, v) } else { self.put_u32(out, v as u32) }
+    }
+
+    /// Reads one section header at byte offset `at`.
+    pub fn read_shdr(&self, data: &[u8], at: usize) -> Option<SectionHeader> {
+        let w = self.word_size();
+        let mut p = at + 8;
+        let mut word = || {
+            let v = self.word(data, p);
+            p += w;
+            v
+        };
+        let (flags, addr, offset, size) = (word()?, word()?, word()?, word()?);
+        let rest = at + 8 + 4 * w;
+        Some(SectionHeader {
+            name: self.u32(data, at)?,
+            sh_type: self.u32(data, at + 4)?,
+            flags,
+            addr,
+            offset,
+            size,
+            link: self.u32(data, rest)?,
+            info: self.u32(data, rest + 4)?,
+            align: self.word(data, rest + 8)?,
+            entsize: self.word(data, rest + 8 + w)?,
+        })
+    }
+
+    pub fn put_shdr(&self, out: &mut Vec<u8>, sh: &SectionHeader) {
+        self.put_u32(out, sh.name);
+        self.put_u32(out, sh.sh_type);
+        self.put_word(out, sh.flags);
+        self.put_word(out, sh.addr);
+        self.put_word(out, sh.offset);
+        self.put_word(out, sh.size);
+        self.put_u32(out, sh.link);
+        self.put_u32(out, sh.info);
+        self.put_word(out, sh.align);
+        self.put_word(out, sh.entsize);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn section_headers_round_trip_in_every_class_and_order() {
+        let sh = SectionHeader {
+            name: 7,
+            sh_type: 1,
+            flags: 0x8000_0000,
+            addr: 0x1234,
+            offset: 0x40,
+            size: 9,
+            link: 3,
+            info: 4,
+            align: 16,
+            entsize: 24,
+        };
+        for is64 in [false, true] {
+            for big in [false, true] {
+                let c = Codec { is64, big };
+                let mut out = vec![0xaa];
+                c.put_shdr(&mut out, &sh);
+                assert_eq!(out.len(), 1 + c.shdr_size());
+                assert_eq!(c.read_shdr(&out, 1), Some(sh));
+                assert_eq!(c.read_shdr(&out, 2), None);
+            }
+        }
+    }
+}

@@ -1,0 +1,288 @@
+//! ELF object files: a small checked reader and an in-process replacement
+//! for the two `llvm-objcopy` runs LLVM's bundler makes on host objects.
+//!
+//! * [`ElfFile`] reads the header, the section table and section names of
+//!   ELF32/ELF64 files of either byte order, checking every offset.
+//! * [`rewrite`] adds and removes sections and lays the result out exactly
+//!   as llvm-objcopy 19 does (see [`rewrite`]'s module for the rules), so
+//!   that our fat objects and extracted host objects are byte-identical to
+//!   LLVM's.
+
+mod codec;
+mod model;
+pub mod rewrite;
+mod strtab;
+
+pub use codec::Codec;
+pub use rewrite::{NewSection, rewrite};
+
+use std::borrow::Cow;
+
+/// The section type of a section holding program data.
+pub const SHT_PROGBITS: u32 = 1;
+pub const SHT_SYMTAB: u32 = 2;
+pub const SHT_STRTAB: u32 = 3;
+pub const SHT_RELA: u32 = 4;
+pub const SHT_HASH: u32 = 5;
+pub const SHT_DYNAMIC: u32 = 6;
+pub const SHT_NOBITS: u32 = 8;
+pub const SHT_REL: u32 = 9;
+pub const SHT_DYNSYM: u32 = 11;
+pub const SHT_GROUP: u32 = 17;
+pub const SHT_SYMTAB_SHNDX: u32 = 18;
+pub const SHT_GNU_HASH: u32 = 0x6fff_fff6;
+/// LLVM's compact relocations (not supported by the rewriter).
+pub const SHT_CREL: u32 = 0x4000_0014;
+
+pub const SHF_GROUP: u64 = 0x200;
+pub const SHF_ALLOC: u64 = 0x2;
+pub const SHF_COMPRESSED: u64 = 0x800;
+pub const SHF_EXCLUDE: u64 = 0x8000_0000;
+
+pub const SHN_UNDEF: u16 = 0;
+pub const SHN_LORESERVE: u32 = 0xff00;
+pub const SHN_ABS: u16 = 0xfff1;
+pub const SHN_COMMON: u16 = 0xfff2;
+pub const SHN_XINDEX: u16 = 0xffff;
+
+pub const EM_MIPS: u16 = 8;
+pub const EM_HEXAGON: u16 = 164;
+pub const EM_AMDGPU: u16 = 224;
+
+/// Why an ELF file cannot be read or rewritten.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ElfError {
+    #[error("malformed ELF file: {0}")]
+    Malformed(String),
+    #[error("cannot rewrite this ELF file: {0}")]
+    Unsupported(String),
+    /// A removal that would break a reference (llvm-objcopy refuses these too).
+    #[error("{0}")]
+    Refused(String),
+}
+
+pub(crate) fn malformed(msg: impl Into<String>) -> ElfError {
+    ElfError::Malformed(msg.into())
+}
+
+/// Whether `data` starts with the ELF magic.
+pub fn is_elf(data: &[u8]) -> bool {
+    data.starts_with(b"\x7fELF")
+}
+
+/// The fields of the ELF header that llvm-objcopy carries over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub osabi: u8,
+    pub abi_version: u8,
+    pub e_type: u16,
+    pub machine: u16,
+    pub version: u32,
+    pub entry: u64,
+    pub flags: u32,
+    pub phnum: u16,
+}
+
+/// One section header, fields widened to 64 bits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SectionHeader {
+    pub name: u32,
+    pub sh_type: u32,
+    pub flags: u64,
+    pub addr: u64,
+    pub offset: u64,
+    pub size: u64,
+    pub link: u32,
+    pub info: u32,
+    pub align: u64,
+    pub entsize: u64,
+}
+
+/// A parsed ELF file: header and section table, borrowing the input.
+#[derive(Debug)]
+pub struct ElfFile<'a> {
+    pub data: &'a [u8],
+    pub codec: Codec,
+    pub header: Header,
+    /// Every section header, the null one (index 0) included.
+    pub sections: Vec<SectionHeader>,
+    /// Index of the section name string table (0: none).
+    pub shstrndx: usize,
+}
+
+impl<'a> ElfFile<'a> {
+    /// Parses the ELF header and the section header table.
+    pub fn parse(data: &'a [u8]) -> Result<ElfFile<'a>, ElfError> {
+        if !is_elf(data) {
+            return Err(malformed("no ELF magic"));
+        }
+        let codec = Codec::from_ident(data)?;
+        let eh = codec.ehdr_size();
+        if data.len() < eh {
+            return Err(malformed(format!("the ELF header needs {eh} bytes but the file has {}", data.len())));
+        }
+        let c = &codec;
+        let w = c.word_size();
+        let field = |what: &str, v: Option<u64>| v.ok_or_else(|| malformed(format!("cannot read {what}")));
+        let header = Header {
+            osabi: data[7],
+            abi_version: data[8],
+            e_type: c.u16(data, 16).unwrap_or(0),
+            machine: c.u16(data, 18).unwrap_or(0),
+            version: c.u32(data, 20).unwrap_or(0),
+            entry: field("e_entry", c.word(data, 24))?,
+            flags: c.u32(data, 24 + 3 * w).unwrap_or(0),
+            phnum: c.u16(data, 24 + 3 * w + 4 + 2 + 2).unwrap_or(0),
+        };
+        let shoff = field("e_shoff", c.word(data, 24 + 2 * w))?;
+        let at = 24 + 3 * w + 4 + 2 + 2 + 2;
+        let shentsize = c.u16(data, at).unwrap_or(0);
+        let mut shnum = u64::from(c.u16(data, at + 2).unwrap_or(0));
+        let mut shstrndx = u32::from(c.u16(data, at + 4).unwrap_or(0));
+        let mut file = ElfFile { data, codec, header, sections: Vec::new(), shstrndx: 0 };
+        if shoff == 0 {
+            if shnum != 0 {
+                return Err(malformed(format!("e_shnum is {shnum} but there is no section header table")));
+            }
+            return Ok(file);
+        }
+        if usize::from(shentsize) != c.shdr_size() {
+            return Err(malformed(format!(
+                "e_shentsize is {shentsize}, expected {} for this ELF class",
+                c.shdr_size()
+            )));
+        }
+        let first = file.read_header(shoff, 0)?;
+        if shnum == 0 {
+            shnum = first.size;
+        }
+        if shstrndx == u32::from(SHN_XINDEX) {
+            shstrndx = first.link;
+        }
+        let table_end = shnum.checked_mul(c.shdr_size() as u64).and_then(|n| n.checked_add(shoff));
+        if table_end.is_none_or(|end| end > data.len() as u64) {
+            return Err(malformed(format!(
+                "the section header table ({shnum} entries at offset {shoff:#x}) runs past the end of the file ({} bytes)",
+                data.len()
+            )));
+        }
+        // Bounded by the file size checked just above.
+        let count = shnum as usize;
+        let mut sections = Vec::with_capacity(count);
+        sections.push(first);
+        for i in 1..count {
+            sections.push(file.read_header(shoff, i)?);
+        }
+        file.sections = sections;
+        if shstrndx as usize >= count {
+            return Err(malformed(format!(
+                "e_shstrndx {shstrndx} is not a section index (there are {count} sections)"
+            )));
+        }
+        file.shstrndx = shstrndx as usize;
+        if file.shstrndx != 0 {
+            file.string_table(file.shstrndx)?;
+        }
+        Ok(file)
+    }
+
+    fn read_header(&self, shoff: u64, index: usize) -> Result<SectionHeader, ElfError> {
+        let c = &self.codec;
+        let base = usize::try_from(shoff)
+            .ok()
+            .and_then(|o| o.checked_add(index.checked_mul(c.shdr_size())?))
+            .ok_or_else(|| malformed("section header offset overflows"))?;
+        c.read_shdr(self.data, base).ok_or_else(|| {
+            malformed(format!("section header {index} at offset {base:#x} runs past the end of the file"))
+        })
+    }
+
+    pub fn is64(&self) -> bool {
+        self.codec.is64
+    }
+
+    /// The file contents of section `index` (empty for SHT_NOBITS).
+    pub fn section_data(&self, index: usize) -> Result<&'a [u8], ElfError> {
+        let sh = self.sections.get(index).ok_or_else(|| malformed(format!("no section {index}")))?;
+        if sh.sh_type == SHT_NOBITS {
+            return Ok(&[]);
+        }
+        let end = sh.offset.checked_add(sh.size);
+        match end {
+            Some(end) if end <= self.data.len() as u64 => Ok(&self.data[sh.offset as usize..end as usize]),
+            _ => Err(malformed(format!(
+                "section {index} claims {} bytes at offset {:#x}, past the end of the file ({} bytes)",
+                sh.size,
+                sh.offset,
+                self.data.len()
+            ))),
+        }
+    }
+
+    /// The contents of a string table section, checked as LLVM checks them:
+    /// of type SHT_STRTAB, non-empty and ending in a NUL byte.
+    pub fn string_table(&self, index: usize) -> Result<&'a [u8], ElfError> {
+        let sh = self.sections.get(index).ok_or_else(|| malformed(format!("no section {index}")))?;
+        if sh.sh_type != SHT_STRTAB {
+            return Err(malformed(format!("section {index} is used as a string table but is not SHT_STRTAB")));
+        }
+        let data = self.section_data(index)?;
+        match data.last() {
+            None => Err(malformed(format!("string table section {index} is empty"))),
+            Some(0) => Ok(data),
+            Some(_) => Err(malformed(format!("string table section {index} does not end in a NUL byte"))),
+        }
+    }
+
+    /// The name of section `index`.
+    pub fn section_name(&self, index: usize) -> Result<&'a [u8], ElfError> {
+        if self.shstrndx == 0 {
+            return Err(malformed("the file has no section name table"));
+        }
+        let sh = self.sections.get(index).ok_or_else(|| malformed(format!("no section {index}")))?;
+        let table = self.string_table(self.shstrndx)?;
+        c_string(table, sh.name).ok_or_else(|| {
+            malformed(format!(
+                "section {index} has a name offset {:#x} past the end of the section name table ({} bytes)",
+                sh.name,
+                table.len()
+            ))
+        })
+    }
+
+    /// The section names, lossily converted, for messages.
+    pub fn display_name(&self, index: usize) -> Cow<'a, str> {
+        self.section_name(index).map(String::from_utf8_lossy).unwrap_or(Cow::Borrowed("<unnamed>"))
+    }
+}
+
+/// The NUL-terminated string at `offset` of a string table that ends in NUL.
+pub(crate) fn c_string(table: &[u8], offset: u32) -> Option<&[u8]> {
+    let rest = table.get(offset as usize..)?;
+    let end = memchr::memchr(0, rest)?;
+    Some(&rest[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_truncated_and_lying_headers() {
+        assert!(ElfFile::parse(b"\x7fELF").is_err());
+        assert!(ElfFile::parse(b"\x7fELF\x02\x01\x01").is_err());
+        let mut h = vec![0u8; 64];
+        h[..4].copy_from_slice(b"\x7fELF");
+        h[4] = 2;
+        h[5] = 1;
+        h[6] = 1;
+        // No section table at all is fine.
+        assert!(ElfFile::parse(&h).unwrap().sections.is_empty());
+        // A table far past the end is not.
+        h[40] = 0xff;
+        h[58] = 64;
+        h[60] = 3;
+        let e = ElfFile::parse(&h).unwrap_err().to_string();
+        assert!(e.contains("runs past the end"), "{e}");
+    }
+}
