@@ -41,7 +41,7 @@ for t in "${targets[@]}"; do
     # shellcheck disable=SC2086
     cargo +nightly fuzz run --debug-assertions "$t" "${dirs[@]}" -- \
         -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 \
-        -max_len=16384 -print_final_stats=1 ${FUZZ_FLAGS:-} >"logs/$t.log" 2>&1
+        -print_final_stats=1 ${FUZZ_FLAGS:-} >"logs/$t.log" 2>&1
     rc=$?
     execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "logs/$t.log" | grep -o '[0-9]*$' | tail -1)
     took=$(grep -o 'Done [0-9]* runs in [0-9]* second' "logs/$t.log" | grep -o 'in [0-9]*' | grep -o '[0-9]*' | tail -1)

@@ -180,7 +180,7 @@ pub fn target_for(b: u8) -> &'static str {
 /// The bundler's `-list` and `-unbundle` as the CLI runs them, over
 /// arbitrary input. Layout of the fuzz input: byte 0 picks the `-type`,
 /// byte 1 the options (bit 0 `-allow-missing-bundles`, bit 1
-/// `-hip-openmp-compatible`), byte 2 the number of targets (mod 9), then one
+/// `-hip-openmp-compatible`, bit 2 `-check-input-archive`), byte 2 the number of targets (mod 9), then one
 /// selector byte per target ([`target_for`]); the rest is the input file.
 /// Seeds are therefore real bundles behind a short prefix.
 pub fn bundler_ops(data: &[u8]) {
@@ -208,11 +208,21 @@ pub fn bundler_ops(data: &[u8]) {
     };
     let Ok(Some(t)) = bundler::validate(&request) else { return };
     let options = UnbundleOptions { allow_missing_bundles: flags & 1 != 0, hip_openmp_compatible: flags & 2 != 0 };
+    if file_type == FileType::Archive {
+        // Archives are read uncompressed; outputs are new archives.
+        match bundler::unbundle_archive(&t, input, "fuzz.a", options, flags & 4 != 0) {
+            Ok(plans) => assert_eq!(plans.len(), t.standardized.len()),
+            Err(e) => assert!(!e.to_string().is_empty()),
+        }
+        return;
+    }
     match bundler::unbundle(file_type, &t, &bytes, options) {
         Ok(plans) => {
             assert_eq!(plans.len(), t.standardized.len());
-            for p in &plans {
-                plan_within(p, &bytes);
+            if file_type != FileType::Object {
+                for p in &plans {
+                    plan_within(p, &bytes);
+                }
             }
         }
         Err(e) => assert!(!e.to_string().is_empty()),
@@ -630,6 +640,80 @@ fn collect_strings(elements: &[llvm_bitcode::bitcode::BitcodeElement], out: &mut
                     out.push(b);
                 }
             }
+        }
+    }
+}
+
+// ------------------------------------------------ objects and archives
+
+/// Fat objects (`-type=o`): detection, the bundle sections, host
+/// extraction (the in-process llvm-objcopy), adding sections and reading
+/// them back. Output grows only by what is added plus bounded alignment
+/// padding.
+pub fn bundle_object(data: &[u8]) {
+    use offload_format::bundle::object as obj;
+    let Ok(Some(format)) = obj::detect(data) else { return };
+    if let Ok(sections) = obj::bundles(data, format) {
+        for s in &sections {
+            assert!(within(data, s.id) && within(data, s.contents));
+        }
+    }
+    if let Ok(plan) = obj::host_object(data, format) {
+        assert!(plan.len() <= data.len() as u64 + (1 << 30) + 4096, "host object of {} bytes", plan.len());
+    }
+    let entries: [(&[u8], &[u8]); 2] =
+        [(b"host-x86_64-unknown-linux-gnu-", b""), (b"hip-amdgcn-amd-amdhsa--gfx906", b"device code")];
+    if let Ok(plan) = obj::bundle(data, format, &entries, 0) {
+        assert!(plan.len() <= data.len() as u64 + (1 << 30) + 4096);
+        if plan.len() <= 1 << 24 {
+            let out = plan.to_vec();
+            let sections = obj::bundles(&out, format).expect("our fat object reads back");
+            let ids: Vec<&[u8]> = sections.iter().map(|s| s.id).collect();
+            assert!(ids.ends_with(&[entries[0].0, entries[1].0]), "added sections missing: {ids:?}");
+            let last = sections.last().expect("two sections");
+            assert_eq!(last.contents, entries[1].1);
+            assert!(sections[sections.len() - 2].is_host_marker());
+        }
+    }
+}
+
+/// Heterogeneous device archives (`-type=a`): unbundling for a fixed set
+/// of targets, with and without the archive check.
+pub fn bundle_archive(data: &[u8]) {
+    use offload_format::bundle::archive::{self, ArchiveOptions};
+    let Some((&flags, input)) = data.split_first() else { return };
+    let targets: Vec<String> = [
+        "hip-amdgcn-amd-amdhsa--gfx906",
+        "hip-amdgcn-amd-amdhsa--gfx90a:xnack+",
+        "openmp-x86_64-pc-linux-gnu-",
+        "host-x86_64-unknown-linux-gnu-",
+    ]
+    .iter()
+    .take(1 + usize::from(flags >> 6))
+    .map(|s| s.to_string())
+    .collect();
+    let options = ArchiveOptions {
+        allow_missing_bundles: flags & 1 != 0,
+        hip_openmp_compatible: flags & 2 != 0,
+        check_input_archive: flags & 4 != 0,
+    };
+    match archive::unbundle(&targets, input, "fuzz.a", options) {
+        Ok(outs) => {
+            assert_eq!(outs.len(), targets.len());
+            for o in &outs {
+                assert!(o.starts_with(b"!<arch>\n"));
+                let _ = object::read::archive::ArchiveFile::parse(&o[..]).expect("our archive reads back");
+            }
+        }
+        Err(e) => assert!(!e.to_string().is_empty()),
+    }
+}
+
+/// The IR symbol table reader used for archive symbol indexes.
+pub fn bitcode_symbols(data: &[u8]) {
+    if let Some(names) = offload_format::bitcode::archive_symbols(data) {
+        for n in names {
+            assert!(within(data, n));
         }
     }
 }

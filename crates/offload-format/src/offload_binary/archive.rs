@@ -106,10 +106,7 @@ pub fn write_gnu_archive(members: &[(&str, &[u8])]) -> Result<Vec<u8>, ArchiveEr
     // characters (`café.out`) would shift the rest of the header and
     // corrupt the archive. Such names are written as ASCII placeholders of
     // the same byte length and patched in afterwards.
-    let placeholders: Vec<String> = members
-        .iter()
-        .map(|(name, _)| if needs_byte_padding(name) { "x".repeat(name.len()) } else { name.to_string() })
-        .collect();
+    let placeholders: Vec<String> = members.iter().map(|(name, _)| header_safe_name(name)).collect();
     let new: Vec<NewArchiveMember<'_>> = members
         .iter()
         .zip(&placeholders)
@@ -118,9 +115,7 @@ pub fn write_gnu_archive(members: &[(&str, &[u8])]) -> Result<Vec<u8>, ArchiveEr
     let mut out = io::Cursor::new(Vec::new());
     ar_archive_writer::write_archive_to_stream(&mut out, &new, ArchiveKind::Gnu, false, None)?;
     let mut out = out.into_inner();
-    if members.iter().any(|(name, _)| needs_byte_padding(name)) {
-        patch_short_names(&mut out, members);
-    }
+    patch_short_names(&mut out, members.iter().map(|(name, _)| *name));
     if !members.iter().any(|(_, bytes)| is_symbolic(bytes)) {
         // LLVM writes no symbol table when no member is a symbolic file;
         // ar_archive_writer 0.5 always writes one. Without symbols nothing
@@ -137,12 +132,22 @@ fn needs_byte_padding(name: &str) -> bool {
     !name.is_ascii() && name.len() < 16 && !name.contains('/')
 }
 
-/// Writes each short member name into its header's name field, padded to
-/// 16 bytes (as LLVM does). Walks the members in order; the symbol table
-/// (`/`) and long-name table (`//`) are skipped.
-fn patch_short_names(ar: &mut [u8], members: &[(&str, &[u8])]) {
+/// The name to give `ar_archive_writer` for a member called `name`: the
+/// name itself, or for a short non-ASCII name an ASCII placeholder of the
+/// same byte length (the writer pads short names by characters, not bytes,
+/// which would corrupt the header), to be replaced by
+/// [`patch_short_names`].
+pub(crate) fn header_safe_name(name: &str) -> String {
+    if needs_byte_padding(name) { "x".repeat(name.len()) } else { name.to_string() }
+}
+
+/// Writes each short non-ASCII member name into its header's name field,
+/// padded to 16 bytes as LLVM does, after writing with
+/// [`header_safe_name`]s. `names` are the real names in member order; the
+/// symbol table (`/`) and long-name table (`//`) are skipped.
+pub(crate) fn patch_short_names<'n>(ar: &mut [u8], names: impl IntoIterator<Item = &'n str>) {
     const HEADER: usize = 60;
-    let mut names = members.iter().map(|(name, _)| *name);
+    let mut names = names.into_iter();
     let mut pos = 8;
     while let Some(header) = ar.get_mut(pos..pos + HEADER) {
         let size: Option<usize> = std::str::from_utf8(&header[48..58]).ok().and_then(|s| s.trim().parse().ok());
