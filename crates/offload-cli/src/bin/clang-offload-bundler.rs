@@ -253,7 +253,9 @@ fn run(argv0: &str, opts: &offload_cli::cl::Parsed, env: &EnvSettings, timers: &
         let bytes = decompress(&input, verbose, timers)?;
         let file_type = bundler::file_type(&request.file_type).map_err(|e| e.to_string())?;
         let ids = bundler::list(file_type, &bytes).map_err(|e| e.to_string())?;
-        let mut out = std::io::stdout().lock();
+        // Buffered: stdout alone flushes at every newline, a system call
+        // per ID on a bundle with many entries.
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
         for id in ids {
             out.write_all(id).and_then(|_| out.write_all(b"\n")).map_err(|e| error_text(&e))?;
         }
