@@ -6,3 +6,4 @@ pub mod cl;
 pub mod diag;
 pub mod io;
 pub mod report;
+pub mod stream;

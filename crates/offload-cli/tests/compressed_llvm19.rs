@@ -378,3 +378,39 @@ fn compressed_archive_members_unbundle_like_llvm19() {
         assert_same_bytes(name, &fs::read(ldir.join(name)).unwrap(), &fs::read(odir.join(name)).unwrap());
     }
 }
+
+/// A compressed input that holds no bundle is the host's (with
+/// `-allow-missing-bundles`), and a compressed bundle shorter than its own
+/// table is an error: the streamed path decides like the in-memory one.
+#[test]
+fn compressed_plain_data_and_short_tables() {
+    let llvm = common::llvm_tool(19, "clang-offload-bundler");
+    let ours = Path::new(OURS);
+    let plain = b"just some host data, no bundle here\n".repeat(1000);
+    let ccob = compressed::compress(&plain, &CompressOptions::default()).unwrap().bytes;
+    let setup = |d: &Path| fs::write(d.join("c"), &ccob).unwrap();
+    let mut args = unbundle_args("bc", "c");
+    args.push("-allow-missing-bundles".into());
+    if let Some(llvm) = &llvm {
+        let (l, o, ldir, odir, _tmp) = both(llvm, ours, &args, &setup);
+        assert_same_run("plain", &l, &o);
+        for n in ["u0", "u1", "u2"] {
+            assert_eq!(fs::read(ldir.join(n)).unwrap(), fs::read(odir.join(n)).unwrap(), "{n}");
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    setup(dir.path());
+    assert_eq!(run_tool(ours, &args, dir.path()).code, Some(0));
+    assert_eq!(fs::read(dir.path().join("u1")).unwrap(), plain);
+    // A bundle whose table claims a second entry that the data does not hold.
+    let entries: [(&[u8], &[u8]); 1] = [(DEV.as_bytes(), b"X")];
+    let mut bundle = offload_format::bundle::binary::write(&entries, std::num::NonZeroU64::new(1).unwrap()).to_vec();
+    bundle[24] = 2;
+    let ccob = compressed::compress(&bundle, &CompressOptions::default()).unwrap().bytes;
+    fs::write(dir.path().join("short"), &ccob).unwrap();
+    let r = run_tool(ours, &unbundle_args("bc", "short"), dir.path());
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(r.stderr.contains("malformed bundle"), "{}", r.stderr);
+    let r = run_tool(ours, &["-type=bc".into(), "-list".into(), "-input=short".into()], dir.path());
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+}

@@ -244,21 +244,28 @@ pub fn bundle<'a>(
     }
 }
 
-/// The entries of a binary bundle in LLVM's iteration order: one per
-/// distinct ID, holding the payload of the last entry with that ID.
-fn binary_entries_in_map_order(data: &[u8]) -> Result<Vec<binary::BinaryEntry<'_>>, BundlerError> {
-    let Some(entries) = binary::read(data)? else { return Ok(Vec::new()) };
-    let ids: Vec<&[u8]> = entries.iter().map(|e| e.id).collect();
+/// The records of a binary bundle's table in LLVM's iteration order: one
+/// per distinct ID, holding the record of the last entry with that ID.
+pub fn table_in_map_order<'a>(table: &[binary::TableEntry<'a>]) -> Vec<binary::TableEntry<'a>> {
+    let ids: Vec<&[u8]> = table.iter().map(|e| e.id).collect();
     // The last entry of each ID, found in one pass: a search per distinct ID
     // would take quadratic time on a bundle with many entries.
     let mut last: std::collections::HashMap<&[u8], usize> = std::collections::HashMap::with_capacity(ids.len());
     for (i, id) in ids.iter().enumerate() {
         last.insert(id, i);
     }
-    Ok(string_map_order(&ids, StringHash::Xxh3)
+    string_map_order(&ids, StringHash::Xxh3)
         .into_iter()
-        .filter_map(|first| last.get(ids[first]).map(|&i| entries[i]))
-        .collect())
+        .filter_map(|first| last.get(ids[first]).map(|&i| table[i]))
+        .collect()
+}
+
+/// The entries of a whole binary bundle in LLVM's iteration order.
+fn binary_entries_in_map_order(data: &[u8]) -> Result<Vec<binary::TableEntry<'_>>, BundlerError> {
+    Ok(match binary::read_table(data, data.len() as u64)? {
+        binary::Table::Complete(table) => table_in_map_order(&table),
+        _ => Vec::new(),
+    })
 }
 
 /// The object format of `input` when `-type=o` reads it as an object
@@ -351,7 +358,8 @@ pub struct UnbundleOptions {
 
 /// The bundles of an input, visited the way LLVM's handlers visit them.
 enum Visitor<'a> {
-    Binary(std::vec::IntoIter<binary::BinaryEntry<'a>>, Option<&'a [u8]>),
+    /// Table records in map order, the current payload, the whole input.
+    Binary(std::vec::IntoIter<binary::TableEntry<'a>>, Option<&'a [u8]>, &'a [u8]),
     Text(text::TextReader<'a>),
     /// Bundle sections in section order, the current one, the whole object.
     Object(
@@ -362,11 +370,23 @@ enum Visitor<'a> {
     ),
 }
 
-impl<'a> Visitor<'a> {
+/// The bundles of an input in LLVM's handler order: each ID, then, only if
+/// the entry is wanted, its payload (for text bundles that matters: an
+/// entry whose payload is not read is skipped only past its START line).
+trait Cursor<'a> {
+    type Payload;
+    fn next_id(&mut self) -> Option<&'a [u8]>;
+    fn payload(&mut self) -> Result<Self::Payload, BundlerError>;
+}
+
+impl<'a> Cursor<'a> for Visitor<'a> {
+    type Payload = Plan<'a>;
+
     fn next_id(&mut self) -> Option<&'a [u8]> {
         match self {
-            Visitor::Binary(it, current) => it.next().map(|e| {
-                *current = Some(e.payload);
+            Visitor::Binary(it, current, whole) => it.next().map(|e| {
+                // read_table checked the range against the input.
+                *current = whole.get(e.offset as usize..(e.offset + e.size) as usize);
                 e.id
             }),
             Visitor::Text(reader) => reader.next_id(),
@@ -379,7 +399,7 @@ impl<'a> Visitor<'a> {
 
     fn payload(&mut self) -> Result<Plan<'a>, BundlerError> {
         match self {
-            Visitor::Binary(_, current) => Ok(Plan::borrowed(current.unwrap_or_default())),
+            Visitor::Binary(_, current, _) => Ok(Plan::borrowed(current.unwrap_or_default())),
             Visitor::Text(reader) => Ok(Plan::borrowed(reader.payload()?)),
             Visitor::Object(_, current, format, whole) => match current {
                 Some(b) if b.is_host_marker() => Ok(object_bundle::host_object(whole, *format)?),
@@ -425,32 +445,32 @@ fn english_list(items: &[&str]) -> String {
     }
 }
 
-/// Unbundles `input`: one plan per requested target, in `-targets` order.
-pub fn unbundle<'a>(
-    file_type: FileType,
+/// What unbundling puts into one output.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fill<P> {
+    /// The payload of the entry that matched.
+    Payload(P),
+    /// No entry matched anything: a host output gets the whole input.
+    WholeInput,
+    /// Nothing (an empty file).
+    Empty,
+}
+
+/// LLVM 19's unbundling loop: each bundle, in handler order, goes to the
+/// first requested target in the work list (a `StringMap`, so its hash
+/// order) it is compatible with, which then leaves the list. Then the rules
+/// for missing bundles, the plain-input-is-the-host rule and the host check.
+fn fill_outputs<'a, C: Cursor<'a>>(
     targets: &Targets,
-    input: &'a [u8],
     options: UnbundleOptions,
-) -> Result<Vec<Plan<'a>>, BundlerError> {
-    // The work list holds the requested outputs in LLVM's StringMap order.
+    cursor: &mut C,
+) -> Result<Vec<Fill<C::Payload>>, BundlerError> {
     let mut worklist = string_map_order(&targets.standardized, StringHash::Xxh3);
     let requested: Vec<BundleEntryId> = targets.standardized.iter().map(|s| BundleEntryId::parse(s)).collect();
-
-    let mut visitor = match (file_type, object_format(file_type, input)?) {
-        (_, Some(format)) => Visitor::Object(object_bundle::bundles(input, format)?.into_iter(), None, format, input),
-        (FileType::Text { comment }, _) => Visitor::Text(text::TextReader::new(input, comment)),
-        (FileType::Binary | FileType::Object, _) => {
-            Visitor::Binary(binary_entries_in_map_order(input)?.into_iter(), None)
-        }
-        (FileType::Archive, _) => {
-            return Err(BundlerError::Other("archives are unbundled by unbundle_archive".into()));
-        }
-    };
-
-    let mut plans: Vec<Plan<'a>> = vec![Plan::new(); targets.standardized.len()];
+    let mut fills: Vec<Fill<C::Payload>> = targets.standardized.iter().map(|_| Fill::Empty).collect();
     let mut found_host = false;
     while !worklist.is_empty() {
-        let Some(id) = visitor.next_id() else { break };
+        let Some(id) = cursor.next_id() else { break };
         let stored = BundleEntryId::parse(&String::from_utf8_lossy(id));
         let Some(pos) = worklist.iter().position(|&key| {
             is_compatible(&stored, &requested[key], &targets.standardized[key], options.hip_openmp_compatible)
@@ -458,7 +478,7 @@ pub fn unbundle<'a>(
             continue;
         };
         let output = worklist.remove(pos);
-        plans[output] = visitor.payload()?;
+        fills[output] = Fill::Payload(cursor.payload()?);
         found_host |= stored.is_host();
     }
 
@@ -470,16 +490,72 @@ pub fn unbundle<'a>(
         // Nothing matched: the input is taken to be the host's.
         for &output in &worklist {
             if requested[output].is_host() {
-                plans[output] = Plan::borrowed(input);
+                fills[output] = Fill::WholeInput;
             }
         }
-        return Ok(plans);
+        return Ok(fills);
     }
     if !(found_host || targets.host_index.is_none() || options.allow_missing_bundles) {
         return Err(BundlerError::MissingHostBundle);
     }
     // Outputs still in the work list stay empty.
-    Ok(plans)
+    Ok(fills)
+}
+
+/// Unbundles `input`: one plan per requested target, in `-targets` order.
+pub fn unbundle<'a>(
+    file_type: FileType,
+    targets: &Targets,
+    input: &'a [u8],
+    options: UnbundleOptions,
+) -> Result<Vec<Plan<'a>>, BundlerError> {
+    let mut visitor = match (file_type, object_format(file_type, input)?) {
+        (_, Some(format)) => Visitor::Object(object_bundle::bundles(input, format)?.into_iter(), None, format, input),
+        (FileType::Text { comment }, _) => Visitor::Text(text::TextReader::new(input, comment)),
+        (FileType::Binary | FileType::Object, _) => {
+            Visitor::Binary(binary_entries_in_map_order(input)?.into_iter(), None, input)
+        }
+        (FileType::Archive, _) => {
+            return Err(BundlerError::Other("archives are unbundled by unbundle_archive".into()));
+        }
+    };
+    Ok(fill_outputs(targets, options, &mut visitor)?
+        .into_iter()
+        .map(|fill| match fill {
+            Fill::Payload(plan) => plan,
+            Fill::WholeInput => Plan::borrowed(input),
+            Fill::Empty => Plan::new(),
+        })
+        .collect())
+}
+
+/// Table records as a cursor; a payload is its (offset, size).
+struct TableCursor<'a>(std::vec::IntoIter<binary::TableEntry<'a>>, Option<(u64, u64)>);
+
+impl<'a> Cursor<'a> for TableCursor<'a> {
+    type Payload = (u64, u64);
+    fn next_id(&mut self) -> Option<&'a [u8]> {
+        self.0.next().map(|e| {
+            self.1 = Some((e.offset, e.size));
+            e.id
+        })
+    }
+    fn payload(&mut self) -> Result<(u64, u64), BundlerError> {
+        Ok(self.1.unwrap_or_default())
+    }
+}
+
+/// Unbundling decisions for a binary bundle known only by its entry table
+/// (`None`: the input is not a bundle), so that its payloads can be written
+/// while the input streams by: each output gets an (offset, size) range of
+/// the input, the whole input, or nothing. Same rules as [`unbundle`].
+pub fn unbundle_table(
+    targets: &Targets,
+    table: Option<&[binary::TableEntry<'_>]>,
+    options: UnbundleOptions,
+) -> Result<Vec<Fill<(u64, u64)>>, BundlerError> {
+    let ordered = table.map(table_in_map_order).unwrap_or_default();
+    fill_outputs(targets, options, &mut TableCursor(ordered.into_iter(), None))
 }
 
 #[cfg(test)]
@@ -613,8 +689,11 @@ mod tests {
         let one = NonZeroU64::new(1).unwrap();
         let entries: [(&[u8], &[u8]); 4] = [(b"a", b"1"), (b"b", b"2"), (b"a", b"3"), (b"c", b"4")];
         let bytes = binary::write(&entries, one).to_vec();
-        let got: Vec<(&[u8], &[u8])> =
-            binary_entries_in_map_order(&bytes).unwrap().iter().map(|e| (e.id, e.payload)).collect();
+        let got: Vec<(&[u8], &[u8])> = binary_entries_in_map_order(&bytes)
+            .unwrap()
+            .iter()
+            .map(|e| (e.id, &bytes[e.offset as usize..(e.offset + e.size) as usize]))
+            .collect();
         let order = string_map_order(&[b"a", b"b", b"c"], StringHash::Xxh3);
         let want: Vec<(&[u8], &[u8])> =
             order.iter().map(|&i| [(&b"a"[..], &b"3"[..]), (b"b", b"2"), (b"c", b"4")][i]).collect();

@@ -12,6 +12,7 @@ pub mod bundle;
 pub mod bundler;
 pub mod coff;
 pub mod elf;
+pub mod inspect;
 pub mod llvm_hash;
 pub mod offload_arch;
 pub mod offload_binary;

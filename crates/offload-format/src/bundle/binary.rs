@@ -40,49 +40,98 @@ fn read_u64(data: &[u8], at: u64) -> Option<u64> {
     Some(u64::from_le_bytes(bytes.try_into().ok()?))
 }
 
-/// Reads the entry table of a binary bundle, in file order. Returns `Ok(None)`
-/// when `data` does not start with the magic (not a bundle: LLVM treats such
-/// input as having no bundles).
+/// One record of the entry table: an ID and where its payload lies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TableEntry<'a> {
+    pub id: &'a [u8],
+    pub offset: u64,
+    pub size: u64,
+}
+
+/// The result of reading the entry table from the start of a bundle.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Table<'a> {
+    /// The data does not start with the magic: no bundles.
+    NotABundle,
+    /// More of the input is needed to finish the table (only when reading
+    /// a prefix of a longer input).
+    Incomplete,
+    /// Every record, in file order.
+    Complete(Vec<TableEntry<'a>>),
+}
+
+/// Reads the entry table from `prefix`, the first bytes of an input that is
+/// `total_len` bytes long (the whole input, or the part of a stream seen so
+/// far). Payload ranges are checked against `total_len`.
 ///
 /// Unlike LLVM, which stops reading silently at the first damaged record
 /// (and then may crash), a damaged table is an error that says where.
-pub fn read(data: &[u8]) -> Result<Option<Vec<BinaryEntry<'_>>>, BundleError> {
-    if !has_magic(data) {
-        return Ok(None);
+pub fn read_table(prefix: &[u8], total_len: u64) -> Result<Table<'_>, BundleError> {
+    let have = prefix.len() as u64;
+    if have < MAGIC.len() as u64 {
+        return Ok(if have < total_len { Table::Incomplete } else { Table::NotABundle });
     }
-    let len = data.len() as u64;
-    let truncated = |what: &'static str, offset: u64| BundleError::Truncated { what, offset, len };
-    let count = read_u64(data, 24).ok_or(truncated("entry count", 24))?;
+    if !has_magic(prefix) {
+        return Ok(Table::NotABundle);
+    }
+    let len = total_len;
+    // A field past the end of the prefix: wait for more, or report truncation.
+    let missing = |what: &'static str, offset: u64, end: u64| {
+        if end <= len && have < len { Ok(Table::Incomplete) } else { Err(BundleError::Truncated { what, offset, len }) }
+    };
+    let Some(count) = read_u64(prefix, 24) else { return missing("entry count", 24, 32) };
     // Every record takes at least 24 bytes, which bounds a lying count.
     let plausible = (len.saturating_sub(32) / ENTRY_FIXED).min(count);
-    let mut entries = Vec::with_capacity(usize::try_from(plausible).unwrap_or(0));
+    let mut entries = Vec::with_capacity(usize::try_from(plausible.min(1 << 16)).unwrap_or(0));
     let mut pos = 32u64;
     for index in 0..count {
         let record = pos;
-        let offset = read_u64(data, pos).ok_or(truncated("entry record", record))?;
-        let size = read_u64(data, pos + 8).ok_or(truncated("entry record", record))?;
-        let id_len = read_u64(data, pos + 16).ok_or(truncated("entry record", record))?;
+        let (Some(offset), Some(size), Some(id_len)) =
+            (read_u64(prefix, pos), read_u64(prefix, pos + 8), read_u64(prefix, pos + 16))
+        else {
+            return missing("entry record", record, record + ENTRY_FIXED);
+        };
         pos += ENTRY_FIXED;
-        let id = pos
-            .checked_add(id_len)
-            .filter(|&end| end <= len)
-            .map(|end| &data[pos as usize..end as usize])
-            .ok_or(truncated("entry ID", pos))?;
-        pos += id_len;
-        let payload = offset
-            .checked_add(size)
-            .filter(|&end| offset != 0 && end <= len)
-            .map(|end| &data[offset as usize..end as usize])
-            .ok_or_else(|| BundleError::PayloadOutOfRange {
+        let Some(id_end) = pos.checked_add(id_len).filter(|&end| end <= len) else {
+            return Err(BundleError::Truncated { what: "entry ID", offset: pos, len });
+        };
+        let Some(id) = prefix.get(pos as usize..id_end as usize) else {
+            return missing("entry ID", pos, id_end);
+        };
+        pos = id_end;
+        if offset == 0 || offset.checked_add(size).is_none_or(|end| end > len) {
+            return Err(BundleError::PayloadOutOfRange {
                 index,
                 id: String::from_utf8_lossy(id).into_owned(),
                 offset,
                 size,
                 len,
-            })?;
-        entries.push(BinaryEntry { id, offset, payload });
+            });
+        }
+        entries.push(TableEntry { id, offset, size });
     }
-    Ok(Some(entries))
+    Ok(Table::Complete(entries))
+}
+
+/// Reads the entries of a whole binary bundle, in file order, with their
+/// payloads. Returns `Ok(None)` when `data` does not start with the magic
+/// (not a bundle: LLVM treats such input as having no bundles).
+pub fn read(data: &[u8]) -> Result<Option<Vec<BinaryEntry<'_>>>, BundleError> {
+    match read_table(data, data.len() as u64)? {
+        Table::NotABundle => Ok(None),
+        // The whole input was given, so the table cannot be incomplete.
+        Table::Incomplete => Err(BundleError::Truncated { what: "entry table", offset: 0, len: data.len() as u64 }),
+        Table::Complete(table) => Ok(Some(
+            table
+                .into_iter()
+                .map(|e| BinaryEntry {
+                    id: e.id,
+                    offset: e.offset,
+                    payload: &data[e.offset as usize..(e.offset + e.size) as usize],
+                })
+                .collect(),
+        )),
+    }
 }
 
 fn align_to(value: u64, align: NonZeroU64) -> u64 {
@@ -159,6 +208,26 @@ mod tests {
         assert_eq!(bytes[0xa0], b'B');
         assert!(bytes[0x8a..0x90].iter().all(|&b| b == 0));
         assert_eq!(bytes.len(), 0xa1);
+    }
+
+    #[test]
+    fn a_table_is_read_from_any_prefix_that_holds_it() {
+        let entries: [(&[u8], &[u8]); 2] = [(b"host-x86_64-unknown-linux-gnu-", b"HOSTDATA"), (b"hip-x", b"DEV")];
+        let bytes = write(&entries, nz(8)).to_vec();
+        let total = bytes.len() as u64;
+        let header_end = 32 + 24 * 2 + 30 + 5;
+        for cut in 0..=bytes.len() {
+            match read_table(&bytes[..cut], total).unwrap() {
+                Table::Incomplete => assert!(cut < header_end, "incomplete at {cut}"),
+                Table::Complete(t) => {
+                    assert!(cut >= header_end);
+                    assert_eq!(t[1], TableEntry { id: b"hip-x", offset: 128, size: 3 });
+                }
+                Table::NotABundle => panic!("not a bundle at {cut}"),
+            }
+        }
+        assert_eq!(read_table(b"__CLANG", 100).unwrap(), Table::Incomplete);
+        assert_eq!(read_table(b"__CLANX__________________", 100).unwrap(), Table::NotABundle);
     }
 
     #[test]

@@ -219,10 +219,9 @@ pub fn blobs(data: &[u8]) -> impl Iterator<Item = Result<(usize, Blob<'_>), Comp
 
 /// The hash stored in the header: MD5's first 8 bytes as a little-endian u64.
 pub fn truncated_md5(data: &[u8]) -> u64 {
-    let digest = Md5::digest(data);
-    let mut low = [0u8; 8];
-    low.copy_from_slice(&digest[..8]);
-    u64::from_le_bytes(low)
+    let mut h = Hasher::default();
+    h.update(data);
+    h.finish()
 }
 
 /// Decompresses a blob, checking its declared size and its hash.
@@ -240,19 +239,14 @@ pub fn decompress(blob: &Blob) -> Result<Vec<u8>, CompressedError> {
 /// the declared size alone, and decompression stops as soon as the output
 /// exceeds it.
 pub fn decompress_unverified(blob: &Blob) -> Result<Vec<u8>, CompressedError> {
-    let declared = blob.header.uncompressed_size;
-    let mut out = Vec::with_capacity(declared.min(blob.data.len() as u64 * 4).min(1 << 26) as usize);
-    let limit = declared.saturating_add(1);
-    let result = match blob.header.method {
-        Method::Zstd => zstd::stream::read::Decoder::with_buffer(blob.data).and_then(|mut d| {
-            d.window_log_max(zstd_window_log_max(declared))?;
-            d.take(limit).read_to_end(&mut out)
-        }),
-        Method::Zlib => flate2::read::ZlibDecoder::new(blob.data).take(limit).read_to_end(&mut out),
-    };
-    result.map_err(|e| CompressedError::Decompress(e.to_string()))?;
-    if out.len() as u64 != declared {
-        return Err(CompressedError::SizeMismatch { declared, actual: out.len() as u64 });
+    let mut decoder = BlobDecoder::new(blob)?;
+    let (mut out, mut buf) = (Vec::new(), Vec::new());
+    while decoder.next_chunk(&mut buf, 4 << 20)? {
+        // Exact growth: large blocks are moved by the allocator without
+        // copying, and the output never takes more than its real size. A
+        // bomb that inflates past the memory there is fails cleanly.
+        out.try_reserve_exact(buf.len()).map_err(|e| CompressedError::Decompress(e.to_string()))?;
+        out.extend_from_slice(&buf);
     }
     Ok(out)
 }
@@ -269,6 +263,75 @@ pub fn decompress_unverified(blob: &Blob) -> Result<Vec<u8>, CompressedError> {
 pub fn zstd_window_log_max(declared: u64) -> u32 {
     let needed = u64::BITS - declared.saturating_sub(1).leading_zeros();
     needed.clamp(27, 31)
+}
+
+fn decoder_reader<'a>(blob: &Blob<'a>) -> Result<Box<dyn Read + Send + 'a>, CompressedError> {
+    Ok(match blob.header.method {
+        Method::Zstd => {
+            let mut d = zstd::stream::read::Decoder::with_buffer(blob.data)
+                .map_err(|e| CompressedError::Decompress(e.to_string()))?;
+            d.window_log_max(zstd_window_log_max(blob.header.uncompressed_size))
+                .map_err(|e| CompressedError::Decompress(e.to_string()))?;
+            Box::new(d)
+        }
+        Method::Zlib => Box::new(flate2::read::ZlibDecoder::new(blob.data)),
+    })
+}
+
+/// Decompresses a blob piece by piece, so that a large bundle can be
+/// written out (or skipped) without ever being whole in memory. It never
+/// yields more than the header declares, and reports a short stream.
+pub struct BlobDecoder<'a> {
+    reader: Box<dyn Read + Send + 'a>,
+    declared: u64,
+    produced: u64,
+}
+
+impl<'a> BlobDecoder<'a> {
+    pub fn new(blob: &Blob<'a>) -> Result<Self, CompressedError> {
+        Ok(BlobDecoder { reader: decoder_reader(blob)?, declared: blob.header.uncompressed_size, produced: 0 })
+    }
+
+    /// Replaces the contents of `buf` with up to `max` further bytes.
+    /// Returns `Ok(false)` once every declared byte has been produced.
+    pub fn next_chunk(&mut self, buf: &mut Vec<u8>, max: usize) -> Result<bool, CompressedError> {
+        buf.clear();
+        let left = self.declared - self.produced;
+        // One byte more than declared is read to detect a lying size.
+        let want = (max as u64).min(left.saturating_add(1)) as usize;
+        buf.resize(want, 0);
+        let mut filled = 0;
+        while filled < want {
+            match self.reader.read(&mut buf[filled..]) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(CompressedError::Decompress(e.to_string())),
+            }
+        }
+        buf.truncate(filled);
+        self.produced += filled as u64;
+        if self.produced > self.declared || (filled < want && self.produced != self.declared) {
+            return Err(CompressedError::SizeMismatch { declared: self.declared, actual: self.produced });
+        }
+        Ok(filled > 0)
+    }
+}
+
+/// The truncated MD5 of data seen piece by piece.
+#[derive(Clone, Default)]
+pub struct Hasher(Md5);
+
+impl Hasher {
+    pub fn update(&mut self, data: &[u8]) {
+        self.0.update(data);
+    }
+    pub fn finish(self) -> u64 {
+        let digest = self.0.finalize();
+        let mut low = [0u8; 8];
+        low.copy_from_slice(&digest[..8]);
+        u64::from_le_bytes(low)
+    }
 }
 
 /// How to compress.
@@ -323,17 +386,20 @@ pub fn effective_version(requested: u16, uncompressed: u64, compressed: u64) -> 
 
 /// Builds the header for already compressed data.
 pub fn header_bytes(method: Method, version: u16, uncompressed: &[u8], compressed_len: usize) -> Vec<u8> {
-    let hash = truncated_md5(uncompressed);
+    header(method, version, uncompressed.len() as u64, truncated_md5(uncompressed), compressed_len)
+}
+
+fn header(method: Method, version: u16, uncompressed_len: u64, hash: u64, compressed_len: usize) -> Vec<u8> {
     let mut h = Vec::with_capacity(32);
     h.extend_from_slice(MAGIC);
     h.extend_from_slice(&version.to_le_bytes());
     h.extend_from_slice(&method.code().to_le_bytes());
     if version >= 3 {
         h.extend_from_slice(&(32 + compressed_len as u64).to_le_bytes());
-        h.extend_from_slice(&(uncompressed.len() as u64).to_le_bytes());
+        h.extend_from_slice(&uncompressed_len.to_le_bytes());
     } else {
         h.extend_from_slice(&(24 + compressed_len as u32).to_le_bytes());
-        h.extend_from_slice(&(uncompressed.len() as u32).to_le_bytes());
+        h.extend_from_slice(&(uncompressed_len as u32).to_le_bytes());
     }
     h.extend_from_slice(&hash.to_le_bytes());
     h
@@ -349,12 +415,18 @@ pub struct Compressed {
     pub compressed_len: usize,
 }
 
-/// Compresses a whole bundle into a CCOB blob.
+/// Compresses a whole bundle into a CCOB blob. The hash is computed on a
+/// second thread while the data compresses (MD5 takes about as long as
+/// zstd's level 3).
 pub fn compress(input: &[u8], opts: &CompressOptions) -> Result<Compressed, CompressedError> {
-    let data = compress_data(input, opts)?;
+    let (data, hash) = std::thread::scope(|scope| {
+        let hasher = scope.spawn(|| truncated_md5(input));
+        let data = compress_data(input, opts);
+        (data, hasher.join().unwrap_or_else(|_| truncated_md5(input)))
+    });
+    let data = data?;
     let version = effective_version(opts.version, input.len() as u64, data.len() as u64);
-    let mut bytes = header_bytes(opts.method, version, input, data.len());
-    let hash = u64_at(&bytes, bytes.len() - 8);
+    let mut bytes = header(opts.method, version, input.len() as u64, hash, data.len());
     bytes.extend_from_slice(&data);
     Ok(Compressed { bytes, version, hash, compressed_len: data.len() })
 }
@@ -486,6 +558,32 @@ mod tests {
         assert_eq!(zstd_window_log_max(1 << 27), 27);
         assert_eq!(zstd_window_log_max((1 << 29) + 1), 30);
         assert_eq!(zstd_window_log_max(u64::MAX), 31);
+    }
+
+    #[test]
+    fn piecewise_decoding_gives_the_same_bytes_and_catches_lying_sizes() {
+        let bundle: Vec<u8> = (0..100_000u32).map(|i| (i * 13 % 61) as u8).collect();
+        for method in [Method::Zstd, Method::Zlib] {
+            let good = compress(&bundle, &CompressOptions { method, ..Default::default() }).unwrap().bytes;
+            let mut d = BlobDecoder::new(&read_blob(&good).unwrap()).unwrap();
+            let (mut out, mut buf, mut h) = (Vec::new(), Vec::new(), Hasher::default());
+            while d.next_chunk(&mut buf, 4096).unwrap() {
+                h.update(&buf);
+                out.extend_from_slice(&buf);
+            }
+            assert_eq!(out, bundle);
+            assert_eq!(h.finish(), truncated_md5(&bundle));
+            for size in [99_999u32, 100_001, 0] {
+                let mut bad = good.clone();
+                bad[12..16].copy_from_slice(&size.to_le_bytes());
+                let mut d = BlobDecoder::new(&read_blob(&bad).unwrap()).unwrap();
+                let r = (|| {
+                    while d.next_chunk(&mut buf, 4096)? {}
+                    Ok::<(), CompressedError>(())
+                })();
+                assert!(matches!(r, Err(CompressedError::SizeMismatch { .. })), "size {size}: {r:?}");
+            }
+        }
     }
 
     #[test]

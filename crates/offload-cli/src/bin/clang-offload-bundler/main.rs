@@ -1,14 +1,15 @@
 //! Drop-in replacement for LLVM 19's `clang-offload-bundler`.
 
+mod compression;
+mod streaming;
+
+use compression::{EnvSettings, compress, decompress};
 use offload_cli::cl::{OptSpec, ToolSpec, ValueKind};
 use offload_cli::diag;
 use offload_cli::io::{Input, Outputs, error_text};
-use offload_cli::report::{TimerGroup, with_commas};
+use offload_cli::report::TimerGroup;
 use offload_format::bundle::FileType;
-use offload_format::bundle::compressed::{CompressOptions, Method};
 use offload_format::bundler::{self, Request, UnbundleOptions};
-use offload_format::plan::Plan;
-use std::borrow::Cow;
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -91,130 +92,6 @@ fn main() -> ExitCode {
     }
 }
 
-/// The environment switches LLVM 19 honours, read before the command line
-/// (whose flags, when given, take precedence).
-struct EnvSettings {
-    verbose: bool,
-    compress: bool,
-    level: Option<i32>,
-    /// `COMPRESSED_BUNDLE_FORMAT_VERSION` (read by newer LLVM; 2 or 3).
-    format_version: u16,
-}
-
-impl EnvSettings {
-    fn read() -> Self {
-        let var = |name: &str| std::env::var_os(name).map(|v| v.to_string_lossy().into_owned());
-        let mut s = EnvSettings { verbose: false, compress: false, level: None, format_version: 2 };
-        match var("COMPRESSED_BUNDLE_FORMAT_VERSION").as_deref() {
-            None | Some("2") => {}
-            Some("3") => s.format_version = 3,
-            Some(other) => {
-                eprintln!("Warning: Invalid value for COMPRESSED_BUNDLE_FORMAT_VERSION: {other}. Using version 2.")
-            }
-        }
-        if var("OFFLOAD_BUNDLER_IGNORE_ENV_VAR").as_deref() == Some("1") {
-            return s;
-        }
-        if let Some(v) = var("OFFLOAD_BUNDLER_VERBOSE") {
-            s.verbose = v == "1";
-        }
-        if let Some(v) = var("OFFLOAD_BUNDLER_COMPRESS") {
-            s.compress = v == "1";
-        }
-        if let Some(v) = var("OFFLOAD_BUNDLER_COMPRESSION_LEVEL") {
-            match v.parse::<i32>() {
-                Ok(l) if !v.starts_with('+') => s.level = Some(l),
-                _ => eprintln!("Warning: Invalid value for OFFLOAD_BUNDLER_COMPRESSION_LEVEL: {v}. Ignoring it."),
-            }
-        }
-        s
-    }
-}
-
-/// Decompresses the input if needed, printing LLVM's statistics under
-/// `-verbose`, and checks the stored hash.
-fn decompress<'a>(input: &'a Input, verbose: bool, timers: &mut TimerGroup) -> Result<Cow<'a, [u8]>, String> {
-    let bytes = input.bytes();
-    if !offload_format::bundle::compressed::is_compressed(bytes) {
-        if verbose && bytes.len() >= 20 {
-            eprintln!("Uncompressed bundle.");
-        }
-        return Ok(Cow::Borrowed(bytes));
-    }
-    let (result, wall) = timers.time("Decompression time", || bundler::decompress_input(bytes));
-    let decompressed = result.map_err(|e| e.to_string())?;
-    if let (true, Some(info)) = (verbose, decompressed.info) {
-        let h = info.header;
-        let rate = h.uncompressed_size as f64 / info.compressed_len as f64;
-        let speed = (h.uncompressed_size as f64 / (1024.0 * 1024.0)) / wall.as_secs_f64();
-        let mut msg = format!("Compressed bundle format version: {}\n", h.version);
-        if let Some(total) = h.total_size {
-            msg.push_str(&format!("Total file size (from header): {} bytes\n", with_commas(total)));
-        }
-        msg.push_str(&format!(
-            "Decompression method: {}\nSize before decompression: {} bytes\nSize after decompression: {} bytes\n\
-             Compression rate: {rate:.2}\nCompression ratio: {:.2}%\nDecompression speed: {speed:.2} MB/s\n\
-             Stored hash: {:#018x}\nRecalculated hash: {:#018x}\nHashes match: {}",
-            h.method.name(),
-            with_commas(info.compressed_len as u64),
-            with_commas(h.uncompressed_size),
-            100.0 / rate,
-            h.hash,
-            info.computed_hash,
-            if h.hash == info.computed_hash { "Yes" } else { "No" },
-        ));
-        eprintln!("{msg}");
-    }
-    decompressed.into_verified().map_err(|e| e.to_string())
-}
-
-/// Compresses a bundled output with LLVM 19's settings unless told
-/// otherwise, printing LLVM's statistics under `-verbose`.
-fn compress(
-    plan: Plan,
-    opts: &offload_cli::cl::Parsed,
-    env: &EnvSettings,
-    verbose: bool,
-    timers: &mut TimerGroup,
-) -> Result<Plan<'static>, String> {
-    let method = match opts.value("compression-method") {
-        None | Some("zstd") => Method::Zstd,
-        Some("zlib") => Method::Zlib,
-        Some(other) => return Err(format!("'{other}': unknown compression method (use zstd or zlib)")),
-    };
-    let default_level = if method == Method::Zstd { 3 } else { 6 };
-    let level = opts.int("compression-level").or(env.level).unwrap_or(default_level);
-    let options = CompressOptions {
-        method,
-        level,
-        version: env.format_version,
-        threads: opts.uint("compression-threads").unwrap_or(0),
-    };
-    let bundle = plan.to_vec();
-    let (result, wall) = timers.time("Compression time", || bundler::compress(&bundle, &options));
-    let c = result.map_err(|e| e.to_string())?;
-    if verbose {
-        let rate = bundle.len() as f64 / c.compressed_len as f64;
-        let speed = (bundle.len() as f64 / (1024.0 * 1024.0)) / wall.as_secs_f64();
-        eprintln!(
-            "Compressed bundle format version: {}\nTotal file size (including headers): {} bytes\n\
-             Compression method used: {}\nCompression level: {level}\nBinary size before compression: {} bytes\n\
-             Binary size after compression: {} bytes\nCompression rate: {rate:.2}\nCompression ratio: {:.2}%\n\
-             Compression speed: {speed:.2} MB/s\nTruncated MD5 hash: {:#018x}",
-            c.version,
-            with_commas(c.bytes.len() as u64),
-            method.name(),
-            with_commas(bundle.len() as u64),
-            with_commas(c.compressed_len as u64),
-            100.0 / rate,
-            c.hash,
-        );
-    }
-    let mut out = Plan::new();
-    out.own(c.bytes);
-    Ok(out)
-}
-
 /// Merges `-x` with its deprecated comma-list twin `-xs`, as LLVM 19 does.
 fn merged(argv0: &str, opts: &offload_cli::cl::Parsed, one: &str, many: &str) -> Result<Vec<String>, String> {
     if opts.occurred(one) && opts.occurred(many) {
@@ -250,35 +127,47 @@ fn run(argv0: &str, opts: &offload_cli::cl::Parsed, env: &EnvSettings, timers: &
     let Some(targets) = targets else {
         // -list
         let input = open(&inputs[0])?;
-        let bytes = decompress(&input, verbose, timers)?;
-        let file_type = bundler::file_type(&request.file_type).map_err(|e| e.to_string())?;
-        let ids = bundler::list(file_type, &bytes).map_err(|e| e.to_string())?;
+        let file_type = bundler::file_type(&request.file_type);
+        let ids: Vec<Vec<u8>> = match file_type.as_ref().ok().map(|&t| streaming::streamable(input.bytes(), t)) {
+            Some(Ok(Some(blob))) => streaming::list(&blob, verbose, timers)?,
+            Some(Err(e)) => return Err(e),
+            _ => {
+                let bytes = decompress(&input, verbose, timers)?;
+                let file_type = file_type.map_err(|e| e.to_string())?;
+                bundler::list(file_type, &bytes).map_err(|e| e.to_string())?.into_iter().map(<[u8]>::to_vec).collect()
+            }
+        };
         // Buffered: stdout alone flushes at every newline, a system call
         // per ID on a bundle with many entries.
         let mut out = std::io::BufWriter::new(std::io::stdout().lock());
         for id in ids {
-            out.write_all(id).and_then(|_| out.write_all(b"\n")).map_err(|e| error_text(&e))?;
+            out.write_all(&id).and_then(|_| out.write_all(b"\n")).map_err(|e| error_text(&e))?;
         }
         return out.flush().map_err(|e| error_text(&e));
     };
     let mut staged = Outputs::new();
     if request.unbundle {
         let input = open(&inputs[0])?;
-        let bytes = decompress(&input, verbose, timers)?;
-        let file_type = bundler::file_type(&request.file_type).map_err(|e| e.to_string())?;
         let options = UnbundleOptions {
             allow_missing_bundles: opts.flag("allow-missing-bundles"),
             hip_openmp_compatible: opts.flag("hip-openmp-compatible"),
         };
+        if let Ok(file_type) = bundler::file_type(&request.file_type)
+            && let Some(blob) = streaming::streamable(input.bytes(), file_type)?
+        {
+            streaming::unbundle(&blob, &targets, options, &outputs, &mut staged, verbose, timers)?;
+            return staged.commit().map_err(|e| e.to_string());
+        }
+        let bytes = decompress(&input, verbose, timers)?;
+        let file_type = bundler::file_type(&request.file_type).map_err(|e| e.to_string())?;
         let plans = if file_type == FileType::Archive {
             bundler::unbundle_archive(&targets, input.bytes(), &inputs[0], options, request.check_input_archive)
         } else {
             bundler::unbundle(file_type, &targets, &bytes, options)
         }
         .map_err(|e| e.to_string())?;
-        for (path, plan) in outputs.iter().zip(&plans) {
-            staged.stage(path, plan, &[&input]).map_err(|e| e.to_string())?;
-        }
+        let items: Vec<(&str, &_)> = outputs.iter().map(String::as_str).zip(&plans).collect();
+        staged.stage_all(&items, &[&input]).map_err(|e| e.to_string())?;
         staged.commit().map_err(|e| e.to_string())
     } else {
         let opened = inputs.iter().map(|p| open(p)).collect::<Result<Vec<_>, _>>()?;
@@ -287,7 +176,8 @@ fn run(argv0: &str, opts: &offload_cli::cl::Parsed, env: &EnvSettings, timers: &
         let align = opts.uint("bundle-align").unwrap_or(1);
         let mut plan = bundler::bundle(file_type, &targets, &bytes, align).map_err(|e| e.to_string())?;
         if compress_output && !bundler::writes_object(file_type, &targets, &bytes).map_err(|e| e.to_string())? {
-            plan = compress(plan, opts, env, verbose, timers)?;
+            let refs: Vec<&Input> = opened.iter().collect();
+            plan = compress(plan, &refs, opts, env, verbose, timers)?;
         }
         let refs: Vec<&Input> = opened.iter().collect();
         staged.stage(&outputs[0], &plan, &refs).map_err(|e| e.to_string())?;

@@ -1,0 +1,219 @@
+//! The command line: `offload <command> [options] FILE...`, with ordinary
+//! `--long` options (`--opt=value` or `--opt value`).
+
+use offload_format::inspect::select::{Gpu, Runtime};
+
+pub const USAGE: &str = "\
+usage: offload <command> [options] FILE...
+
+Finds the GPU code objects in any file: raw bundles (binary, text,
+compressed), OffloadBinary packages, ELF/COFF/Mach-O objects, executables
+and shared libraries, archives, bitcode, and any nesting of these.
+
+commands:
+  list FILE...                       one row per code object (headers only)
+  select --gpu GPU FILE...           the code object a runtime loads on GPU,
+                                     and why each other one is not loaded
+  extract FILTER... [-o FILE | --output-dir DIR] FILE
+                                     write code objects to files
+  verify FILE...                     deep structural check of every payload
+
+options:
+  --json               machine-readable output (schema in the README)
+  --gpu GPU            a target ID: gfx90a:xnack+, gfx90a:sramecc+:xnack-,
+                       amdgcn-amd-amdhsa--gfx906, fiji, sm_80
+  --kind hip|openmp    the runtime that loads the code (default hip)
+  extract filters (any number, combined with 'or'):
+    --all  --id ID  --target-id TARGET-ID  --index N  --gpu GPU
+  -o, --output FILE    extract: the file to write (exactly one match)
+  --output-dir DIR     extract: where to write (default .)
+  -h, --help           this text;   --version   the version
+
+exit status: 0 success; 1 nothing found, nothing loadable, verify found
+errors, or a file could not be read; 2 bad command line.
+";
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Filter {
+    All,
+    Id(String),
+    TargetId(String),
+    Index(usize),
+    Gpu,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    List {
+        json: bool,
+        files: Vec<String>,
+    },
+    Select {
+        gpu: Gpu,
+        runtime: Runtime,
+        json: bool,
+        files: Vec<String>,
+    },
+    Extract {
+        filters: Vec<Filter>,
+        gpu: Option<Gpu>,
+        runtime: Runtime,
+        output: Option<String>,
+        dir: Option<String>,
+        json: bool,
+        file: String,
+    },
+    Verify {
+        json: bool,
+        files: Vec<String>,
+    },
+    Help,
+    Version,
+}
+
+/// Splits `--opt=value`, and takes the value of `--opt value` from `rest`.
+struct Args<'a> {
+    items: std::slice::Iter<'a, String>,
+}
+
+impl<'a> Args<'a> {
+    fn value(&mut self, opt: &str, inline: Option<&'a str>) -> Result<String, String> {
+        match inline {
+            Some(v) => Ok(v.to_string()),
+            None => self.items.next().cloned().ok_or_else(|| format!("option '{opt}' needs a value")),
+        }
+    }
+}
+
+fn parse_gpu(text: &str) -> Result<Gpu, String> {
+    Gpu::parse(text).map_err(|e| format!("--gpu: {e}"))
+}
+
+/// Parses the arguments after the program name.
+pub fn parse(argv: &[String]) -> Result<Command, String> {
+    let Some((command, rest)) = argv.split_first() else {
+        return Err("no command given".into());
+    };
+    match command.as_str() {
+        "-h" | "--help" | "help" => return Ok(Command::Help),
+        "--version" => return Ok(Command::Version),
+        "list" | "select" | "extract" | "verify" => {}
+        other => return Err(format!("unknown command '{other}'")),
+    }
+    let mut args = Args { items: rest.iter() };
+    let (mut json, mut files, mut filters) = (false, Vec::new(), Vec::new());
+    let (mut gpu, mut runtime, mut output, mut dir) = (None, None, None, None);
+    let mut only_files = false;
+    while let Some(arg) = args.items.next() {
+        if only_files || arg == "-" || !arg.starts_with('-') {
+            files.push(arg.clone());
+            continue;
+        }
+        let (opt, inline) = match arg.split_once('=') {
+            Some((o, v)) if o.starts_with("--") => (o, Some(v)),
+            _ => (arg.as_str(), None),
+        };
+        let extract = command == "extract";
+        match opt {
+            "--" => only_files = true,
+            "-h" | "--help" => return Ok(Command::Help),
+            "--json" if inline.is_none() => json = true,
+            "--gpu" if command == "select" || extract => {
+                gpu = Some(parse_gpu(&args.value(opt, inline)?)?);
+                if extract {
+                    filters.push(Filter::Gpu);
+                }
+            }
+            "--kind" if command == "select" || extract => {
+                let v = args.value(opt, inline)?;
+                runtime = Some(Runtime::parse(&v).ok_or_else(|| format!("--kind: '{v}' is not hip or openmp"))?);
+            }
+            "--all" if extract && inline.is_none() => filters.push(Filter::All),
+            "--id" if extract => filters.push(Filter::Id(args.value(opt, inline)?)),
+            "--target-id" if extract => filters.push(Filter::TargetId(args.value(opt, inline)?)),
+            "--index" if extract => {
+                let v = args.value(opt, inline)?;
+                filters.push(Filter::Index(v.parse().map_err(|_| format!("--index: '{v}' is not a number"))?));
+            }
+            "-o" | "--output" if extract => output = Some(args.value(opt, inline)?),
+            "--output-dir" if extract => dir = Some(args.value(opt, inline)?),
+            _ => return Err(format!("unknown option '{arg}' for '{command}'")),
+        }
+    }
+    if files.is_empty() {
+        return Err(format!("'{command}' needs at least one file"));
+    }
+    let runtime_given = runtime.is_some();
+    let runtime = runtime.unwrap_or(Runtime::Hip);
+    Ok(match command.as_str() {
+        "list" => Command::List { json, files },
+        "verify" => Command::Verify { json, files },
+        "select" => {
+            let gpu = gpu.ok_or("'select' needs --gpu")?;
+            Command::Select { gpu, runtime, json, files }
+        }
+        _ => {
+            if files.len() != 1 {
+                return Err("'extract' takes exactly one file".into());
+            }
+            if filters.is_empty() {
+                return Err("'extract' needs a filter: --all, --id, --target-id, --index or --gpu".into());
+            }
+            if output.is_some() && dir.is_some() {
+                return Err("--output and --output-dir cannot be used together".into());
+            }
+            if runtime_given && gpu.is_none() {
+                return Err("--kind only applies with --gpu".into());
+            }
+            Command::Extract { filters, gpu, runtime, output, dir, json, file: files.remove(0) }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(args: &[&str]) -> Result<Command, String> {
+        parse(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn commands_and_options() {
+        assert_eq!(
+            p(&["list", "a", "--json", "b"]).unwrap(),
+            Command::List { json: true, files: vec!["a".into(), "b".into()] }
+        );
+        let Command::Select { gpu, runtime, .. } =
+            p(&["select", "--gpu=gfx90a:xnack+", "--kind", "openmp", "f"]).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!((gpu.target_id().as_str(), runtime), ("gfx90a:xnack+", Runtime::OpenMp));
+        let Command::Extract { filters, output, .. } =
+            p(&["extract", "--id", "x", "--index=3", "--all", "-o", "out", "f"]).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(filters, [Filter::Id("x".into()), Filter::Index(3), Filter::All]);
+        assert_eq!(output.as_deref(), Some("out"));
+        assert_eq!(p(&["--help"]).unwrap(), Command::Help);
+        assert_eq!(p(&["list", "--", "--json"]).unwrap(), Command::List { json: false, files: vec!["--json".into()] });
+    }
+
+    #[test]
+    fn mistakes_are_usage_errors() {
+        assert!(p(&[]).is_err());
+        assert!(p(&["lsit", "f"]).is_err());
+        assert!(p(&["list"]).is_err());
+        assert!(p(&["list", "--gpu", "gfx906", "f"]).is_err());
+        assert!(p(&["select", "f"]).unwrap_err().contains("--gpu"));
+        assert!(p(&["select", "--gpu", "gfx9000", "f"]).unwrap_err().contains("--gpu"));
+        assert!(p(&["select", "--gpu"]).is_err());
+        assert!(p(&["extract", "f"]).unwrap_err().contains("filter"));
+        assert!(p(&["extract", "--all", "f", "g"]).is_err());
+        assert!(p(&["extract", "--index", "x", "f"]).is_err());
+        assert!(p(&["extract", "--all", "--kind", "hip", "f"]).is_err());
+        assert!(p(&["list", "--json=1", "f"]).is_err());
+    }
+}

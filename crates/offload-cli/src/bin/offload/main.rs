@@ -1,0 +1,356 @@
+//! `offload`: one inspector for every container of GPU code. Lists the code
+//! objects of any file, says which one a runtime loads on a given GPU (and
+//! why the others are not loaded), extracts them, and verifies structure.
+
+mod args;
+mod output;
+
+use args::{Command, Filter};
+use offload_cli::{diag, io};
+use offload_format::inspect::select::{Gpu, Runtime, Selection, Tier, Verdict, select};
+use offload_format::inspect::{Inventory, Options, Severity, scan};
+use offload_format::plan::Plan;
+use output::{Object, Value};
+use std::borrow::Cow;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let argv0 = diag::argv0();
+    let code = match args::parse(&diag::args()) {
+        Err(msg) => {
+            eprintln!("{argv0}: error: {msg}\n{}", args::USAGE.lines().next().unwrap_or_default());
+            eprintln!("Try '{argv0} --help'.");
+            return ExitCode::from(2);
+        }
+        Ok(Command::Help) => {
+            print!("{}", args::USAGE);
+            return ExitCode::SUCCESS;
+        }
+        Ok(Command::Version) => {
+            println!("offload (offload-binutils) {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
+        }
+        Ok(Command::List { json, files }) => list(&argv0, &files, json),
+        Ok(Command::Select { gpu, runtime, json, files }) => select_cmd(&argv0, &files, &gpu, runtime, json),
+        Ok(Command::Verify { json, files }) => verify(&argv0, &files, json),
+        Ok(Command::Extract { filters, gpu, runtime, output, dir, json, file }) => {
+            extract(&argv0, &file, &filters, gpu.as_ref(), runtime, output, dir, json)
+        }
+    };
+    ExitCode::from(code)
+}
+
+/// The name used for a file in archive locations.
+fn display_name(path: &str) -> String {
+    if path == "-" {
+        return "<stdin>".into();
+    }
+    std::path::Path::new(path).file_name().map_or_else(|| path.to_string(), |n| n.to_string_lossy().into_owned())
+}
+
+fn open(argv0: &str, path: &str) -> Option<io::Input> {
+    match io::Input::open(path) {
+        Ok(i) => Some(i),
+        Err(e) => {
+            eprintln!("{argv0}: error: '{path}': {}", io::error_text(&e));
+            None
+        }
+    }
+}
+
+/// Prints the scan's diagnostics as warnings (list, select, extract).
+fn report(argv0: &str, path: &str, inv: &Inventory) {
+    for d in &inv.diagnostics {
+        let at = d.offset.map(|o| format!(" (offset {o:#x})")).unwrap_or_default();
+        eprintln!("{argv0}: warning: {path}: {}{at}: {}", d.location, d.message);
+    }
+}
+
+fn list(argv0: &str, files: &[String], json: bool) -> u8 {
+    let mut status = 0;
+    let (mut rows, mut objects) = (Vec::new(), Vec::new());
+    for path in files {
+        let Some(input) = open(argv0, path) else {
+            status = 1;
+            continue;
+        };
+        let inv = scan(input.bytes(), &display_name(path), &Options::default());
+        report(argv0, path, &inv);
+        if inv.objects.is_empty() {
+            eprintln!("{argv0}: error: {path}: no offload code objects found");
+            status = 1;
+        }
+        if inv.has_errors() {
+            status = 1;
+        }
+        for o in &inv.objects {
+            objects.push(output::code_object(path, o));
+            rows.push(vec![
+                path.clone(),
+                o.location.to_string(),
+                o.format.name().to_string(),
+                o.offload_kind.clone(),
+                o.triple.clone(),
+                if o.target_id.is_empty() { "-".into() } else { o.target_id.clone() },
+                o.size.to_string(),
+                output::offset(o.offset),
+                if o.compressed { "yes".into() } else { "no".into() },
+            ]);
+        }
+    }
+    if json {
+        print!("{}", output::array(&objects));
+    } else if !rows.is_empty() {
+        let header = ["FILE", "LOCATION", "FORMAT", "KIND", "TRIPLE", "TARGET ID", "SIZE", "OFFSET", "COMPRESSED"];
+        print!("{}", output::table(&header, &rows));
+    }
+    status
+}
+
+/// The verdict's columns: `selected` / reason code, and the explanation.
+fn verdict_text(v: &Verdict, sel_ids: &dyn Fn(usize) -> String, gpu: &Gpu, runtime: Runtime) -> (String, String) {
+    match v {
+        Verdict::Selected(tier) => {
+            let how = match tier {
+                Tier::Native => format!("built for {}", gpu.processor),
+                Tier::Generic => "generic code object for the GPU's family".to_string(),
+                Tier::SpirV => "SPIR-V, compiled for the GPU when loaded".to_string(),
+            };
+            ("selected".into(), how)
+        }
+        Verdict::NotChosen { chosen, .. } => (
+            "not-chosen".into(),
+            format!(
+                "also compatible, but '{}' is preferred (native before generic, more fixed features, file order)",
+                sel_ids(*chosen)
+            ),
+        ),
+        Verdict::Rejected(r) => (r.code().into(), r.explain(gpu, runtime)),
+    }
+}
+
+fn select_cmd(argv0: &str, files: &[String], gpu: &Gpu, runtime: Runtime, json: bool) -> u8 {
+    let mut status = 0;
+    let (mut chosen_rows, mut other_rows, mut chosen_json, mut other_json) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for path in files {
+        let Some(input) = open(argv0, path) else {
+            status = 1;
+            continue;
+        };
+        let inv = scan(input.bytes(), &display_name(path), &Options::default());
+        report(argv0, path, &inv);
+        let sel: Selection = select(&inv.objects, gpu, runtime);
+        let ids = |i: usize| inv.objects.get(i).map(|o| o.id.clone()).unwrap_or_default();
+        for (o, v) in inv.objects.iter().zip(&sel.verdicts) {
+            let Some(v) = v else { continue };
+            let (code, text) = verdict_text(v, &ids, gpu, runtime);
+            let selected = matches!(v, Verdict::Selected(_));
+            let obj = output::code_object(path, o)
+                .add("selected", Value::Bool(selected))
+                .add("reason_code", if selected { Value::Null } else { Value::Str(code.clone()) })
+                .add("reason", if selected { Value::Null } else { Value::Str(text.clone()) });
+            let verdict = if selected {
+                "selected"
+            } else if code == "not-chosen" {
+                "not chosen"
+            } else {
+                "rejected"
+            };
+            let row = vec![
+                path.clone(),
+                o.location.to_string(),
+                o.id.clone(),
+                output::offset(o.offset),
+                o.size.to_string(),
+                verdict.to_string(),
+                text,
+            ];
+            if selected {
+                chosen_json.push(obj);
+                chosen_rows.push(row);
+            } else {
+                other_json.push(obj);
+                other_rows.push(row);
+            }
+        }
+        for &u in &sel.failed_units {
+            let loc = inv.units.get(u).map(|u| u.location.to_string()).unwrap_or_default();
+            eprintln!(
+                "{argv0}: error: {path}: no code object in the fat binary at {loc} loads on {gpu} ({} runtime)",
+                runtime.name()
+            );
+            status = 1;
+        }
+        if sel.chosen.is_empty() && sel.failed_units.is_empty() {
+            eprintln!("{argv0}: error: {path}: no {} code objects found", runtime.name());
+            status = 1;
+        }
+    }
+    if json {
+        chosen_json.extend(other_json);
+        print!("{}", output::array(&chosen_json));
+    } else {
+        chosen_rows.extend(other_rows);
+        if !chosen_rows.is_empty() {
+            print!("{}", output::table(&["FILE", "LOCATION", "ID", "OFFSET", "SIZE", "VERDICT", "WHY"], &chosen_rows));
+        }
+    }
+    status
+}
+
+fn verify(argv0: &str, files: &[String], json: bool) -> u8 {
+    let mut status = 0;
+    let mut objects = Vec::new();
+    for path in files {
+        let Some(input) = open(argv0, path) else {
+            status = 1;
+            objects.push(
+                Object::default()
+                    .add("file", Value::Str(path.clone()))
+                    .add("severity", Value::Str("error".into()))
+                    .add("offset", Value::Null)
+                    .add("location", Value::Str(String::new()))
+                    .add("message", Value::Str("cannot be read".into())),
+            );
+            continue;
+        };
+        let inv = scan(input.bytes(), &display_name(path), &Options { deep: true, ..Default::default() });
+        let mut errors = inv.diagnostics.iter().filter(|d| d.severity == Severity::Error).count();
+        let mut diags: Vec<(Severity, Option<u64>, String, String)> =
+            inv.diagnostics.iter().map(|d| (d.severity, d.offset, d.location.clone(), d.message.clone())).collect();
+        if inv.objects.is_empty() && errors == 0 {
+            diags.push((Severity::Error, None, "file".into(), "no offload code objects found".into()));
+            errors += 1;
+        }
+        for (severity, offset, location, message) in &diags {
+            if json {
+                objects.push(
+                    Object::default()
+                        .add("file", Value::Str(path.clone()))
+                        .add("severity", Value::Str(severity.name().into()))
+                        .add("offset", offset.map_or(Value::Null, Value::Num))
+                        .add("location", Value::Str(location.clone()))
+                        .add("message", Value::Str(message.clone())),
+                );
+            } else {
+                let at = offset.map(|o| format!(":{o:#x}")).unwrap_or_default();
+                println!("{path}{at}: {}: {location}: {message}", severity.name());
+            }
+        }
+        if errors > 0 {
+            status = 1;
+        }
+        if !json {
+            let warnings = diags.len() - errors;
+            let verdict = if errors > 0 { "FAILED" } else { "OK" };
+            let plural = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+            println!(
+                "{path}: {verdict}: {} in {}, {}, {}",
+                plural(inv.objects.len(), "code object", "code objects"),
+                plural(inv.units.len(), "fat binary", "fat binaries"),
+                plural(errors, "error", "errors"),
+                plural(warnings, "warning", "warnings"),
+            );
+        }
+    }
+    if json {
+        print!("{}", output::array(&objects));
+    }
+    status
+}
+
+/// A file name for an extracted code object.
+fn output_name(file: &str, index: usize, id: &str, bytes: &[u8]) -> String {
+    let clean: String =
+        id.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.+".contains(c) { c } else { '_' }).collect();
+    let ext = if bytes.starts_with(b"\x7fELF") {
+        ".co"
+    } else if offload_format::offload_binary::is_bitcode(bytes) {
+        ".bc"
+    } else {
+        ""
+    };
+    format!("{}-{index}-{clean}{ext}", display_name(file))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn extract(
+    argv0: &str,
+    path: &str,
+    filters: &[Filter],
+    gpu: Option<&Gpu>,
+    runtime: Runtime,
+    output: Option<String>,
+    dir: Option<String>,
+    json: bool,
+) -> u8 {
+    let Some(input) = open(argv0, path) else { return 1 };
+    let inv = scan(input.bytes(), &display_name(path), &Options::default());
+    report(argv0, path, &inv);
+    let chosen = gpu.map(|g| select(&inv.objects, g, runtime).chosen).unwrap_or_default();
+    let canonical = |t: &str| {
+        let triple = if t.starts_with("sm_") { "nvptx64-nvidia-cuda" } else { "amdgcn-amd-amdhsa" };
+        offload_format::inspect::id::canonical_target_id(triple, t).unwrap_or_else(|_| t.to_string())
+    };
+    let picked: Vec<usize> = (0..inv.objects.len())
+        .filter(|&i| {
+            let o = &inv.objects[i];
+            filters.iter().any(|f| match f {
+                Filter::All => !o.container,
+                Filter::Id(id) => &o.id == id,
+                Filter::TargetId(t) => !o.target_id.is_empty() && o.target_id == canonical(t),
+                Filter::Index(n) => *n == i,
+                Filter::Gpu => chosen.contains(&i),
+            })
+        })
+        .collect();
+    if picked.is_empty() {
+        eprintln!("{argv0}: error: {path}: no code object matches");
+        return 1;
+    }
+    if output.is_some() && picked.len() > 1 {
+        eprintln!("{argv0}: error: {path}: {} code objects match; use --output-dir to write them all", picked.len());
+        return 1;
+    }
+    let mut contents: Vec<(usize, Cow<[u8]>)> = Vec::new();
+    for &i in &picked {
+        match inv.bytes(&inv.objects[i]) {
+            Ok(b) => contents.push((i, b)),
+            Err(e) => {
+                eprintln!("{argv0}: error: {path}: '{}' at {}: {e}", inv.objects[i].id, inv.objects[i].location);
+                return 1;
+            }
+        }
+    }
+    let dir = dir.unwrap_or_else(|| ".".into());
+    let mut outputs = io::Outputs::new();
+    let mut written = Vec::new();
+    for (i, bytes) in &contents {
+        let dest = match &output {
+            Some(o) => o.clone(),
+            None => format!("{dir}/{}", output_name(path, *i, &inv.objects[*i].id, bytes)),
+        };
+        if let Err(e) = outputs.stage(&dest, &Plan::borrowed(bytes), &[&input]) {
+            eprintln!("{argv0}: error: {e}");
+            return 1;
+        }
+        written.push((*i, dest));
+    }
+    if let Err(e) = outputs.commit() {
+        eprintln!("{argv0}: error: {e}");
+        return 1;
+    }
+    if json {
+        let objects: Vec<Object> = written
+            .iter()
+            .map(|(i, dest)| output::code_object(path, &inv.objects[*i]).add("path", Value::Str(dest.clone())))
+            .collect();
+        print!("{}", output::array(&objects));
+    } else if output.as_deref() != Some("-") {
+        for (i, dest) in &written {
+            println!("{dest}\t{}\t{}", inv.objects[*i].id, inv.objects[*i].location);
+        }
+    }
+    0
+}

@@ -1,0 +1,302 @@
+//! Finding every offload code object in any file, for the `offload`
+//! inspector.
+//!
+//! [`scan`] walks a file of any kind and returns a flat list of
+//! [`CodeObject`]s: the entries of binary, text and compressed bundles, the
+//! images of OffloadBinary packages, and the `__CLANG_OFFLOAD_BUNDLE__*`
+//! sections of fat objects. It looks in
+//!
+//! * raw files: a bundle, several bundles or compressed bundles back to
+//!   back, concatenated OffloadBinaries, a text bundle;
+//! * ELF, COFF and Mach-O objects, executables and shared libraries: the
+//!   sections `.hip_fatbin` (`__HIP,__hip_fatbin` on Mach-O, `.hip_fat` in
+//!   PE images), `.llvm.offloading*`, `__CLANG_OFFLOAD_BUNDLE__<ID>`, and any
+//!   other section that starts with a bundle, compressed-bundle or
+//!   OffloadBinary header;
+//! * `ar` archives (every member), and LLVM bitcode (`!llvm.embedded.objects`);
+//! * nested payloads: an entry or image that is itself a bundle, compressed
+//!   bundle, OffloadBinary or archive (and, for host entries, an object).
+//!
+//! Listing reads headers only: payloads are located, not read. For a
+//! compressed bundle the stream is decoded only as far as the bundle header
+//! inside it (text bundles, whose IDs are spread through the data, are
+//! decoded in full). With [`Options::deep`] every compressed bundle is
+//! decompressed and checked, and every entry is checked against what it
+//! claims to be: that is what `offload verify` runs.
+
+mod ccob;
+mod checks;
+mod elf_flags;
+pub mod id;
+mod scan;
+pub mod select;
+
+use std::borrow::Cow;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fmt;
+use std::rc::Rc;
+
+pub use scan::scan;
+
+/// How far [`scan`] looks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Decompress and check everything (`verify`).
+    pub deep: bool,
+    /// How many containers deep to follow nesting (archive in archive,
+    /// bundle in OffloadBinary, ...).
+    pub max_depth: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { deep: false, max_depth: 8 }
+    }
+}
+
+/// One step of the path from the file to a code object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// A member of an archive, named by the archive's name.
+    Member { archive: String, member: String },
+    /// A section of an object (`segment,section` on Mach-O).
+    Section(String),
+    /// The n-th payload of a section or file holding several back to back.
+    Index(usize),
+    /// Inside the payload of the bundle entry with this ID.
+    Entry(String),
+    /// Inside the image of the n-th entry of an OffloadBinary.
+    Image(usize),
+    /// A global of an LLVM bitcode module (`!llvm.embedded.objects`).
+    Global(String),
+}
+
+/// Where a code object lies, outermost step first. Displayed as the steps
+/// separated by spaces (`member libx.a(foo.o) section .hip_fatbin #1`);
+/// `file` stands for the file itself.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Location(pub Vec<Step>);
+
+impl Location {
+    pub(crate) fn with(&self, step: Step) -> Location {
+        let mut steps = self.0.clone();
+        steps.push(step);
+        Location(steps)
+    }
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Step::Member { archive, member } => write!(f, "member {archive}({member})"),
+            Step::Section(name) => write!(f, "section {name}"),
+            Step::Index(i) => write!(f, "#{i}"),
+            Step::Entry(id) => write!(f, "entry {id}"),
+            Step::Image(i) => write!(f, "image {i}"),
+            Step::Global(name) => write!(f, "global {name}"),
+        }
+    }
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let starts_with_container =
+            matches!(self.0.first(), Some(Step::Member { .. } | Step::Section(_) | Step::Global(_)));
+        if !starts_with_container {
+            f.write_str("file")?;
+        }
+        for (i, step) in self.0.iter().enumerate() {
+            if i > 0 || !starts_with_container {
+                f.write_str(" ")?;
+            }
+            write!(f, "{step}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The container format a code object was found in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Format {
+    /// A binary bundle (`__CLANG_OFFLOAD_BUNDLE__` header), or a fat
+    /// object's `__CLANG_OFFLOAD_BUNDLE__<ID>` section.
+    Bundle,
+    /// A bundle inside a `CCOB` compressed bundle.
+    CompressedBundle,
+    /// A text bundle (marker comment lines).
+    TextBundle,
+    /// An OffloadBinary image.
+    OffloadBinary,
+}
+
+impl Format {
+    /// The name used in listings and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Bundle => "bundle",
+            Format::CompressedBundle => "compressed-bundle",
+            Format::TextBundle => "text-bundle",
+            Format::OffloadBinary => "offload-binary",
+        }
+    }
+}
+
+/// Bytes that live either in the scanned file or in a buffer the scan made
+/// (data decoded from bitcode or decompressed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bytes<'a> {
+    Borrowed(&'a [u8]),
+    Owned { buffer: usize, start: usize, len: usize },
+}
+
+/// How to get a code object's bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Payload<'a> {
+    /// Stored as is.
+    Plain(Bytes<'a>),
+    /// `len` bytes at `start` of the decompressed contents of the
+    /// compressed bundle `blob` (header included).
+    Compressed { blob: Bytes<'a>, start: u64, len: u64 },
+}
+
+/// One code object (or host entry) found in a file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CodeObject<'a> {
+    pub location: Location,
+    pub format: Format,
+    /// The bundle entry ID as stored; for OffloadBinary images
+    /// `<triple>-<arch>`.
+    pub id: String,
+    /// `host`, `hip`, `hipv4`, `openmp`, ... as stored in a bundle ID; the
+    /// offload kind's name (`openmp`, `cuda`, `hip`, `none`) for images.
+    pub offload_kind: String,
+    /// The triple, without an empty trailing environment.
+    pub triple: String,
+    /// The canonical target ID (`gfx90a:sramecc-:xnack+`); the stored one
+    /// when it cannot be canonicalised; empty when there is none.
+    pub target_id: String,
+    /// Why the stored target ID has no canonical form, if it has none.
+    pub target_id_error: Option<String>,
+    /// The target ID as stored (the `arch` string of an OffloadBinary).
+    pub stored_target: String,
+    /// Uncompressed size in bytes.
+    pub size: u64,
+    /// Absolute offset of the bytes in the scanned file, when they are
+    /// stored there as is.
+    pub offset: Option<u64>,
+    pub compressed: bool,
+    /// Index into [`Inventory::units`]: the fat binary (bundle, compressed
+    /// bundle, or set of OffloadBinaries of one section) that a runtime
+    /// registers as one.
+    pub unit: usize,
+    /// The payload holds further code objects (listed after this one);
+    /// such records are not candidates for selection.
+    pub container: bool,
+    /// OffloadBinary images only: the kind of image.
+    pub image_kind: Option<crate::offload_binary::ImageKind>,
+    pub payload: Payload<'a>,
+}
+
+/// A set of code objects a runtime registers together.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unit {
+    pub location: Location,
+    pub format: Format,
+}
+
+/// How bad a finding is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    Warning,
+    Error,
+}
+
+impl Severity {
+    pub fn name(self) -> &'static str {
+        match self {
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        }
+    }
+}
+
+/// A problem found while scanning or checking.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diagnostic {
+    pub severity: Severity,
+    /// Absolute offset in the scanned file of the byte concerned (or of the
+    /// compressed bundle or container holding it), when known.
+    pub offset: Option<u64>,
+    pub location: String,
+    pub message: String,
+}
+
+/// Why a code object's bytes could not be produced.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BytesError {
+    #[error(transparent)]
+    Compressed(#[from] crate::bundle::compressed::CompressedError),
+    #[error("the code object lies outside its decompressed bundle")]
+    OutOfRange,
+}
+
+/// Decompressed bundles by the address and length of their compressed bytes.
+type DecompressedCache = HashMap<(usize, usize), Rc<[u8]>>;
+
+/// Everything [`scan`] found.
+#[derive(Debug, Default)]
+pub struct Inventory<'a> {
+    pub objects: Vec<CodeObject<'a>>,
+    pub units: Vec<Unit>,
+    pub diagnostics: Vec<Diagnostic>,
+    owned: Vec<Rc<[u8]>>,
+    decompressed: RefCell<DecompressedCache>,
+}
+
+impl<'a> Inventory<'a> {
+    fn resolve(&self, bytes: Bytes<'a>) -> &[u8] {
+        match bytes {
+            Bytes::Borrowed(b) => b,
+            Bytes::Owned { buffer, start, len } => {
+                self.owned.get(buffer).and_then(|b| b.get(start..start.checked_add(len)?)).unwrap_or(&[])
+            }
+        }
+    }
+
+    /// The bytes of a code object; compressed ones are decompressed (each
+    /// compressed bundle once; its hash is checked).
+    pub fn bytes(&self, object: &CodeObject<'a>) -> Result<Cow<'_, [u8]>, BytesError> {
+        match object.payload {
+            Payload::Plain(b) => Ok(Cow::Borrowed(self.resolve(b))),
+            Payload::Compressed { blob, start, len } => {
+                let blob = self.resolve(blob);
+                let key = (blob.as_ptr() as usize, blob.len());
+                let cached = self.decompressed.borrow().get(&key).cloned();
+                let data = match cached {
+                    Some(d) => d,
+                    None => {
+                        let parsed = crate::bundle::compressed::read_blob(blob)?;
+                        let d: Rc<[u8]> = crate::bundle::compressed::decompress(&parsed)?.into();
+                        self.decompressed.borrow_mut().insert(key, d.clone());
+                        d
+                    }
+                };
+                let range = usize::try_from(start)
+                    .ok()
+                    .zip(usize::try_from(len).ok())
+                    .and_then(|(s, l)| Some(s..s.checked_add(l)?))
+                    .ok_or(BytesError::OutOfRange)?;
+                data.get(range).map(|b| Cow::Owned(b.to_vec())).ok_or(BytesError::OutOfRange)
+            }
+        }
+    }
+
+    /// Whether any diagnostic is an error.
+    pub fn has_errors(&self) -> bool {
+        self.diagnostics.iter().any(|d| d.severity == Severity::Error)
+    }
+}
+
+#[cfg(test)]
+mod tests;
