@@ -717,3 +717,59 @@ pub fn bitcode_symbols(data: &[u8]) {
         }
     }
 }
+
+// ------------------------------------------------------------ inspector
+
+/// Whether every compressed-bundle header in `data` declares at most
+/// [`MAX_DECLARED`] bytes (deep scans decompress them all).
+fn small_declarations(data: &[u8]) -> bool {
+    let mut at = 0;
+    while let Some(i) = data.get(at..).and_then(|d| d.windows(4).position(|w| w == compressed::MAGIC)) {
+        if let Ok(h) = compressed::parse_header(&data[at + i..])
+            && h.uncompressed_size > MAX_DECLARED
+        {
+            return false;
+        }
+        at += i + 1;
+    }
+    true
+}
+
+/// The `offload` inspector's scanner (issue 7) over any file, shallow as
+/// `list` runs it and deep as `verify` does, then selection for a few GPUs
+/// and the bytes of every code object (what `extract` writes).
+pub fn inspect_scan(data: &[u8]) {
+    use offload_format::inspect::{self, Options, select};
+    for deep in [false, true] {
+        if deep && !small_declarations(data) {
+            continue;
+        }
+        let inv = inspect::scan(data, "fuzz-input", &Options { deep, ..Options::default() });
+        for d in &inv.diagnostics {
+            assert!(!d.message.is_empty());
+            if let Some(o) = d.offset {
+                assert!(o <= data.len() as u64, "diagnostic offset {o:#x} past the end");
+            }
+        }
+        for o in &inv.objects {
+            assert!(o.unit < inv.units.len().max(1));
+            if let Some(off) = o.offset {
+                assert!(off.checked_add(o.size).is_some_and(|end| end <= data.len() as u64), "object outside the file");
+            }
+            let _ = o.location.to_string();
+            if deep {
+                match inv.bytes(o) {
+                    Ok(b) => assert_eq!(b.len() as u64, o.size, "object bytes differ from its size"),
+                    Err(e) => assert!(!e.to_string().is_empty()),
+                }
+            }
+        }
+        for gpu in ["gfx906", "gfx90a:xnack+", "sm_80", "gfx1100"] {
+            let gpu = select::Gpu::parse(gpu).expect("known GPU");
+            for runtime in [select::Runtime::Hip, select::Runtime::OpenMp] {
+                let s = select::select(&inv.objects, &gpu, runtime);
+                assert!(s.chosen.iter().all(|&i| i < inv.objects.len()));
+            }
+        }
+    }
+}

@@ -8,7 +8,7 @@ mod common;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 const BUNDLER: &str = env!("CARGO_BIN_EXE_clang-offload-bundler");
@@ -356,4 +356,39 @@ fn wrapper_same_path_directory_link_and_stdout() {
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(fs::read(d.join("target")).unwrap(), reference);
     assert_eq!(names(d), ["dir", "img", "link", "ref.bc", "target"]);
+}
+
+// ------------------------------------------------------------ offload
+
+const OFFLOAD: &str = env!("CARGO_BIN_EXE_offload");
+
+/// `offload extract --all`: when one output cannot be written (a folder
+/// has its name), none is; the input itself may be the output.
+#[test]
+fn offload_extract_is_all_or_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let sample = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../samples/hip-gfx906-gfx90a.bc");
+    fs::copy(&sample, d.join("s.bc")).unwrap();
+    fs::create_dir(d.join("out")).unwrap();
+    fs::create_dir(d.join("out/s.bc-2-hip-amdgcn-amd-amdhsa--gfx90a_xnack+.co")).unwrap();
+    fs::write(d.join("out/s.bc-1-hip-amdgcn-amd-amdhsa--gfx906.co"), b"old").unwrap();
+    let o = run(OFFLOAD, d, &["extract", "--all", "--output-dir", "out", "s.bc"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("error: ") && stderr(&o).contains("Is a directory"), "{}", stderr(&o));
+    assert_eq!(fs::read(d.join("out/s.bc-1-hip-amdgcn-amd-amdhsa--gfx906.co")).unwrap(), b"old");
+    assert_eq!(
+        names(&d.join("out")),
+        ["s.bc-1-hip-amdgcn-amd-amdhsa--gfx906.co", "s.bc-2-hip-amdgcn-amd-amdhsa--gfx90a_xnack+.co"]
+    );
+    fs::remove_dir(d.join("out/s.bc-2-hip-amdgcn-amd-amdhsa--gfx90a_xnack+.co")).unwrap();
+    let o = run(OFFLOAD, d, &["extract", "--all", "--output-dir", "out", "s.bc"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(names(&d.join("out")).len(), 3);
+    assert_ne!(fs::read(d.join("out/s.bc-1-hip-amdgcn-amd-amdhsa--gfx906.co")).unwrap(), b"old");
+    // Extracting a code object over the file it comes from.
+    let gfx906 = fs::read(d.join("out/s.bc-1-hip-amdgcn-amd-amdhsa--gfx906.co")).unwrap();
+    let o = run(OFFLOAD, d, &["extract", "--index", "1", "-o", "s.bc", "s.bc"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(fs::read(d.join("s.bc")).unwrap(), gfx906);
 }

@@ -215,3 +215,16 @@ proptest! {
         }
     }
 }
+
+/// `verify` on a bundle of 60,000 entries: the duplicate-ID check searched
+/// every earlier entry for each (quadratic; the hostile corpus's 200,000
+/// entries took minutes). Duplicates are still each reported once.
+#[test]
+fn deep_checks_of_many_entries_find_every_duplicate() {
+    let ids: Vec<String> = (0..60_000).map(|i| format!("hip-amdgcn-amd-amdhsa--gfx{}", i % 59_990)).collect();
+    let entries: Vec<(&str, &[u8])> = ids.iter().map(|id| (id.as_str(), &b""[..])).collect();
+    let data = bundle(&entries, 1);
+    let inv = scan(&data, "many", &Options { deep: true, ..Options::default() });
+    let duplicates = inv.diagnostics.iter().filter(|d| d.message.contains("appears more than once")).count();
+    assert_eq!(duplicates, 10);
+}
