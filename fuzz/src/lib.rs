@@ -543,8 +543,9 @@ pub fn rt_offload_binary(images: Vec<PackageImage>) {
     assert!(scan.error.is_none() && (images.is_empty() || scan.packages.len() == 1));
 }
 
-/// GNU archives as `--archive` writes them: members come back by name and
-/// content, and every member's bytes are what was given.
+/// GNU archives as `--archive` and `-type=a` unbundling write them:
+/// members come back by name and content, and every member's bytes are
+/// what was given.
 pub fn rt_archive(members: Vec<(String, &[u8])>) {
     let members: Vec<(String, &[u8])> = members
         .into_iter()
@@ -576,6 +577,20 @@ pub fn rt_archive(members: Vec<(String, &[u8])>) {
         assert_eq!(data.as_slice(), *d);
     }
     let _ = offload_binary::container::scan(&bytes, "a");
+    // The device archives of `-type=a` unbundling come from a second writer.
+    let owned: Vec<(String, Vec<u8>)> = refs.iter().map(|(n, d)| (n.to_string(), d.to_vec())).collect();
+    if let Ok(device) = offload_format::bundle::archive::write_gnu_archive(owned.clone()) {
+        let archive = object::read::archive::ArchiveFile::parse(&*device).expect("device archive reads");
+        let read: Vec<(Vec<u8>, Vec<u8>)> = archive
+            .members()
+            .map(|m| {
+                let m = m.expect("member reads");
+                (m.name().to_vec(), m.data(&*device).expect("member data").to_vec())
+            })
+            .collect();
+        let want: Vec<(Vec<u8>, Vec<u8>)> = owned.into_iter().map(|(n, d)| (n.into_bytes(), d)).collect();
+        assert_eq!(read, want, "device archive members differ");
+    }
 }
 
 #[derive(Arbitrary, Debug)]
