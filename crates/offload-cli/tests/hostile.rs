@@ -473,9 +473,38 @@ fn crafted() -> Vec<(&'static str, String, Vec<u8>, Vec<Mode>)> {
     };
     let d = offload_format::offload_binary::write(&img).unwrap();
     v.push(("OffloadBinary", "triple with '/'".into(), d, pkg_modes()));
+    // Packages nested eight deep, ten images per level sharing the next
+    // level: 3 KiB that listed 10^8 objects when every reference was opened.
+    let mut nested = b"\x7fELF".to_vec();
+    nested.resize(64, 0);
+    for _ in 0..8 {
+        nested = shared_image_binary(&nested, 10);
+    }
+    v.push(("OffloadBinary", "nested 8 deep, images sharing bytes".into(), nested, pkg_modes()));
     // 60,000 records pointing into one 1 MiB run without a NUL.
     v.push(("OffloadBinary", "60,000 strings in one long run".into(), long_run_package(), vec![Mode::Extract]));
     v
+}
+
+/// A version 2 OffloadBinary whose `n` entries all have `image` as their
+/// image.
+fn shared_image_binary(image: &[u8], n: u64) -> Vec<u8> {
+    let image_at = (32 + 40 * n).next_multiple_of(8);
+    let size = (image_at + image.len() as u64).next_multiple_of(8);
+    let mut d = vec![0u8; size as usize];
+    d[..4].copy_from_slice(&[0x10, 0xff, 0x10, 0xad]);
+    d[4] = 2;
+    put64(&mut d, 8, size);
+    put64(&mut d, 16, 32);
+    put64(&mut d, 24, n);
+    for i in 0..n as usize {
+        let e = 32 + 40 * i;
+        d[e..e + 4].copy_from_slice(&[1, 0, 1, 0]);
+        put64(&mut d, e + 24, image_at);
+        put64(&mut d, e + 32, image.len() as u64);
+    }
+    d[image_at as usize..image_at as usize + image.len()].copy_from_slice(image);
+    d
 }
 
 /// A version 1 OffloadBinary whose string records all point into one long
