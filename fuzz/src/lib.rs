@@ -260,8 +260,9 @@ pub fn container_scan(data: &[u8]) {
         if matches!(p.data, std::borrow::Cow::Borrowed(_)) {
             assert!(within(data, &p.data));
         } else {
-            // Decoded from bitcode: never more bytes than the input has.
-            assert!(p.data.len() <= data.len());
+            // Decoded from bitcode, where an array element takes at least
+            // one bit: never more than eight bytes per input byte.
+            assert!(p.data.len() <= 8 * data.len());
         }
         offload_binary(&p.data);
     }
