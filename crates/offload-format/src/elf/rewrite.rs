@@ -292,7 +292,8 @@ impl<'a> Model<'a> {
                 offset = offset.checked_add(sh.size).ok_or_else(|| malformed("section sizes overflow"))?;
             }
         }
-        let shoff = offset.next_multiple_of(c.word_size() as u64);
+        let shoff =
+            offset.checked_next_multiple_of(c.word_size() as u64).ok_or_else(|| malformed("section sizes overflow"))?;
         // Alignment padding is the only part of the output not backed by
         // input or added bytes; a hostile alignment must not make us write
         // (or hold, when the host object goes into an archive) far more
@@ -392,6 +393,29 @@ mod tests {
             assert_eq!(r.is_ok(), ok, "alignment {align:#x}");
             if let Ok(plan) = r {
                 assert!(plan.len() <= 2 * align + elf.len() as u64);
+            }
+        }
+    }
+
+    /// Found by fuzzing (bundle_object): an alignment that is not a power
+    /// of two put the last section just below 2^64, and rounding the end up
+    /// for the section header table overflowed (a panic with overflow
+    /// checks, a wrapped offset without). Every section gets alignments
+    /// 2^64 - 1 - k that end it in the last bytes below 2^64.
+    #[test]
+    fn section_ends_near_the_top_of_the_address_space_are_errors() {
+        let base =
+            include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../offload-cli/tests/fixtures/objects/host-x86_64.o"));
+        let u64_at = |d: &[u8], at: usize| u64::from_le_bytes(d[at..at + 8].try_into().unwrap());
+        let shoff = u64_at(base, 0x28) as usize;
+        let shnum = u16::from_le_bytes([base[0x3c], base[0x3d]]) as usize;
+        for i in 1..shnum {
+            let mut elf = base.to_vec();
+            let at = shoff + 64 * i + 0x30;
+            for k in 0..512 {
+                elf[at..at + 8].copy_from_slice(&(u64::MAX - k).to_le_bytes());
+                // Never a panic (tests run with overflow checks).
+                let _ = rewrite(&elf, &|_| false, Vec::new());
             }
         }
     }
