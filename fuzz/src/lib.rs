@@ -437,6 +437,13 @@ pub fn rt_bundle(case: BundleCase) {
     };
     let Ok(Some(bt)) = bundler::validate(&req(false)) else { return };
     let inputs: Vec<&[u8]> = entries.iter().take(targets.len()).map(|(_, p)| *p).collect();
+    // A host input that is an object makes a fat object, whose host entry
+    // is that object without bundle sections: not a byte round trip.
+    if file_type == FileType::Object
+        && inputs.iter().any(|p| offload_format::bundle::object::detect(p).map_or(true, |f| f.is_some()))
+    {
+        return;
+    }
     if let FileType::Text { comment } = file_type {
         let end = format!("\n{comment} __CLANG_OFFLOAD_BUNDLE____END__ ");
         if inputs.iter().any(|p| contains(p, end.as_bytes())) {
