@@ -267,24 +267,64 @@ pub fn tokenize_gnu(text: &str) -> Vec<String> {
     args
 }
 
+/// The most bytes read from one response file (`@/dev/zero` must not
+/// exhaust memory).
+const MAX_RESPONSE_FILE: u64 = 64 << 20;
+/// The most response files one command line may expand (a few files that
+/// each name the next several times would otherwise expand exponentially).
+const MAX_RESPONSE_FILES: usize = 4096;
+
+/// Reads a response file; `None` when it cannot be read (it is then kept as
+/// a literal argument).
+fn read_response_file(path: &str) -> Option<Result<String, String>> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).ok()?;
+    let mut bytes = Vec::new();
+    file.take(MAX_RESPONSE_FILE + 1).read_to_end(&mut bytes).ok()?;
+    if bytes.len() as u64 > MAX_RESPONSE_FILE {
+        return Some(Err(format!("response file '{path}' is larger than {MAX_RESPONSE_FILE} bytes")));
+    }
+    Some(String::from_utf8(bytes).map_err(|_| format!("response file '{path}' is not valid UTF-8")))
+}
+
 /// Expands `@file` arguments recursively; a file that cannot be read is left
-/// as a literal argument, as LLVM does.
-fn expand_response_files(args: &[String]) -> Vec<String> {
-    fn expand(args: &[String], depth: usize, out: &mut Vec<String>) {
+/// as a literal argument, as LLVM does. A file that includes itself, directly
+/// or through others, is an error with LLVM's message (LLVM prints it and
+/// then runs with no options at all; we stop).
+fn expand_response_files(args: &[String]) -> Result<Vec<String>, String> {
+    struct Expansion {
+        out: Vec<String>,
+        /// The files being expanded, outermost first.
+        chain: Vec<std::path::PathBuf>,
+        files: usize,
+    }
+    fn expand(args: &[String], x: &mut Expansion) -> Result<(), String> {
         for a in args {
             if let Some(path) = a.strip_prefix('@')
-                && depth < 20
-                && let Ok(text) = std::fs::read_to_string(path)
+                && x.chain.len() < 20
+                && let Some(text) = read_response_file(path)
             {
-                expand(&tokenize_gnu(&text), depth + 1, out);
+                let text = text?;
+                let id = std::fs::canonicalize(path).unwrap_or_else(|_| std::path::PathBuf::from(path));
+                if x.chain.contains(&id) {
+                    return Err(format!("recursive expansion of: '{}'", id.display()));
+                }
+                x.files += 1;
+                if x.files > MAX_RESPONSE_FILES {
+                    return Err(format!("more than {MAX_RESPONSE_FILES} response files to expand"));
+                }
+                x.chain.push(id);
+                expand(&tokenize_gnu(&text), x)?;
+                x.chain.pop();
                 continue;
             }
-            out.push(a.clone());
+            x.out.push(a.clone());
         }
+        Ok(())
     }
-    let mut out = Vec::new();
-    expand(args, 0, &mut out);
-    out
+    let mut x = Expansion { out: Vec::new(), chain: Vec::new(), files: 0 };
+    expand(args, &mut x)?;
+    Ok(x.out)
 }
 
 /// Optimal string alignment distance (insertions, deletions, replacements).
@@ -338,7 +378,10 @@ impl ToolSpec {
 
     /// Parses `args` (without argv[0]); `argv0` is used in messages.
     pub fn parse(&self, argv0: &str, args: &[String]) -> Outcome {
-        let args = expand_response_files(args);
+        let args = match expand_response_files(args) {
+            Ok(args) => args,
+            Err(message) => return Outcome::Fail(format!("{argv0}: error: {message}\n")),
+        };
         let mut parsed = Parsed::default();
         let mut errors = String::new();
         let mut dash_dash = false;
@@ -621,6 +664,44 @@ mod tests {
         assert_eq!(p.value("type"), Some("bc"));
         assert_eq!(p.values("input"), ["a b"]);
         assert!(p.flag("list"));
+    }
+
+    /// A response file that names itself used to expand exponentially
+    /// (`@r @r` in r: 2^20 reads; `@r @r @r @r`: 4^20, a hang).
+    #[test]
+    fn recursive_response_files_are_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = dir.path().join("r");
+        let arg = format!("@{}", r.display());
+        std::fs::write(&r, format!("{arg} ").repeat(4)).unwrap();
+        let Outcome::Fail(e) = run(&[&arg]) else { panic!() };
+        let real = std::fs::canonicalize(&r).unwrap();
+        assert_eq!(e, format!("./tool: error: recursive expansion of: '{}'\n", real.display()));
+        // Through another file, too.
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::write(&a, format!("-list @{}", b.display())).unwrap();
+        std::fs::write(&b, format!("-type=bc @{}", a.display())).unwrap();
+        let Outcome::Fail(e) = run(&[&format!("@{}", a.display())]) else { panic!() };
+        assert!(e.contains("recursive expansion of:"), "{e}");
+        // The same file twice side by side is not recursion.
+        let ok = dir.path().join("ok");
+        std::fs::write(&ok, "-list").unwrap();
+        let ok_arg = format!("@{}", ok.display());
+        let Outcome::Run(p) = run(&["-type=bc", &ok_arg, &ok_arg]) else { panic!() };
+        assert!(p.flag("list"));
+    }
+
+    #[test]
+    fn fan_out_of_response_files_is_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        // f0 names f1 eight times, f1 names f2 eight times, ...: 8^10 files.
+        for i in 0..10 {
+            let next = format!("@{} ", dir.path().join(format!("f{}", i + 1)).display());
+            std::fs::write(dir.path().join(format!("f{i}")), next.repeat(8)).unwrap();
+        }
+        std::fs::write(dir.path().join("f10"), "-list").unwrap();
+        let Outcome::Fail(e) = run(&[&format!("@{}", dir.path().join("f0").display())]) else { panic!() };
+        assert!(e.contains("more than 4096 response files"), "{e}");
     }
 
     #[test]

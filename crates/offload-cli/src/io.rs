@@ -3,7 +3,11 @@
 //! * inputs are memory-mapped (read fully for stdin, pipes and devices);
 //! * outputs are staged in temporary files next to their destination and
 //!   renamed into place only when every output of the run has been written,
-//!   so a failed run creates nothing and changes nothing;
+//!   so a failed run creates nothing and changes nothing; a rename that
+//!   fails at commit undoes the renames before it;
+//! * standard output, pipes and devices are staged in anonymous temporary
+//!   files (never in memory) and written after the files are in place;
+//! * a symbolic link as output keeps the link and replaces its target;
 //! * an input that is also an output is safe: the input stays mapped on the
 //!   old inode while the new file is renamed over the path;
 //! * payloads borrowed from a mapped input are copied by the kernel
@@ -11,7 +15,7 @@
 
 use offload_format::plan::{Piece, Plan};
 use std::fs::{self, File};
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, Write};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -228,12 +232,14 @@ fn write_plan_to(out: &File, plan: &Plan, inputs: &[&Input]) -> io::Result<()> {
 }
 
 enum Staged {
-    /// Written to stdout at commit.
-    Stdout(Vec<u8>),
+    /// Standard output: the bytes wait in an anonymous temporary file (not
+    /// in memory, so a large output cannot exhaust it) and are copied out at
+    /// commit.
+    Stdout(File),
     /// A temporary file to rename over `dest`.
     Renamed { dest: PathBuf, tmp: tempfile::NamedTempFile },
-    /// A device or pipe: written directly at commit.
-    Direct { dest: PathBuf, data: Vec<u8> },
+    /// A device or pipe: written directly at commit, from a temporary file.
+    Direct { dest: PathBuf, data: File },
 }
 
 /// Outputs of one run, written all together or not at all.
@@ -331,40 +337,47 @@ impl Outputs {
                 .as_file()
                 .write_all_at(bytes, offset)
                 .map_err(|error| OutputError { path: dest.display().to_string(), error }),
-            Staged::Stdout(data) | Staged::Direct { data, .. } => {
-                let start = usize::try_from(offset)
-                    .map_err(|_| OutputError { path: "-".into(), error: io::ErrorKind::InvalidInput.into() })?;
-                let end = start + bytes.len();
-                if data.len() < end {
-                    data.resize(end, 0);
-                }
-                data[start..end].copy_from_slice(bytes);
-                Ok(())
+            Staged::Stdout(data) => {
+                data.write_all_at(bytes, offset).map_err(|error| OutputError { path: "-".into(), error })
             }
+            Staged::Direct { dest, data } => data
+                .write_all_at(bytes, offset)
+                .map_err(|error| OutputError { path: dest.display().to_string(), error }),
         }
     }
 
-    /// Moves every staged output into place. Staging files of a run that is
-    /// dropped without commit are deleted.
+    /// Moves every staged output into place. Files are renamed first; if
+    /// one rename fails, the files already renamed are put back as they
+    /// were (the replaced ones from hard-linked backups, new ones removed),
+    /// so a failed commit changes no file. Devices, pipes and standard
+    /// output, which cannot be taken back, are written last. Staging files
+    /// of a run that is dropped without commit are deleted.
     pub fn commit(self) -> Result<(), OutputError> {
+        let mut files = Vec::new();
+        let mut streams = Vec::new();
         for s in self.staged {
             match s {
-                Staged::Stdout(data) => {
+                Staged::Renamed { dest, tmp } => files.push((dest, tmp)),
+                other => streams.push(other),
+            }
+        }
+        rename_all(files)?;
+        for s in streams {
+            match s {
+                Staged::Stdout(mut data) => {
                     let mut out = io::stdout().lock();
-                    out.write_all(&data)
+                    data.rewind()
+                        .and_then(|_| io::copy(&mut data, &mut out))
                         .and_then(|_| out.flush())
                         .map_err(|error| OutputError { path: "-".into(), error })?;
                 }
-                Staged::Direct { dest, data } => {
-                    fs::OpenOptions::new()
-                        .write(true)
-                        .open(&dest)
-                        .and_then(|mut f| f.write_all(&data))
+                Staged::Direct { dest, mut data } => {
+                    data.rewind()
+                        .and_then(|_| fs::OpenOptions::new().write(true).open(&dest))
+                        .and_then(|mut f| io::copy(&mut data, &mut f))
                         .map_err(|error| OutputError { path: dest.display().to_string(), error })?;
                 }
-                Staged::Renamed { dest, tmp } => {
-                    tmp.persist(&dest).map_err(|e| OutputError { path: dest.display().to_string(), error: e.error })?;
-                }
+                Staged::Renamed { .. } => {}
             }
         }
         Ok(())
@@ -378,8 +391,7 @@ fn fill(staged: &mut Staged, path: &str, plan: &Plan, inputs: &[&Input]) -> Resu
             write_plan_to(tmp.as_file(), plan, inputs).map_err(|error| OutputError { path: path.into(), error })
         }
         Staged::Stdout(data) | Staged::Direct { data, .. } => {
-            *data = plan.to_vec();
-            Ok(())
+            write_plan_to(data, plan, inputs).map_err(|error| OutputError { path: path.into(), error })
         }
     }
 }
@@ -390,21 +402,14 @@ fn fill(staged: &mut Staged, path: &str, plan: &Plan, inputs: &[&Input]) -> Resu
 fn prepare(path: &str) -> Result<Staged, OutputError> {
     let err = |error| OutputError { path: path.to_string(), error };
     if path == "-" {
-        return Ok(Staged::Stdout(Vec::new()));
+        return Ok(Staged::Stdout(tempfile::tempfile().map_err(err)?));
     }
-    let mut dest = PathBuf::from(path);
-    if let Ok(meta) = fs::symlink_metadata(&dest)
-        && meta.file_type().is_symlink()
-        && let Ok(real) = fs::canonicalize(&dest)
-    {
-        // Replace what the link points at, not the link.
-        dest = real;
-    }
+    let dest = resolve_output(Path::new(path)).map_err(err)?;
     let existing = fs::metadata(&dest).ok();
     if let Some(meta) = &existing {
         let ft = meta.file_type();
         if ft.is_char_device() || ft.is_fifo() || ft.is_block_device() || ft.is_socket() {
-            return Ok(Staged::Direct { dest, data: Vec::new() });
+            return Ok(Staged::Direct { dest, data: tempfile::tempfile().map_err(err)? });
         }
         if meta.is_dir() {
             return Err(err(io::Error::from_raw_os_error(libc::EISDIR)));
@@ -423,6 +428,88 @@ fn prepare(path: &str) -> Result<Staged, OutputError> {
     let mode = existing.map(|m| m.permissions().mode() & 0o7777).unwrap_or(0o666 & !umask());
     tmp.as_file().set_permissions(fs::Permissions::from_mode(mode)).map_err(err)?;
     Ok(Staged::Renamed { dest, tmp })
+}
+
+/// How many symbolic links are followed to find an output's real path.
+const MAX_LINKS: usize = 40;
+
+/// The file an output path names: a symbolic link is followed (also when
+/// it dangles, as opening it for writing would), so the link stays and the
+/// file it points to is replaced, in the link target's own directory.
+/// A loop of links is ELOOP, as for `open`.
+fn resolve_output(path: &Path) -> io::Result<PathBuf> {
+    let mut dest = path.to_path_buf();
+    for _ in 0..MAX_LINKS {
+        let is_link = fs::symlink_metadata(&dest).is_ok_and(|m| m.file_type().is_symlink());
+        if !is_link {
+            return Ok(dest);
+        }
+        let target = fs::read_link(&dest)?;
+        dest = match dest.parent() {
+            Some(dir) if target.is_relative() => dir.join(target),
+            _ => target,
+        };
+    }
+    Err(io::Error::from_raw_os_error(libc::ELOOP))
+}
+
+/// What renaming one output replaced, to undo it.
+enum Replaced {
+    /// Nothing was there: undoing removes the new file.
+    Nothing,
+    /// The old file, hard-linked under a temporary name.
+    Backup(PathBuf),
+    /// The old file could not be kept (no hard links here); it cannot be
+    /// put back.
+    Lost,
+}
+
+/// A fresh name next to `dest` for a backup link.
+fn backup_name(dest: &Path, n: usize) -> PathBuf {
+    let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    dest.with_file_name(format!(".{name}.{}.{n}.bak", std::process::id()))
+}
+
+fn rename_all(files: Vec<(PathBuf, tempfile::NamedTempFile)>) -> Result<(), OutputError> {
+    let single = files.len() == 1;
+    let mut done: Vec<(PathBuf, Replaced)> = Vec::with_capacity(files.len());
+    let mut result = Ok(());
+    for (dest, tmp) in files {
+        // A single output needs no undo: rename is atomic by itself.
+        let replaced = if single || fs::symlink_metadata(&dest).is_err() {
+            Replaced::Nothing
+        } else {
+            (0..100)
+                .map(|n| backup_name(&dest, n))
+                .find_map(|b| fs::hard_link(&dest, &b).ok().map(|_| Replaced::Backup(b)))
+                .unwrap_or(Replaced::Lost)
+        };
+        match tmp.persist(&dest) {
+            Ok(_) => done.push((dest, replaced)),
+            Err(e) => {
+                if let Replaced::Backup(b) = &replaced {
+                    let _ = fs::remove_file(b);
+                }
+                result = Err(OutputError { path: dest.display().to_string(), error: e.error });
+                break;
+            }
+        }
+    }
+    for (dest, replaced) in done.into_iter().rev() {
+        match (result.is_ok(), replaced) {
+            (true, Replaced::Backup(b)) => {
+                let _ = fs::remove_file(b);
+            }
+            (false, Replaced::Backup(b)) => {
+                let _ = fs::rename(b, &dest);
+            }
+            (false, Replaced::Nothing) if !single => {
+                let _ = fs::remove_file(&dest);
+            }
+            _ => {}
+        }
+    }
+    result
 }
 
 /// tempfile reports a missing directory as ENOENT with its own wording; keep
@@ -465,6 +552,75 @@ mod tests {
         outs.stage(a.to_str().unwrap(), &Plan::borrowed(b"x"), &[]).unwrap();
         drop(outs);
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    fn names_in(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> =
+            fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        v.sort();
+        v
+    }
+
+    /// A rename that fails at commit (here: the last destination became a
+    /// directory after staging) puts back every output renamed before it.
+    #[test]
+    fn a_failed_commit_changes_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+        fs::write(p("a"), b"old-a").unwrap();
+        fs::write(p("c"), b"old-c").unwrap();
+        let mut outs = Outputs::new();
+        for name in ["a", "b", "c", "d"] {
+            outs.stage(&p(name), &Plan::borrowed(name.as_bytes()), &[]).unwrap();
+        }
+        fs::create_dir(p("d")).unwrap();
+        fs::write(dir.path().join("d/keep"), b"").unwrap();
+        let e = outs.commit().unwrap_err();
+        assert!(e.path.ends_with("/d"), "{e}");
+        assert_eq!(fs::read(p("a")).unwrap(), b"old-a");
+        assert_eq!(fs::read(p("c")).unwrap(), b"old-c");
+        assert!(!Path::new(&p("b")).exists());
+        assert_eq!(names_in(dir.path()), ["a", "c", "d"]);
+    }
+
+    #[test]
+    fn a_successful_commit_leaves_no_backups() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+        fs::write(p("a"), b"old-a").unwrap();
+        let mut outs = Outputs::new();
+        outs.stage(&p("a"), &Plan::borrowed(b"new-a"), &[]).unwrap();
+        outs.stage(&p("b"), &Plan::borrowed(b"new-b"), &[]).unwrap();
+        outs.commit().unwrap();
+        assert_eq!(fs::read(p("a")).unwrap(), b"new-a");
+        assert_eq!(names_in(dir.path()), ["a", "b"]);
+    }
+
+    /// Links are followed, dangling or not: the link stays, its target is
+    /// written.
+    #[test]
+    fn symbolic_links_are_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("sub");
+        fs::create_dir(&sub).unwrap();
+        std::os::unix::fs::symlink("sub/target", dir.path().join("link")).unwrap();
+        std::os::unix::fs::symlink("link", dir.path().join("link2")).unwrap();
+        let mut outs = Outputs::new();
+        outs.stage(dir.path().join("link2").to_str().unwrap(), &Plan::borrowed(b"one"), &[]).unwrap();
+        outs.commit().unwrap();
+        assert_eq!(fs::read(sub.join("target")).unwrap(), b"one");
+        assert!(fs::symlink_metadata(dir.path().join("link")).unwrap().file_type().is_symlink());
+        let mut outs = Outputs::new();
+        outs.stage(dir.path().join("link").to_str().unwrap(), &Plan::borrowed(b"two"), &[]).unwrap();
+        outs.commit().unwrap();
+        assert_eq!(fs::read(sub.join("target")).unwrap(), b"two");
+        assert_eq!(names_in(&sub), ["target"]);
+        // A loop of links is an error, as for open(2).
+        let looped = dir.path().join("loop");
+        std::os::unix::fs::symlink("loop", &looped).unwrap();
+        let e = Outputs::new().stage(looped.to_str().unwrap(), &Plan::borrowed(b"x"), &[]).unwrap_err();
+        assert_eq!(e.error.raw_os_error(), Some(libc::ELOOP));
+        assert!(fs::symlink_metadata(&looped).unwrap().file_type().is_symlink());
     }
 
     #[test]

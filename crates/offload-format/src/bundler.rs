@@ -248,9 +248,15 @@ pub fn bundle<'a>(
 /// per distinct ID, holding the record of the last entry with that ID.
 pub fn table_in_map_order<'a>(table: &[binary::TableEntry<'a>]) -> Vec<binary::TableEntry<'a>> {
     let ids: Vec<&[u8]> = table.iter().map(|e| e.id).collect();
+    // The last entry of each ID, found in one pass: a search per distinct ID
+    // would take quadratic time on a bundle with many entries.
+    let mut last: std::collections::HashMap<&[u8], usize> = std::collections::HashMap::with_capacity(ids.len());
+    for (i, id) in ids.iter().enumerate() {
+        last.insert(id, i);
+    }
     string_map_order(&ids, StringHash::Xxh3)
         .into_iter()
-        .filter_map(|first| table.iter().rev().find(|e| e.id == table[first].id).copied())
+        .filter_map(|first| last.get(ids[first]).map(|&i| table[i]))
         .collect()
 }
 
@@ -674,6 +680,36 @@ mod tests {
     fn zero_alignment_is_refused() {
         let t = targets(&[HOST], false);
         assert_eq!(bundle(FileType::Binary, &t, &[b"x"], 0).unwrap_err(), BundlerError::ZeroAlignment);
+    }
+
+    /// A duplicate ID keeps the last entry's payload, at the position of
+    /// its first insertion, as in LLVM's StringMap.
+    #[test]
+    fn duplicate_ids_keep_the_last_payload() {
+        let one = NonZeroU64::new(1).unwrap();
+        let entries: [(&[u8], &[u8]); 4] = [(b"a", b"1"), (b"b", b"2"), (b"a", b"3"), (b"c", b"4")];
+        let bytes = binary::write(&entries, one).to_vec();
+        let got: Vec<(&[u8], &[u8])> = binary_entries_in_map_order(&bytes)
+            .unwrap()
+            .iter()
+            .map(|e| (e.id, &bytes[e.offset as usize..(e.offset + e.size) as usize]))
+            .collect();
+        let order = string_map_order(&[b"a", b"b", b"c"], StringHash::Xxh3);
+        let want: Vec<(&[u8], &[u8])> =
+            order.iter().map(|&i| [(&b"a"[..], &b"3"[..]), (b"b", b"2"), (b"c", b"4")][i]).collect();
+        assert_eq!(got, want);
+    }
+
+    /// 200,000 distinct entries: the last-entry lookup used to be a search
+    /// per ID (quadratic, hours for a few megabytes of hostile header).
+    #[test]
+    fn many_entries_are_listed_in_linear_time() {
+        let ids: Vec<Vec<u8>> = (0..200_000u32).map(|i| format!("e{i}").into_bytes()).collect();
+        let entries: Vec<(&[u8], &[u8])> = ids.iter().map(|id| (id.as_slice(), &b""[..])).collect();
+        let bytes = binary::write(&entries, NonZeroU64::new(1).unwrap()).to_vec();
+        // Empty payloads sit at the end of the header, a valid offset.
+        let listed = list(FileType::Binary, &bytes).unwrap();
+        assert_eq!(listed.len(), ids.len());
     }
 
     #[test]

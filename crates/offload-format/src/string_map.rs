@@ -33,14 +33,16 @@ pub struct StringMapOrder<'k> {
     /// Each bucket holds (full hash, key, insertion index of the first insert).
     buckets: Vec<Option<(u32, &'k [u8], usize)>>,
     items: usize,
+    /// Probe steps taken so far (see [`string_map_order`]'s budget).
+    probes: u64,
 }
 
 impl<'k> StringMapOrder<'k> {
     pub fn new(hash: StringHash) -> Self {
-        StringMapOrder { hash, buckets: vec![None; 16], items: 0 }
+        StringMapOrder { hash, buckets: vec![None; 16], items: 0, probes: 0 }
     }
 
-    fn probe(buckets: &[Option<(u32, &[u8], usize)>], full: u32, key: &[u8]) -> usize {
+    fn probe(buckets: &[Option<(u32, &[u8], usize)>], full: u32, key: &[u8], probes: &mut u64) -> usize {
         let mask = buckets.len() - 1;
         let mut b = full as usize & mask;
         let mut step = 1;
@@ -51,14 +53,20 @@ impl<'k> StringMapOrder<'k> {
             b = (b + step) & mask;
             step += 1;
         }
+        *probes += step as u64;
         b
+    }
+
+    /// Probe steps taken so far.
+    pub fn probes(&self) -> u64 {
+        self.probes
     }
 
     /// Inserts `key`; returns false if it was already present (LLVM keeps the
     /// bucket of the first insertion and overwrites the value).
     pub fn insert(&mut self, key: &'k [u8], index: usize) -> bool {
         let full = self.hash.hash(key);
-        let b = Self::probe(&self.buckets, full, key);
+        let b = Self::probe(&self.buckets, full, key, &mut self.probes);
         if self.buckets[b].is_some() {
             return false;
         }
@@ -74,6 +82,7 @@ impl<'k> StringMapOrder<'k> {
                     nb = (nb + step) & mask;
                     step += 1;
                 }
+                self.probes += step as u64;
                 grown[nb] = Some((full, key, index));
             }
             self.buckets = grown;
@@ -90,10 +99,22 @@ impl<'k> StringMapOrder<'k> {
 /// The iteration order of a `StringMap` built by inserting `keys` in order:
 /// indices into `keys`, one per distinct key, at the position of its first
 /// insertion.
+///
+/// Keys crafted so that their hashes agree in the low bits all probe the
+/// same buckets, and the table takes quadratic time (as LLVM's does: a
+/// bundle of a million such IDs would keep it busy for hours). Real keys
+/// take a few probes each; past a budget of 64 probes per key (plus a
+/// million), the simulation stops and the distinct keys are returned in
+/// insertion order instead of LLVM's order.
 pub fn string_map_order<K: AsRef<[u8]>>(keys: &[K], hash: StringHash) -> Vec<usize> {
+    let budget = 64 * keys.len() as u64 + (1 << 20);
     let mut map = StringMapOrder::new(hash);
     for (i, k) in keys.iter().enumerate() {
         map.insert(k.as_ref(), i);
+        if map.probes() > budget {
+            let mut seen = std::collections::HashSet::with_capacity(keys.len());
+            return (0..keys.len()).filter(|&i| seen.insert(keys[i].as_ref())).collect();
+        }
     }
     map.order()
 }
@@ -137,6 +158,25 @@ mod tests {
         let order = string_map_order(&keys, StringHash::Xxh3);
         assert_eq!(order.len(), 2);
         assert!(order.contains(&0) && order.contains(&1));
+    }
+
+    /// 2^14 keys with one Bernstein hash ("Aa" and "B@" hash alike, and so
+    /// do all their concatenations): every insertion walks the same probe
+    /// sequence. The simulation gives up on the budget and keeps insertion
+    /// order; ordinary keys never come near it.
+    #[test]
+    fn colliding_keys_fall_back_to_insertion_order() {
+        let keys: Vec<Vec<u8>> = (0u32..1 << 14)
+            .map(|n| (0..14).flat_map(|bit| if n >> bit & 1 == 1 { *b"Aa" } else { *b"B@" }).collect())
+            .collect();
+        assert!(keys.iter().all(|k| StringHash::Djb.hash(k) == StringHash::Djb.hash(&keys[0])));
+        assert_eq!(string_map_order(&keys, StringHash::Djb), (0..keys.len()).collect::<Vec<_>>());
+        let normal: Vec<String> = (0..200_000).map(|i| format!("hip-amdgcn-amd-amdhsa--gfx{i}")).collect();
+        let mut map = StringMapOrder::new(StringHash::Xxh3);
+        for (i, k) in normal.iter().enumerate() {
+            map.insert(k.as_bytes(), i);
+        }
+        assert!(map.probes() < 8 * normal.len() as u64, "{} probes", map.probes());
     }
 
     #[test]

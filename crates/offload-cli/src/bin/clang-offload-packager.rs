@@ -180,8 +180,18 @@ fn unbundle(argv0: &str, path: &str, specs: &[&str], archive: bool) -> Result<()
             outs.stage(file, &Plan::borrowed(last.image()), &[&input]).map_err(|e| error_text(&e.error))?;
         } else {
             for (index, (binary, _)) in selected.iter().enumerate() {
-                let name =
-                    format!("{stem}-{}-{}.{index}.{}", binary.triple(), binary.arch(), binary.image_kind().name());
+                let (triple, arch) = (binary.triple(), binary.arch());
+                let name = format!("{stem}-{triple}-{arch}.{index}.{}", binary.image_kind().name());
+                // The triple and arch come from the input file: they must not
+                // steer the output into another directory (LLVM 19 would
+                // follow them).
+                if triple.contains(['/', '\0']) || arch.contains(['/', '\0']) {
+                    return Err(format!(
+                        "'{}': refusing to write an output whose name comes from an image's triple or arch \
+                         containing '/' or NUL; select the image with a 'file=' argument instead",
+                        name.escape_debug()
+                    ));
+                }
                 outs.stage(&name, &Plan::borrowed(binary.image()), &[&input]).map_err(|e| error_text(&e.error))?;
             }
         }

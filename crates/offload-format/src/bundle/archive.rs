@@ -20,6 +20,7 @@
 use super::binary;
 use super::object::{self as object_bundle, ObjectError};
 use crate::bitcode;
+use crate::offload_binary::archive::{header_safe_name, patch_short_names};
 use crate::string_map::{StringHash, string_map_order};
 use crate::target_id::{BundleEntryId, find_conflict, is_compatible};
 use ar_archive_writer::{ArchiveKind, NewArchiveMember, ObjectReader};
@@ -55,6 +56,10 @@ pub enum MemberError {
     Bundle(#[from] super::BundleError),
     #[error("Failed to decompress code object: {0}")]
     Decompress(String),
+    /// Bundles that share bytes (overlapping sections or entries, several
+    /// host markers): a way to make a small member produce huge outputs.
+    #[error("malformed member: its bundles claim {total} bytes, more than the {len} bytes it holds")]
+    Overlapping { total: u64, len: u64 },
 }
 
 /// Options of an archive unbundling run.
@@ -78,35 +83,54 @@ pub fn member_bytes(raw: &[u8]) -> Result<Cow<'_, [u8]>, MemberError> {
         .map_err(|e| MemberError::Decompress(e.to_string()))
 }
 
-/// One bundle of a member: its stored ID and its payload.
+/// One bundle of a member: its stored ID and its payload (`None`: the
+/// host object, which is computed once per member).
 struct Found<'a> {
     id: &'a [u8],
-    payload: Cow<'a, [u8]>,
+    payload: Option<&'a [u8]>,
 }
 
-/// The bundles of one member in LLVM's handler order. Host markers in fat
-/// objects become the object without its bundle sections.
-fn member_bundles(data: &[u8]) -> Result<Vec<Found<'_>>, MemberError> {
-    if let Some(format) = object_bundle::detect(data)? {
+/// The bundles of one member in LLVM's handler order, and the host object
+/// when a fat object has a host marker. Bundles may not claim more bytes
+/// than the member holds (plus one host object): sections or entries that
+/// overlap would otherwise multiply a small member into huge outputs.
+fn member_bundles(data: &[u8]) -> Result<(Vec<Found<'_>>, Option<Vec<u8>>), MemberError> {
+    let mut host = None;
+    let found: Vec<Found<'_>> = if let Some(format) = object_bundle::detect(data)? {
         let sections = object_bundle::bundles(data, format)?;
         let mut out = Vec::with_capacity(sections.len());
         for s in sections {
             let payload = if s.is_host_marker() {
-                Cow::Owned(object_bundle::host_object(data, format)?.to_vec())
+                if host.is_none() {
+                    host = Some(object_bundle::host_object(data, format)?.to_vec());
+                }
+                None
             } else {
-                Cow::Borrowed(s.contents)
+                Some(s.contents)
             };
             out.push(Found { id: s.id, payload });
         }
-        return Ok(out);
+        out
+    } else {
+        let Some(entries) = binary::read(data)? else { return Ok((Vec::new(), None)) };
+        let ids: Vec<&[u8]> = entries.iter().map(|e| e.id).collect();
+        // The last entry of each ID (LLVM's map keeps the last), in one pass.
+        let mut last = std::collections::HashMap::with_capacity(ids.len());
+        for (i, id) in ids.iter().enumerate() {
+            last.insert(*id, i);
+        }
+        string_map_order(&ids, StringHash::Xxh3)
+            .into_iter()
+            .filter_map(|first| last.get(ids[first]).map(|&i| &entries[i]))
+            .map(|e| Found { id: e.id, payload: Some(e.payload) })
+            .collect()
+    };
+    let host_len = host.as_ref().map_or(0, Vec::len) as u64;
+    let total = found.iter().fold(0u64, |sum, f| sum.saturating_add(f.payload.map_or(host_len, |p| p.len() as u64)));
+    if total > data.len() as u64 + host_len {
+        return Err(MemberError::Overlapping { total, len: data.len() as u64 });
     }
-    let Some(entries) = binary::read(data)? else { return Ok(Vec::new()) };
-    let ids: Vec<&[u8]> = entries.iter().map(|e| e.id).collect();
-    Ok(string_map_order(&ids, StringHash::Xxh3)
-        .into_iter()
-        .filter_map(|first| entries.iter().rev().find(|e| e.id == entries[first].id))
-        .map(|e| Found { id: e.id, payload: Cow::Borrowed(e.payload) })
-        .collect())
+    Ok((found, host))
 }
 
 /// The bundle IDs of a member as `-check-input-archive` collects them: the
@@ -213,9 +237,10 @@ pub fn unbundle(
         let member = member.map_err(malformed)?;
         let raw = member.data(input).map_err(malformed)?;
         let data = member_bytes(raw).map_err(|e| member_error(member.name(), e))?;
-        let bundles = member_bundles(&data).map_err(|e| member_error(member.name(), e))?;
+        let (bundles, host) = member_bundles(&data).map_err(|e| member_error(member.name(), e))?;
         let file_name = filename(member.name());
         for found in bundles {
+            let payload = found.payload.or(host.as_deref()).unwrap_or_default();
             // LLVM stops at an empty ID.
             if found.id.is_empty() {
                 break;
@@ -224,7 +249,7 @@ pub fn unbundle(
             let name = String::from_utf8_lossy(&device_member_name(file_name, found.id)).into_owned();
             for (k, target) in requested.iter().enumerate() {
                 if is_compatible(&stored, target, &targets[k], options.hip_openmp_compatible) {
-                    outputs[k].push((name.clone(), found.payload.to_vec()));
+                    outputs[k].push((name.clone(), payload.to_vec()));
                 }
             }
         }
@@ -308,15 +333,22 @@ fn without_symbol_table(archive: Vec<u8>) -> Vec<u8> {
 /// file; that table is taken out again.
 pub fn write_gnu_archive(members: Vec<(String, Vec<u8>)>) -> Result<Vec<u8>, String> {
     let has_object = members.iter().any(|(_, data)| is_symbolic(data));
+    // Short names with non-ASCII bytes (from hostile member names or IDs)
+    // go through same-length ASCII placeholders; see `header_safe_name`.
+    let names: Vec<String> = members.iter().map(|(name, _)| name.clone()).collect();
     let members: Vec<NewArchiveMember<'_>> =
-        members.into_iter().map(|(name, data)| NewArchiveMember::new(data, &READER, name)).collect();
+        members.into_iter().map(|(name, data)| NewArchiveMember::new(data, &READER, header_safe_name(&name))).collect();
     let mut out = Cursor::new(Vec::new());
     let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         ar_archive_writer::write_archive_to_stream(&mut out, &members, ArchiveKind::Gnu, false, None)
     }));
+    let finish = |mut bytes: Vec<u8>| {
+        patch_short_names(&mut bytes, names.iter().map(String::as_str));
+        bytes
+    };
     match written {
-        Ok(Ok(())) if has_object => Ok(out.into_inner()),
-        Ok(Ok(())) => Ok(without_symbol_table(out.into_inner())),
+        Ok(Ok(())) if has_object => Ok(finish(out.into_inner())),
+        Ok(Ok(())) => Ok(finish(without_symbol_table(out.into_inner()))),
         Ok(Err(e)) => Err(e.to_string()),
         Err(_) => Err("the archive writer failed on these members".into()),
     }
@@ -325,6 +357,49 @@ pub fn write_gnu_archive(members: Vec<(String, Vec<u8>)>) -> Result<Vec<u8>, Str
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by fuzzing the packager's archive writer (rt_archive): short
+    /// non-ASCII names gave 61-byte member headers. Device member names
+    /// carry stored IDs and member names from the input, so this writer
+    /// had the same fault.
+    #[test]
+    fn non_ascii_member_names_read_back() {
+        let names = ["\u{e9}-x\u{e9}.bc", "ascii.o", "\u{1F600}-h\u{1F600}"];
+        let members: Vec<(String, Vec<u8>)> =
+            names.iter().enumerate().map(|(i, n)| (n.to_string(), vec![b'a' + i as u8; i + 1])).collect();
+        let ar = write_gnu_archive(members.clone()).unwrap();
+        let file = ArchiveFile::parse(&ar[..]).unwrap();
+        let got: Vec<(String, Vec<u8>)> = file
+            .members()
+            .map(|m| {
+                let m = m.unwrap();
+                (String::from_utf8(m.name().to_vec()).unwrap(), m.data(&ar[..]).unwrap().to_vec())
+            })
+            .collect();
+        assert_eq!(got, members);
+    }
+
+    /// Two entries of a member's bundle share one payload: unbundling would
+    /// copy it once per entry (a few hundred bytes can claim gigabytes this
+    /// way). Such a member is refused.
+    #[test]
+    fn overlapping_bundles_are_refused() {
+        let payload = vec![7u8; 1000];
+        let entries: [(&[u8], &[u8]); 2] =
+            [(b"hip-amdgcn-amd-amdhsa--gfx906", &payload), (b"hip-amdgcn-amd-amdhsa--gfx908", b"")];
+        let mut bundle = binary::write(&entries, std::num::NonZeroU64::new(1).unwrap()).to_vec();
+        // Second record (after the first record's 24 + 29 bytes): point it
+        // at the first payload.
+        let first_offset: [u8; 8] = bundle[32..40].try_into().unwrap();
+        let second = 32 + 24 + 29;
+        bundle[second..second + 8].copy_from_slice(&first_offset);
+        bundle[second + 8..second + 16].copy_from_slice(&1000u64.to_le_bytes());
+        let ar = write_gnu_archive(vec![("m.bc".to_string(), bundle)]).unwrap();
+        let targets = ["hip-amdgcn-amd-amdhsa--gfx906".to_string(), "hip-amdgcn-amd-amdhsa--gfx908".to_string()];
+        let e = unbundle(&targets, &ar, "x.a", ArchiveOptions::default()).unwrap_err();
+        assert!(matches!(e, ArchiveError::Member { source: MemberError::Overlapping { total: 2000, .. }, .. }), "{e}");
+        assert!(e.to_string().contains("claim 2000 bytes"), "{e}");
+    }
 
     #[test]
     fn member_names_follow_llvm() {

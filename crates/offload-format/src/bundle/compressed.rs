@@ -243,11 +243,26 @@ pub fn decompress_unverified(blob: &Blob) -> Result<Vec<u8>, CompressedError> {
     let (mut out, mut buf) = (Vec::new(), Vec::new());
     while decoder.next_chunk(&mut buf, 4 << 20)? {
         // Exact growth: large blocks are moved by the allocator without
-        // copying, and the output never takes more than its real size.
-        out.reserve_exact(buf.len());
+        // copying, and the output never takes more than its real size. A
+        // bomb that inflates past the memory there is fails cleanly.
+        out.try_reserve_exact(buf.len()).map_err(|e| CompressedError::Decompress(e.to_string()))?;
         out.extend_from_slice(&buf);
     }
     Ok(out)
+}
+
+/// The largest zstd window (as a power of two) a frame may ask for when it
+/// is declared to decompress to `declared` bytes. zstd allocates the window
+/// a frame header asks for (up to this limit) before it decodes anything,
+/// so a 20-byte hostile frame could otherwise claim 2 GiB. A genuine frame
+/// never needs a window larger than its content (zstd shrinks the window
+/// to the source size when it is known, as it is for every bundle), so the
+/// limit is the declared size rounded up to a power of two, but never below
+/// zstd's own default limit of 2^27 (for frames written by streaming
+/// compressors that did not know the size) nor above the format's 2^31.
+pub fn zstd_window_log_max(declared: u64) -> u32 {
+    let needed = u64::BITS - declared.saturating_sub(1).leading_zeros();
+    needed.clamp(27, 31)
 }
 
 fn decoder_reader<'a>(blob: &Blob<'a>) -> Result<Box<dyn Read + Send + 'a>, CompressedError> {
@@ -255,7 +270,8 @@ fn decoder_reader<'a>(blob: &Blob<'a>) -> Result<Box<dyn Read + Send + 'a>, Comp
         Method::Zstd => {
             let mut d = zstd::stream::read::Decoder::with_buffer(blob.data)
                 .map_err(|e| CompressedError::Decompress(e.to_string()))?;
-            d.window_log_max(31).map_err(|e| CompressedError::Decompress(e.to_string()))?;
+            d.window_log_max(zstd_window_log_max(blob.header.uncompressed_size))
+                .map_err(|e| CompressedError::Decompress(e.to_string()))?;
             Box::new(d)
         }
         Method::Zlib => Box::new(flate2::read::ZlibDecoder::new(blob.data)),
@@ -506,6 +522,42 @@ mod tests {
             bad[i] ^= 0x40;
             let _ = read_blob(&bad).and_then(|b| decompress(&b));
         }
+    }
+
+    /// A zstd frame header asking for a 2 GiB window and giving no content
+    /// size, followed by one empty raw block: zstd would allocate the window
+    /// before decoding. The window is now bounded by the declared size.
+    #[test]
+    fn huge_zstd_windows_are_refused_before_allocation() {
+        let frame = |window_byte: u8| {
+            let mut f = vec![0x28, 0xb5, 0x2f, 0xfd, 0x00, window_byte];
+            f.extend_from_slice(&[0x01, 0x00, 0x00]); // last block, raw, 0 bytes
+            f
+        };
+        fn blob_with(data: &[u8], declared: u64) -> Blob<'_> {
+            Blob {
+                header: Header {
+                    version: 3,
+                    method: Method::Zstd,
+                    total_size: Some(32 + data.len() as u64),
+                    uncompressed_size: declared,
+                    hash: truncated_md5(b""),
+                    header_len: 32,
+                },
+                data,
+                len: 32 + data.len(),
+            }
+        }
+        // Window descriptor: exponent 21 gives 2^(10+21) = 2 GiB.
+        let big = frame(21 << 3);
+        let e = decompress(&blob_with(&big, 0)).unwrap_err();
+        assert!(matches!(&e, CompressedError::Decompress(m) if m.contains("memory")), "{e}");
+        // The same frame with a 1 KiB window decodes.
+        assert_eq!(decompress(&blob_with(&frame(0), 0)).unwrap(), b"");
+        assert_eq!(zstd_window_log_max(0), 27);
+        assert_eq!(zstd_window_log_max(1 << 27), 27);
+        assert_eq!(zstd_window_log_max((1 << 29) + 1), 30);
+        assert_eq!(zstd_window_log_max(u64::MAX), 31);
     }
 
     #[test]

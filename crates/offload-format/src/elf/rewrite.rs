@@ -292,15 +292,20 @@ impl<'a> Model<'a> {
                 offset = offset.checked_add(sh.size).ok_or_else(|| malformed("section sizes overflow"))?;
             }
         }
-        let shoff = offset.next_multiple_of(c.word_size() as u64);
+        let shoff =
+            offset.checked_next_multiple_of(c.word_size() as u64).ok_or_else(|| malformed("section sizes overflow"))?;
         // Alignment padding is the only part of the output not backed by
         // input or added bytes; a hostile alignment must not make us write
-        // terabytes of zeros.
+        // (or hold, when the host object goes into an archive) far more
+        // than the input: padding may add as much again as the backed
+        // bytes, or 64 MiB for a small object with a large alignment. (A
+        // gigabyte used to be allowed, which let a 16 KiB archive member
+        // take 2 GiB of memory; found by the bundle_archive fuzz target.)
         let backed = order
             .iter()
             .filter(|&&i| headers[i].sh_type != SHT_NOBITS)
             .fold(self.file.data.len() as u64, |sum, &i| sum.saturating_add(headers[i].size));
-        if shoff > backed.saturating_add(1 << 30) {
+        if shoff > backed.saturating_add(backed.max(64 << 20)) {
             return Err(ElfError::Unsupported(format!("the section alignments would pad the output to {shoff} bytes")));
         }
 
@@ -363,5 +368,55 @@ impl<'a> Model<'a> {
         c.put_u16(&mut out, if shnum >= u64::from(SHN_LORESERVE) { 0 } else { shnum as u16 });
         c.put_u16(&mut out, if shstrndx >= SHN_LORESERVE { SHN_XINDEX } else { shstrndx as u16 });
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 1.5 KiB object whose .text claims a 512 MiB alignment: the host
+    /// object would be half a gigabyte of zeros.
+    #[test]
+    fn hostile_alignments_are_refused() {
+        let mut elf =
+            include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../offload-cli/tests/fixtures/objects/host-x86_64.o"))
+                .to_vec();
+        let u64_at = |d: &[u8], at: usize| u64::from_le_bytes(d[at..at + 8].try_into().unwrap());
+        let shoff = u64_at(&elf, 0x28) as usize;
+        assert!(rewrite(&elf, &|_| false, Vec::new()).is_ok());
+        // Section 1 is .text; sh_addralign is at +0x30 of its header.
+        let align_at = shoff + 64 + 0x30;
+        for (align, ok) in [(1u64 << 12, true), (1 << 24, true), (1 << 29, false), (1 << 62, false)] {
+            elf[align_at..align_at + 8].copy_from_slice(&align.to_le_bytes());
+            let r = rewrite(&elf, &|_| false, Vec::new());
+            assert_eq!(r.is_ok(), ok, "alignment {align:#x}");
+            if let Ok(plan) = r {
+                assert!(plan.len() <= 2 * align + elf.len() as u64);
+            }
+        }
+    }
+
+    /// Found by fuzzing (bundle_object): an alignment that is not a power
+    /// of two put the last section just below 2^64, and rounding the end up
+    /// for the section header table overflowed (a panic with overflow
+    /// checks, a wrapped offset without). Every section gets alignments
+    /// 2^64 - 1 - k that end it in the last bytes below 2^64.
+    #[test]
+    fn section_ends_near_the_top_of_the_address_space_are_errors() {
+        let base =
+            include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../offload-cli/tests/fixtures/objects/host-x86_64.o"));
+        let u64_at = |d: &[u8], at: usize| u64::from_le_bytes(d[at..at + 8].try_into().unwrap());
+        let shoff = u64_at(base, 0x28) as usize;
+        let shnum = u16::from_le_bytes([base[0x3c], base[0x3d]]) as usize;
+        for i in 1..shnum {
+            let mut elf = base.to_vec();
+            let at = shoff + 64 * i + 0x30;
+            for k in 0..512 {
+                elf[at..at + 8].copy_from_slice(&(u64::MAX - k).to_le_bytes());
+                // Never a panic (tests run with overflow checks).
+                let _ = rewrite(&elf, &|_| false, Vec::new());
+            }
+        }
     }
 }

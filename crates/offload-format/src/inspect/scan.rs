@@ -12,12 +12,14 @@ use crate::bundle::compressed::{self, MAGIC as CCOB_MAGIC};
 use crate::offload_binary::{self, Binaries, MAGIC as OB_MAGIC};
 use object::read::archive::ArchiveFile;
 use object::{Object, ObjectSection};
+use std::collections::HashMap;
 use std::rc::Rc;
 
 /// Finds every code object in `data`. `name` is the file's name, used for
 /// archive locations (`member <name>(<member>)`).
 pub fn scan<'a>(data: &'a [u8], name: &str, opts: &Options) -> Inventory<'a> {
-    let mut s = Scanner { file: data, opts: *opts, inv: Inventory::default() };
+    let mut s = Scanner { file: data, opts: *opts, inv: Inventory::default(), opened: HashMap::new() };
+    s.opened.insert(data.as_ptr() as usize, true);
     let base = Base { data, owned: None };
     s.container(&base, data, name, &Location::default(), 0, true);
     s.inv
@@ -79,6 +81,13 @@ struct Scanner<'a> {
     file: &'a [u8],
     opts: Options,
     inv: Inventory<'a>,
+    /// Payloads and sections already opened, by the address of their first
+    /// byte, and whether they held code objects. Entries, images and
+    /// sections may point at the same bytes; opening them again at every
+    /// reference made a 3 KiB file of OffloadBinaries nested six deep, ten
+    /// images each pointing at the next level, list a million objects (and
+    /// eight deep, a hundred million).
+    opened: HashMap<usize, bool>,
 }
 
 impl<'a> Scanner<'a> {
@@ -206,10 +215,11 @@ impl<'a> Scanner<'a> {
                 if !host {
                     self.nested(base, bytes, &sloc, depth, record, false);
                 }
-            } else if is_offload_section(name) {
-                self.region(base, bytes, &sloc, depth, true);
-            } else if sniff(bytes) {
-                self.region(base, bytes, &sloc, depth, false);
+            } else if is_offload_section(name) || sniff(bytes) {
+                // Sections may overlap; the same bytes are listed once.
+                if self.seen_before(base, bytes, &sloc).is_none() {
+                    self.region(base, bytes, &sloc, depth, is_offload_section(name));
+                }
             }
         }
         if self.opts.deep && !bundle_sections.is_empty() {
@@ -333,16 +343,42 @@ impl<'a> Scanner<'a> {
         self.inv.objects.len() - 1
     }
 
+    /// Whether the bytes at `data` were opened before (and then notes it);
+    /// otherwise remembers them as opened.
+    fn seen_before(&mut self, base: &Base, data: &[u8], loc: &Location) -> Option<bool> {
+        if data.is_empty() {
+            return None;
+        }
+        match self.opened.get(&(data.as_ptr() as usize)) {
+            Some(&found) => {
+                let at = self.offset_of(base, data);
+                let msg = "holds the same bytes as a payload listed before; its contents are listed once".to_string();
+                self.diag(Severity::Warning, at, loc, msg);
+                Some(found)
+            }
+            None => {
+                self.opened.insert(data.as_ptr() as usize, false);
+                None
+            }
+        }
+    }
+
     /// Opens a payload that holds further code objects.
     fn nested(&mut self, base: &Base, payload: &[u8], loc: &Location, depth: usize, record: usize, host: bool) {
         if !nests(payload, host) {
             return;
         }
-        let before = self.inv.objects.len();
-        self.container(base, payload, "", loc, depth + 1, false);
-        if self.inv.objects.len() > before
-            && let Some(r) = self.inv.objects.get_mut(record)
-        {
+        let found = match self.seen_before(base, payload, loc) {
+            Some(found) => found,
+            None => {
+                let before = self.inv.objects.len();
+                self.container(base, payload, "", loc, depth + 1, false);
+                let found = self.inv.objects.len() > before;
+                self.opened.insert(payload.as_ptr() as usize, found);
+                found
+            }
+        };
+        if found && let Some(r) = self.inv.objects.get_mut(record) {
             r.container = true;
         }
     }
@@ -490,7 +526,10 @@ impl<'a> Scanner<'a> {
             let Some(payload) = usize::try_from(start).ok().and_then(|s| rc.get(s..s.checked_add(len)?)) else {
                 continue;
             };
-            self.container(&owned, payload, "", &loc.with(Step::Entry(id)), depth + 1, false);
+            let eloc = loc.with(Step::Entry(id));
+            if self.seen_before(&owned, payload, &eloc).is_none() {
+                self.container(&owned, payload, "", &eloc, depth + 1, false);
+            }
         }
     }
 

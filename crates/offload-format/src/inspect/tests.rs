@@ -215,3 +215,61 @@ proptest! {
         }
     }
 }
+
+/// `verify` on a bundle of 60,000 entries: the duplicate-ID check searched
+/// every earlier entry for each (quadratic; the hostile corpus's 200,000
+/// entries took minutes). Duplicates are still each reported once.
+#[test]
+fn deep_checks_of_many_entries_find_every_duplicate() {
+    let ids: Vec<String> = (0..60_000).map(|i| format!("hip-amdgcn-amd-amdhsa--gfx{}", i % 59_990)).collect();
+    let entries: Vec<(&str, &[u8])> = ids.iter().map(|id| (id.as_str(), &b""[..])).collect();
+    let data = bundle(&entries, 1);
+    let inv = scan(&data, "many", &Options { deep: true, ..Options::default() });
+    let duplicates = inv.diagnostics.iter().filter(|d| d.message.contains("appears more than once")).count();
+    assert_eq!(duplicates, 10);
+}
+
+/// A version 2 OffloadBinary whose `n` entries all have `image` as their
+/// image (no strings).
+fn shared_image_binary(image: &[u8], n: u64) -> Vec<u8> {
+    let image_at = (32 + 40 * n).next_multiple_of(8);
+    let size = (image_at + image.len() as u64).next_multiple_of(8);
+    let mut d = vec![0u8; size as usize];
+    d[..4].copy_from_slice(&crate::offload_binary::MAGIC);
+    d[4] = 2;
+    d[8..16].copy_from_slice(&size.to_le_bytes());
+    d[16..24].copy_from_slice(&32u64.to_le_bytes());
+    d[24..32].copy_from_slice(&n.to_le_bytes());
+    for i in 0..n as usize {
+        let e = 32 + 40 * i;
+        d[e..e + 2].copy_from_slice(&1u16.to_le_bytes());
+        d[e + 2..e + 4].copy_from_slice(&3u16.to_le_bytes());
+        d[e + 24..e + 32].copy_from_slice(&image_at.to_le_bytes());
+        d[e + 32..e + 40].copy_from_slice(&(image.len() as u64).to_le_bytes());
+    }
+    d[image_at as usize..image_at as usize + image.len()].copy_from_slice(image);
+    d
+}
+
+/// Packages nested eight deep, each level's ten images all pointing at the
+/// next level: opening every reference listed 10^8 objects from 3 KiB
+/// (found by the hostile corpus's nesting case). Shared bytes are opened
+/// once; the others are noted.
+#[test]
+fn shared_nested_payloads_are_opened_once() {
+    let mut data = b"\x7fELF".to_vec();
+    data.resize(64, 0);
+    for _ in 0..8 {
+        data = shared_image_binary(&data, 10);
+    }
+    assert!(data.len() < 4096);
+    for deep in [false, true] {
+        let inv = scan(&data, "nest", &Options { deep, ..Options::default() });
+        assert_eq!(inv.objects.len(), 80, "deep {deep}");
+        // The first image of every level is followed to the bottom.
+        let deepest = inv.objects.iter().map(|o| o.location.0.len()).max();
+        assert_eq!(deepest, Some(7));
+        let shared = inv.diagnostics.iter().filter(|d| d.message.contains("same bytes")).count();
+        assert_eq!(shared, 63);
+    }
+}

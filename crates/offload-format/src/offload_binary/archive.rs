@@ -101,11 +101,21 @@ pub fn write_gnu_archive(members: &[(&str, &[u8])]) -> Result<Vec<u8>, ArchiveEr
         member_symbols(bytes, &mut |_| Ok(()))
             .map_err(|e| ArchiveError::Member { member: name.to_string(), reason: e.to_string() })?;
     }
-    let new: Vec<NewArchiveMember<'_>> =
-        members.iter().map(|(name, bytes)| NewArchiveMember::new(*bytes, &READER, name.to_string())).collect();
+    // ar_archive_writer 0.5 pads a short member name to its 16-byte field
+    // by counting characters, not bytes, so a name with non-ASCII
+    // characters (`café.out`) would shift the rest of the header and
+    // corrupt the archive. Such names are written as ASCII placeholders of
+    // the same byte length and patched in afterwards.
+    let placeholders: Vec<String> = members.iter().map(|(name, _)| header_safe_name(name)).collect();
+    let new: Vec<NewArchiveMember<'_>> = members
+        .iter()
+        .zip(&placeholders)
+        .map(|((_, bytes), name)| NewArchiveMember::new(*bytes, &READER, name.clone()))
+        .collect();
     let mut out = io::Cursor::new(Vec::new());
     ar_archive_writer::write_archive_to_stream(&mut out, &new, ArchiveKind::Gnu, false, None)?;
     let mut out = out.into_inner();
+    patch_short_names(&mut out, members.iter().map(|(name, _)| *name));
     if !members.iter().any(|(_, bytes)| is_symbolic(bytes)) {
         // LLVM writes no symbol table when no member is a symbolic file;
         // ar_archive_writer 0.5 always writes one. Without symbols nothing
@@ -113,6 +123,47 @@ pub fn write_gnu_archive(members: &[(&str, &[u8])]) -> Result<Vec<u8>, ArchiveEr
         drop_empty_symbol_table(&mut out);
     }
     Ok(out)
+}
+
+/// Whether a name goes into the 16-byte name field of its GNU member
+/// header (shorter than 16 bytes, no `/`: otherwise it goes to the long-name
+/// table) and contains non-ASCII characters.
+fn needs_byte_padding(name: &str) -> bool {
+    !name.is_ascii() && name.len() < 16 && !name.contains('/')
+}
+
+/// The name to give `ar_archive_writer` for a member called `name`: the
+/// name itself, or for a short non-ASCII name an ASCII placeholder of the
+/// same byte length (the writer pads short names by characters, not bytes,
+/// which would corrupt the header), to be replaced by
+/// [`patch_short_names`].
+pub(crate) fn header_safe_name(name: &str) -> String {
+    if needs_byte_padding(name) { "x".repeat(name.len()) } else { name.to_string() }
+}
+
+/// Writes each short non-ASCII member name into its header's name field,
+/// padded to 16 bytes as LLVM does, after writing with
+/// [`header_safe_name`]s. `names` are the real names in member order; the
+/// symbol table (`/`) and long-name table (`//`) are skipped.
+pub(crate) fn patch_short_names<'n>(ar: &mut [u8], names: impl IntoIterator<Item = &'n str>) {
+    const HEADER: usize = 60;
+    let mut names = names.into_iter();
+    let mut pos = 8;
+    while let Some(header) = ar.get_mut(pos..pos + HEADER) {
+        let size: Option<usize> = std::str::from_utf8(&header[48..58]).ok().and_then(|s| s.trim().parse().ok());
+        let Some(size) = size else { return };
+        let special = header.starts_with(b"/ ") || header.starts_with(b"// ");
+        if !special {
+            let Some(name) = names.next() else { return };
+            if needs_byte_padding(name) {
+                let field = &mut header[..16];
+                field.fill(b' ');
+                field[..name.len()].copy_from_slice(name.as_bytes());
+                field[name.len()] = b'/';
+            }
+        }
+        pos += HEADER + size + size % 2;
+    }
 }
 
 /// Removes a leading GNU symbol table member (`/`) that lists no symbols.
@@ -152,6 +203,29 @@ mod tests {
             got,
             [(b"d/pkg.out".to_vec(), b"hello".to_vec()), (b"d/pkg.out".to_vec(), b"ABCDEFGHIJKLMNOP".to_vec())]
         );
+    }
+
+    /// Found by fuzzing (rt_archive): a short name with non-ASCII
+    /// characters made ar_archive_writer write a 61-byte member header.
+    #[test]
+    fn non_ascii_short_names_keep_the_header_size() {
+        let names = ["caf\u{e9}.out", "\u{7}qq\u{64e}", "\u{1F600}\u{1F600}\u{1F600}", "ascii", "d/caf\u{e9}.out"];
+        let data: [&[u8]; 5] = [b"one", b"", b"three", b"four!", b"5"];
+        let members: Vec<(&str, &[u8])> = names.iter().copied().zip(data).collect();
+        let ar = write_gnu_archive(&members).unwrap();
+        let archive = object::read::archive::ArchiveFile::parse(&ar[..]).unwrap();
+        let got: Vec<(Vec<u8>, Vec<u8>)> = archive
+            .members()
+            .map(|m| {
+                let m = m.unwrap();
+                (m.name().to_vec(), m.data(&ar[..]).unwrap().to_vec())
+            })
+            .collect();
+        let want: Vec<(Vec<u8>, Vec<u8>)> = members.iter().map(|(n, d)| (n.as_bytes().to_vec(), d.to_vec())).collect();
+        assert_eq!(got, want);
+        // The name field is byte-padded: `café.out/` and 6 spaces.
+        let field = "caf\u{e9}.out/      ".as_bytes();
+        assert!(ar.windows(16).any(|w| w == field));
     }
 
     #[test]

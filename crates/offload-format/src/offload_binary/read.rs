@@ -292,6 +292,10 @@ fn parse_chunk(rest: &[u8], offset: u64) -> Result<(Vec<OffloadBinary<'_>>, u64)
     let data = &rest[..size as usize];
     let record_size = if version == 1 { STRING_RECORD_SIZE_V1 } else { STRING_RECORD_SIZE_V2 };
     let mut out = Vec::new();
+    let mut strings_of = CStrings::new(data);
+    // Records read over all entries: entries of a version 2 binary may share
+    // one record table, and each would get its own copy of every record.
+    let mut records_total = 0u64;
     for index in 0..count {
         let at = header.entry_offset + index * ENTRY_SIZE;
         let short = || Error::TooShort { offset, available };
@@ -322,14 +326,22 @@ fn parse_chunk(rest: &[u8], offset: u64) -> Result<(Vec<OffloadBinary<'_>>, u64)
             .and_then(|l| entry.string_offset.checked_add(l))
             .filter(|&e| e <= size)
             .ok_or_else(|| out_of_bounds("the string records", entry.string_offset, records_len.unwrap_or(u64::MAX)))?;
+        records_total = records_total.saturating_add(records_end - entry.string_offset);
+        if records_total > size {
+            return Err(out_of_bounds(
+                "the string records (counted over all entries)",
+                entry.string_offset,
+                records_total,
+            ));
+        }
         let mut strings = Vec::new();
         let mut rec = entry.string_offset;
         while rec < records_end {
             let key_at = u64_at(data, rec).ok_or_else(short)?;
             let value_at = u64_at(data, rec + 8).ok_or_else(short)?;
-            let key = c_string(data, key_at).ok_or_else(|| out_of_bounds("a key string", key_at, 1))?;
+            let key = strings_of.get(key_at).ok_or_else(|| out_of_bounds("a key string", key_at, 1))?;
             let value = if version == 1 {
-                c_string(data, value_at).ok_or_else(|| out_of_bounds("a value string", value_at, 1))?
+                strings_of.get(value_at).ok_or_else(|| out_of_bounds("a value string", value_at, 1))?
             } else {
                 let len = u64_at(data, rec + 16).ok_or_else(short)?;
                 value_at
@@ -354,14 +366,42 @@ fn parse_chunk(rest: &[u8], offset: u64) -> Result<(Vec<OffloadBinary<'_>>, u64)
     Ok((out, size))
 }
 
-/// The NUL-terminated string at `at`. The end of the binary also ends a
-/// string, as it does for LLVM (whose copy of each binary is followed by a
-/// NUL); an offset past the end is an error.
-fn c_string(data: &[u8], at: u64) -> Option<&[u8]> {
-    let start = usize::try_from(at).ok().filter(|&s| s <= data.len())?;
-    let tail = &data[start..];
-    let len = tail.iter().position(|&b| b == 0).unwrap_or(tail.len());
-    Some(&tail[..len])
+/// NUL-terminated strings of one binary, looked up by offset. The end of
+/// the binary also ends a string, as it does for LLVM (whose copy of each
+/// binary is followed by a NUL); an offset past the end is an error.
+///
+/// Records may point anywhere, many of them into one long run without a
+/// NUL; searching for the NUL afresh for each would take quadratic time.
+/// Every search is remembered as a run `[start, nul)` that holds no NUL, and
+/// a search stops at the next known run, so each byte is searched once.
+struct CStrings<'a> {
+    data: &'a [u8],
+    /// Start of a searched run to the offset of the NUL (or end) ending it.
+    runs: std::collections::BTreeMap<usize, usize>,
+}
+
+impl<'a> CStrings<'a> {
+    fn new(data: &'a [u8]) -> Self {
+        CStrings { data, runs: std::collections::BTreeMap::new() }
+    }
+
+    fn get(&mut self, at: u64) -> Option<&'a [u8]> {
+        let start = usize::try_from(at).ok().filter(|&s| s <= self.data.len())?;
+        if let Some((_, &end)) = self.runs.range(..=start).next_back()
+            && start <= end
+        {
+            return Some(&self.data[start..end]);
+        }
+        let next = self.runs.range(start..).next().map(|(&s, &e)| (s, e));
+        let limit = next.map_or(self.data.len(), |(s, _)| s);
+        let end = match memchr::memchr(0, &self.data[start..limit]) {
+            Some(i) => start + i,
+            // No NUL before the next known run: the string ends where it does.
+            None => next.map_or(self.data.len(), |(_, e)| e),
+        };
+        self.runs.insert(start, end);
+        Some(&self.data[start..end])
+    }
 }
 
 #[cfg(test)]
@@ -550,6 +590,90 @@ mod tests {
         // A count that does not fit is refused.
         put(&mut d, 24, 6);
         assert!(matches!(OffloadBinary::parse_all(&d), Err(Error::Truncated { .. })));
+    }
+
+    /// Many records pointing into one long run without a NUL, at distinct
+    /// offsets: each string search used to scan to the end of the run
+    /// (quadratic time). Strings must still come out right.
+    #[test]
+    fn strings_sharing_a_long_run_are_found_once() {
+        let run = 1 << 20;
+        let n = 60_000u64;
+        // header, entry, n records, then the run of 'x' (no NUL anywhere).
+        let records_at = 0x48u64;
+        let run_at = records_at + 16 * n;
+        let size = (run_at + run as u64).next_multiple_of(8);
+        let mut d = vec![b'x'; size as usize];
+        d[..4].copy_from_slice(&super::super::MAGIC);
+        d[4..8].copy_from_slice(&1u32.to_le_bytes());
+        put(&mut d, 8, size);
+        put(&mut d, 16, 0x20);
+        put(&mut d, 24, 40);
+        d[0x20..0x28].fill(0);
+        put(&mut d, 0x28, records_at);
+        put(&mut d, 0x30, n);
+        put(&mut d, 0x38, size);
+        put(&mut d, 0x40, 0);
+        for i in 0..n {
+            let r = (records_at + 16 * i) as usize;
+            put(&mut d, r, run_at + i * 7);
+            put(&mut d, r + 8, run_at + (n - 1 - i) * 3);
+        }
+        let bins = OffloadBinary::parse_all(&d).unwrap();
+        let strings = bins[0].strings();
+        assert_eq!(strings.len(), n as usize);
+        for (i, (k, v)) in strings.iter().enumerate().step_by(997) {
+            let i = i as u64;
+            assert_eq!(k.len() as u64, size - (run_at + i * 7));
+            assert_eq!(v.len() as u64, size - (run_at + (n - 1 - i) * 3));
+        }
+    }
+
+    #[test]
+    fn c_strings_match_a_direct_search() {
+        let data = b"ab\0cde\0\0fgh";
+        let direct = |at: usize| {
+            let tail = &data[at..];
+            &tail[..tail.iter().position(|&b| b == 0).unwrap_or(tail.len())]
+        };
+        // Every order of lookups gives the same answers.
+        for order in [[9usize, 0, 4, 3, 7, 1, 10, 8, 2, 5], [2, 3, 4, 5, 0, 1, 7, 8, 9, 10]] {
+            let mut c = CStrings::new(data);
+            for at in order {
+                assert_eq!(c.get(at as u64), Some(direct(at)), "offset {at}");
+                assert_eq!(c.get(at as u64), Some(direct(at)), "offset {at}, again");
+            }
+            assert_eq!(c.get(data.len() as u64), Some(&b""[..]));
+            assert_eq!(c.get(data.len() as u64 + 1), None);
+        }
+    }
+
+    /// Version 2 entries sharing one record table: each entry would copy
+    /// every record (a few kilobytes claiming gigabytes of records). The
+    /// records of all entries together may not exceed the binary.
+    #[test]
+    fn version_2_entries_may_not_share_more_records_than_fit() {
+        let size = 0x1000u64;
+        let count = 64u64;
+        let mut d = vec![0u8; size as usize];
+        d[..4].copy_from_slice(&super::super::MAGIC);
+        d[4] = 2;
+        put(&mut d, 8, size);
+        put(&mut d, 16, 32);
+        put(&mut d, 24, count);
+        let records_at = 32 + 40 * count;
+        let n = (size - records_at) / 24;
+        for i in 0..count as usize {
+            let e = 32 + 40 * i;
+            put(&mut d, e + 8, records_at);
+            put(&mut d, e + 16, n);
+            put(&mut d, e + 24, size);
+        }
+        let e = OffloadBinary::parse_all(&d).unwrap_err();
+        assert!(matches!(e, Error::OutOfBounds { what: "the string records (counted over all entries)", .. }), "{e:?}");
+        // One entry with that table is fine.
+        put(&mut d, 24, 1);
+        assert_eq!(OffloadBinary::parse_all(&d).unwrap()[0].strings().len(), n as usize);
     }
 
     fn arb_string() -> impl Strategy<Value = Vec<u8>> {

@@ -137,7 +137,9 @@ fn run(argv0: &str, opts: &offload_cli::cl::Parsed, env: &EnvSettings, timers: &
                 bundler::list(file_type, &bytes).map_err(|e| e.to_string())?.into_iter().map(<[u8]>::to_vec).collect()
             }
         };
-        let mut out = std::io::stdout().lock();
+        // Buffered: stdout alone flushes at every newline, a system call
+        // per ID on a bundle with many entries.
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
         for id in ids {
             out.write_all(&id).and_then(|_| out.write_all(b"\n")).map_err(|e| error_text(&e))?;
         }

@@ -68,9 +68,28 @@ fn table_of(prefix: &[u8], total: u64) -> Result<Option<Option<Vec<binary::Table
     }
 }
 
+/// Appends a piece to the collected prefix; the prefix can be as large as
+/// the decompressed data, so running out of memory is an error, not an
+/// abort.
+fn append(prefix: &mut Vec<u8>, piece: &[u8]) -> Result<(), String> {
+    prefix.try_reserve(piece.len()).map_err(|e| fail(CompressedError::Decompress(e.to_string())))?;
+    prefix.extend_from_slice(piece);
+    Ok(())
+}
+
+/// Whether the table should be parsed again now that the prefix holds
+/// `len` bytes, having last been parsed at `parsed` bytes. Parsing only
+/// when the prefix has doubled keeps the total work linear: a table of
+/// millions of records (a few kilobytes of compressed input can inflate
+/// to that) would otherwise be parsed afresh for every 4 MiB piece.
+fn worth_parsing(len: usize, parsed: usize) -> bool {
+    len >= parsed.saturating_mul(2).max(1 << 16)
+}
+
 enum State {
-    /// Collecting the first bytes until the entry table is complete.
-    Table(Vec<u8>),
+    /// Collecting the first bytes until the entry table is complete (and
+    /// the length at which the table was last found incomplete).
+    Table(Vec<u8>, usize),
     /// Writing: each output's handle and what goes into it.
     Writing(Vec<(usize, Fill<(u64, u64)>)>),
     /// The table or the request was refused; the stream still runs to the
@@ -94,7 +113,8 @@ impl Unbundler<'_> {
         let total = if at_end { prefix.len() as u64 } else { self.total };
         let fills = match table_of(&prefix, total) {
             Ok(None) => {
-                self.state = State::Table(prefix);
+                let parsed = prefix.len();
+                self.state = State::Table(prefix, parsed);
                 return Ok(());
             }
             Ok(Some(table)) => bundler::unbundle_table(self.targets, table.as_deref(), self.options),
@@ -119,8 +139,11 @@ impl Unbundler<'_> {
 
     fn feed(&mut self, pos: u64, piece: &[u8]) -> Result<(), String> {
         match &mut self.state {
-            State::Table(prefix) => {
-                prefix.extend_from_slice(piece);
+            State::Table(prefix, parsed) => {
+                append(prefix, piece)?;
+                if !worth_parsing(prefix.len(), *parsed) {
+                    return Ok(());
+                }
                 let prefix = std::mem::take(prefix);
                 self.decide(prefix, false)
             }
@@ -169,11 +192,11 @@ pub fn unbundle(
         outputs,
         staged,
         total: blob.header.uncompressed_size,
-        state: State::Table(Vec::new()),
+        state: State::Table(Vec::new(), 0),
     };
     run(blob, verbose, timers, |pos, piece| u.feed(pos, piece))?;
     // A stream shorter than its table: decide on what there is.
-    if let State::Table(prefix) = &mut u.state {
+    if let State::Table(prefix, _) = &mut u.state {
         let prefix = std::mem::take(prefix);
         u.decide(prefix, true)?;
     }
@@ -189,11 +212,15 @@ pub fn list(blob: &Blob, verbose: bool, timers: &mut TimerGroup) -> Result<Vec<V
     let total = blob.header.uncompressed_size;
     let mut prefix = Vec::new();
     let mut done = false;
+    let mut parsed = 0;
     run(blob, verbose, timers, |_, piece| {
         if !done {
-            prefix.extend_from_slice(piece);
-            // Errors in the table are reported once the stream is over.
-            done = !matches!(table_of(&prefix, total), Ok(None));
+            append(&mut prefix, piece)?;
+            if worth_parsing(prefix.len(), parsed) {
+                // Errors in the table are reported once the stream is over.
+                done = !matches!(table_of(&prefix, total), Ok(None));
+                parsed = prefix.len();
+            }
         }
         Ok(())
     })?;
@@ -202,4 +229,28 @@ pub fn list(blob: &Blob, verbose: bool, timers: &mut TimerGroup) -> Result<Vec<V
         Some(Some(t)) => bundler::table_in_map_order(&t).into_iter().map(|e| e.id.to_vec()).collect(),
         _ => Vec::new(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A table that only completes after a gigabyte of 4 MiB pieces is
+    /// parsed a handful of times, not once per piece (256 times, each over
+    /// millions of records).
+    #[test]
+    fn the_table_is_parsed_a_logarithmic_number_of_times() {
+        let (mut len, mut parsed, mut parses) = (0usize, 0usize, 0);
+        while len < 1 << 30 {
+            len += 4 << 20;
+            if worth_parsing(len, parsed) {
+                parsed = len;
+                parses += 1;
+            }
+        }
+        assert!(parses <= 10, "{parses} parses");
+        // Small tables are parsed as soon as 64 KiB have arrived.
+        assert!(worth_parsing(1 << 16, 0));
+        assert!(!worth_parsing(100, 0));
+    }
 }

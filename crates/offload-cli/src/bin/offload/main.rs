@@ -58,11 +58,13 @@ fn open(argv0: &str, path: &str) -> Option<io::Input> {
     }
 }
 
-/// Prints the scan's diagnostics as warnings (list, select, extract).
+/// Prints the scan's diagnostics (list, select, extract) with their
+/// severity: an error found while scanning makes `list` exit 1, and the
+/// message must say why.
 fn report(argv0: &str, path: &str, inv: &Inventory) {
     for d in &inv.diagnostics {
         let at = d.offset.map(|o| format!(" (offset {o:#x})")).unwrap_or_default();
-        eprintln!("{argv0}: warning: {path}: {}{at}: {}", d.location, d.message);
+        eprintln!("{argv0}: {}: {path}: {}{at}: {}", d.severity.name(), d.location, d.message);
     }
 }
 

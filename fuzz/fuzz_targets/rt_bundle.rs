@@ -1,0 +1,3 @@
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|case: offload_fuzz::BundleCase| offload_fuzz::rt_bundle(case));

@@ -1,0 +1,798 @@
+//! Fuzz harnesses for offload-format (and the CLI's option parser).
+//!
+//! Every target in `fuzz_targets/` is one line that calls a function of this
+//! library, so a harness can be reused (and a new target added) without
+//! touching the others. Each harness feeds the input to a reader and then
+//! checks what the reader promises beyond "does not panic": every slice it
+//! returns lies inside the input, sizes agree with the data, decompressed
+//! data matches its declared size and hash, and writers' output reads back
+//! as what was written, identically on a second run.
+//!
+//! Allocation is bounded by the input: libFuzzer's `-rss_limit_mb` and
+//! `-malloc_limit_mb` (2 GiB by default) turn any allocation a small input
+//! does not justify into a finding. The only exception is legitimately
+//! decompressed data, which can be large for a small input (a zstd frame of
+//! run-length blocks); the harnesses decompress only blobs that declare at
+//! most [`MAX_DECLARED`] bytes, which is exactly the bound the reader
+//! enforces (it stops at the declared size).
+
+use arbitrary::Arbitrary;
+use offload_format::bundle::compressed::{self, CompressOptions, Method};
+use offload_format::bundle::{FileType, binary, text};
+use offload_format::bundler::{self, Request, UnbundleOptions};
+use offload_format::offload_binary::{self, Binaries, Image, ImageArgs, ImageKind, OffloadKind, RecordOrder};
+use offload_format::plan::{Piece, Plan};
+use offload_format::target_id::{self, BundleEntryId, TargetId};
+use offload_format::triple::Triple;
+use std::num::NonZeroU64;
+
+/// The largest declared uncompressed size the harnesses decompress.
+pub const MAX_DECLARED: u64 = 64 << 20;
+
+/// Whether `inner` is a subslice of `outer` (by address).
+pub fn within(outer: &[u8], inner: &[u8]) -> bool {
+    let (o, i) = (outer.as_ptr() as usize, inner.as_ptr() as usize);
+    inner.is_empty() || (i >= o && i + inner.len() <= o + outer.len())
+}
+
+/// Every `-type` value the bundler accepts, with its file type.
+pub const TYPES: [&str; 12] = ["i", "ii", "cui", "hipi", "d", "s", "ll", "bc", "gch", "ast", "o", "a"];
+
+/// The three comment styles of text bundles.
+pub const COMMENTS: [&str; 3] = ["//", "#", ";"];
+
+fn plan_within(plan: &Plan, input: &[u8]) {
+    for p in &plan.pieces {
+        if let Piece::Bytes(b) = p {
+            assert!(within(input, b), "an output piece is not part of the input");
+        }
+    }
+}
+
+// ---------------------------------------------------------------- readers
+
+/// `bundle::binary::read` and `-list` on arbitrary bytes.
+pub fn bundle_binary(data: &[u8]) {
+    if let Ok(Some(entries)) = binary::read(data) {
+        for e in &entries {
+            assert!(within(data, e.id) && within(data, e.payload));
+            let at = usize::try_from(e.offset).expect("offset fits");
+            assert_eq!(&data[at..at + e.payload.len()], e.payload, "payload is not at its offset");
+            assert_ne!(e.offset, 0);
+        }
+    }
+    if let Ok(ids) = bundler::list(FileType::Binary, data) {
+        for id in ids {
+            assert!(within(data, id));
+        }
+    }
+}
+
+/// `bundle::text::TextReader` for every comment style, reading payloads
+/// and skipping entries, and `-list`.
+pub fn bundle_text(data: &[u8]) {
+    for comment in COMMENTS {
+        for read_payloads in [true, false] {
+            let mut r = text::TextReader::new(data, comment);
+            let mut steps = 0usize;
+            while let Some(id) = r.next_id() {
+                assert!(within(data, id) && !id.contains(&b'\n'));
+                steps += 1;
+                assert!(steps <= data.len(), "more entries than bytes");
+                let result = if read_payloads { r.payload().map(Some) } else { r.skip_entry().map(|_| None) };
+                match result {
+                    Ok(Some(p)) => assert!(within(data, p)),
+                    Ok(None) => {}
+                    Err(e) => {
+                        let _ = e.to_string();
+                        break;
+                    }
+                }
+            }
+        }
+        if let Ok(ids) = bundler::list(FileType::Text { comment }, data) {
+            assert!(ids.iter().all(|id| within(data, id)));
+        }
+    }
+}
+
+/// CCOB headers, blob walking and decompression (size and hash checked).
+pub fn bundle_compressed(data: &[u8]) {
+    let _ = compressed::is_compressed(data);
+    if let Ok(h) = compressed::parse_header(data) {
+        assert!(h.header_len <= data.len());
+    }
+    let mut end = 0usize;
+    for item in compressed::blobs(data) {
+        let Ok((at, blob)) = item else { break };
+        assert!(at >= end, "blobs overlap or go backwards");
+        assert!(within(data, blob.data) && at + blob.len <= data.len());
+        end = at + blob.len;
+        if blob.header.uncompressed_size <= MAX_DECLARED {
+            match compressed::decompress(&blob) {
+                Ok(out) => {
+                    assert_eq!(out.len() as u64, blob.header.uncompressed_size);
+                    assert_eq!(compressed::truncated_md5(&out), blob.header.hash);
+                }
+                Err(e) => {
+                    let _ = e.to_string();
+                }
+            }
+        }
+    }
+    // The bundler's whole-input path (trailing data, hash check).
+    let declared = compressed::parse_header(data).map(|h| h.uncompressed_size).unwrap_or(0);
+    if declared <= MAX_DECLARED {
+        match bundler::decompress_input(data).and_then(|d| d.into_verified()) {
+            Ok(bytes) => {
+                if compressed::is_compressed(data) {
+                    assert_eq!(bytes.len() as u64, declared);
+                } else {
+                    assert_eq!(&bytes[..], data);
+                }
+            }
+            Err(e) => {
+                let _ = e.to_string();
+            }
+        }
+    }
+}
+
+/// Well-formed bundle entry IDs, no two of which are compatible with each
+/// other unless they are equal (so the round trips are exact).
+pub const KNOWN_TARGETS: [&str; 12] = [
+    "host-x86_64-unknown-linux-gnu",
+    "host-x86_64-unknown-linux-gnu-",
+    "hip-amdgcn-amd-amdhsa--gfx906",
+    "hip-amdgcn-amd-amdhsa--gfx908",
+    "hip-amdgcn-amd-amdhsa--gfx90a:xnack+",
+    "hipv4-amdgcn-amd-amdhsa--gfx1030",
+    "hip-amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-",
+    "openmp-x86_64-pc-linux-gnu",
+    "openmp-nvptx64-nvidia-cuda--sm_70",
+    "openmp-amdgcn-amd-amdhsa--gfx1100",
+    "hip-spirv64-amd-amdhsa--amdgcnspirv",
+    "openmp-aarch64-unknown-linux-gnu",
+];
+
+/// IDs that overlap the known ones or are odd (three-field triples,
+/// compatible kinds, features, nothing after the kind).
+pub const ODD_TARGETS: [&str; 10] = [
+    "hip-amdgcn-amd-amdhsa-gfx906",
+    "hipv4-amdgcn-amd-amdhsa--gfx906",
+    "hip-amdgcn-amd-amdhsa--gfx90a",
+    "hip-amdgcn-amd-amdhsa--gfx90a:xnack-",
+    "openmp-amdgcn-amd-amdhsa--gfx906",
+    "host-",
+    "hip--",
+    "openmp-x86_64",
+    "hip-amdgcn-amd-amdhsa--gfx906:sramecc+",
+    "cuda-nvptx64-nvidia-cuda--sm_80",
+];
+
+/// The bundler's target for a selector byte.
+pub fn target_for(b: u8) -> &'static str {
+    let all = KNOWN_TARGETS.len() + ODD_TARGETS.len();
+    let i = usize::from(b) % all;
+    KNOWN_TARGETS.get(i).copied().unwrap_or_else(|| ODD_TARGETS[i - KNOWN_TARGETS.len()])
+}
+
+/// The bundler's `-list` and `-unbundle` as the CLI runs them, over
+/// arbitrary input. Layout of the fuzz input: byte 0 picks the `-type`,
+/// byte 1 the options (bit 0 `-allow-missing-bundles`, bit 1
+/// `-hip-openmp-compatible`, bit 2 `-check-input-archive`), byte 2 the number of targets (mod 9), then one
+/// selector byte per target ([`target_for`]); the rest is the input file.
+/// Seeds are therefore real bundles behind a short prefix.
+pub fn bundler_ops(data: &[u8]) {
+    let [type_byte, flags, count, rest @ ..] = data else { return };
+    let count = usize::from(*count % 9).min(rest.len());
+    let (selectors, input) = rest.split_at(count);
+    let type_name = TYPES[usize::from(*type_byte) % TYPES.len()];
+    let file_type = bundler::file_type(type_name).expect("known type");
+    let declared = compressed::parse_header(input).map(|h| h.uncompressed_size).unwrap_or(0);
+    if declared > MAX_DECLARED {
+        return;
+    }
+    let Ok(bytes) = bundler::decompress_input(input).and_then(|d| d.into_verified()) else { return };
+    if let Ok(ids) = bundler::list(file_type, &bytes) {
+        assert!(ids.iter().all(|id| within(&bytes, id)));
+    }
+    let targets: Vec<String> = selectors.iter().map(|&b| target_for(b).to_string()).collect();
+    let request = Request {
+        file_type: type_name.to_string(),
+        output_count: targets.len(),
+        targets,
+        input_count: 1,
+        unbundle: true,
+        ..Request::default()
+    };
+    let Ok(Some(t)) = bundler::validate(&request) else { return };
+    let options = UnbundleOptions { allow_missing_bundles: flags & 1 != 0, hip_openmp_compatible: flags & 2 != 0 };
+    if file_type == FileType::Archive {
+        // Archives are read uncompressed; outputs are new archives.
+        match bundler::unbundle_archive(&t, input, "fuzz.a", options, flags & 4 != 0) {
+            Ok(plans) => assert_eq!(plans.len(), t.standardized.len()),
+            Err(e) => assert!(!e.to_string().is_empty()),
+        }
+        return;
+    }
+    match bundler::unbundle(file_type, &t, &bytes, options) {
+        Ok(plans) => {
+            assert_eq!(plans.len(), t.standardized.len());
+            if file_type != FileType::Object {
+                for p in &plans {
+                    plan_within(p, &bytes);
+                }
+            }
+        }
+        Err(e) => assert!(!e.to_string().is_empty()),
+    }
+}
+
+/// OffloadBinary packages: every binary, every accessor.
+pub fn offload_binary(data: &[u8]) {
+    let mut last_end = 0u64;
+    for item in Binaries::new(data) {
+        match item {
+            Ok(b) => {
+                assert!(within(data, b.data()) && within(data, b.image()));
+                assert!(b.offset() >= last_end || b.entry_index() > 0);
+                last_end = b.offset() + b.data().len() as u64;
+                for (k, v) in b.strings() {
+                    assert!(within(b.data(), k) && within(b.data(), v));
+                }
+                let _ = (b.triple(), b.arch(), b.image_kind().name(), b.offload_kind().name(), b.flags());
+                let _ = (b.header(), b.entry(), b.version());
+            }
+            Err(e) => {
+                assert!(e.offset() <= data.len() as u64);
+                let _ = (e.to_string(), e.detail());
+            }
+        }
+    }
+}
+
+/// The container scan (raw, ELF, COFF, bitcode, archives) and the
+/// packages it finds.
+pub fn container_scan(data: &[u8]) {
+    let scan = offload_binary::container::scan(data, "fuzz-input");
+    for p in &scan.packages {
+        if matches!(p.data, std::borrow::Cow::Borrowed(_)) {
+            assert!(within(data, &p.data));
+        } else {
+            // Decoded from bitcode, where an array element takes at least
+            // one bit: never more than eight bytes per input byte.
+            assert!(p.data.len() <= 8 * data.len());
+        }
+        offload_binary(&p.data);
+    }
+    if let Some(e) = scan.error {
+        let _ = (e.to_string(), e.detail());
+    }
+    let _ = offload_binary::container::file_kind(data);
+}
+
+/// The packager's `--image=key=value,...` syntax and record orders.
+pub fn image_args(spec: &str) {
+    let args = ImageArgs::parse(spec);
+    let pairs: Vec<(&str, &str)> = args.pairs().collect();
+    let mut dense = args.dense_map_order();
+    assert_eq!(dense.len(), pairs.len());
+    let mut sorted = pairs.clone();
+    sorted.sort_unstable();
+    dense.sort_unstable();
+    assert_eq!(dense, sorted, "dense-map order is not a permutation");
+    for order in [RecordOrder::Llvm19, RecordOrder::Llvm16] {
+        let mut records = args.string_records(order);
+        records.sort_unstable();
+        let mut expected: Vec<_> = sorted.iter().copied().filter(|(k, _)| *k != "file" && *k != "kind").collect();
+        expected.sort_unstable();
+        assert_eq!(records, expected);
+    }
+    let _ = (args.files(), args.offload_kind(), args.get("triple"), args.contains("file"));
+}
+
+const TRIPLES: [&str; 6] = [
+    "amdgcn-amd-amdhsa",
+    "nvptx64-nvidia-cuda",
+    "r600-unknown-unknown",
+    "x86_64-unknown-linux-gnu",
+    "spirv64-amd-amdhsa",
+    "",
+];
+
+/// Target IDs, bundle entry IDs, triples and the compatibility rules.
+pub fn target_ids(text: &str) {
+    let (a, b) = text.split_once('\n').unwrap_or((text, ""));
+    let _ = target_id::parse_format(a).map_err(|e| e.to_string());
+    for t in TRIPLES.iter().copied().chain([b]) {
+        let triple = Triple::parse(t);
+        if let Ok(id) = TargetId::parse(&triple, a) {
+            let canonical = id.canonical();
+            assert_eq!(TargetId::parse(&triple, &canonical).as_ref(), Ok(&id), "canonical form does not re-parse");
+        }
+    }
+    let ea = BundleEntryId::parse(a);
+    let eb = BundleEntryId::parse(b);
+    let sa = ea.standardized();
+    let _ = (ea.kind_and_triple(), ea.meaningful_target_id(), ea.is_kind_valid(), ea.is_triple_valid());
+    for hip_openmp in [false, true] {
+        let _ = target_id::is_compatible(&ea, &eb, &eb.standardized(), hip_openmp);
+        // An ID always matches its own standardized request.
+        assert!(target_id::is_compatible(&ea, &BundleEntryId::parse(&sa), &sa, hip_openmp));
+    }
+    let _ = target_id::find_conflicting_targets(&[ea, eb]);
+    let t = Triple::parse(a);
+    let _ = (t.arch(), t.vendor(), t.os(), t.environment(), t.object_format(), t.is_known_arch());
+}
+
+/// An option set like the bundler's, for the option parser.
+const CL_OPTIONS: &[offload_cli::cl::OptSpec] = {
+    use offload_cli::cl::{OptSpec, ValueKind};
+    &[
+        OptSpec::flag("allow-missing-bundles", "h"),
+        OptSpec::value("bundle-align", "", "h").kind(ValueKind::Uint),
+        OptSpec::value("compression-level", "n", "h").kind(ValueKind::Int),
+        OptSpec::value("input", "string", "h").list(),
+        OptSpec::value("inputs", "string", "h").comma(),
+        OptSpec::flag("list", "h"),
+        OptSpec::value("o", "file", "h"),
+        OptSpec::value("targets", "string", "h").comma(),
+        OptSpec::value("type", "string", "h").required(),
+        OptSpec::flag("hidden", "h").hidden(),
+    ]
+};
+
+const CL_SPEC: offload_cli::cl::ToolSpec = offload_cli::cl::ToolSpec {
+    name: "fuzz-tool",
+    overview: "fuzzing the option parser",
+    category: "fuzz options",
+    options: CL_OPTIONS,
+    positional: Some(offload_cli::cl::PositionalSpec { value_name: "<files>", min: 0, max: Some(3) }),
+    version: "fuzz 0",
+    required_order: &["type"],
+};
+
+/// The LLVM-style option parser over arbitrary argument vectors. Response
+/// files (`@path`) are left out: they read the file system.
+pub fn cl_parse(args: Vec<String>) {
+    let args: Vec<String> = args.into_iter().filter(|a| !a.starts_with('@')).take(64).collect();
+    match CL_SPEC.parse("fuzz-tool", &args) {
+        offload_cli::cl::Outcome::Run(p) => {
+            let _ =
+                (p.values("input"), p.value("o"), p.flag("list"), p.uint("bundle-align"), p.int("compression-level"));
+            assert!(p.positionals.len() <= 3);
+        }
+        offload_cli::cl::Outcome::Print(t) | offload_cli::cl::Outcome::Fail(t) => assert!(!t.is_empty()),
+    }
+    let _ = offload_cli::cl::tokenize_gnu(&args.join(" "));
+}
+
+// ------------------------------------------------------------ round trips
+
+/// Entries for the bundle writers.
+#[derive(Arbitrary, Debug)]
+pub struct BundleCase<'a> {
+    pub entries: Vec<(&'a [u8], &'a [u8])>,
+    pub align: u16,
+    pub comment: u8,
+    /// Bundler-level round trip: targets and the type to use.
+    pub targets: Vec<u8>,
+    pub file_type: u8,
+}
+
+/// Binary and text bundles: write → read gives the entries back, and
+/// writing twice gives the same bytes. Then the bundler's own bundle →
+/// list → unbundle over well-formed targets.
+pub fn rt_bundle(case: BundleCase) {
+    let entries: Vec<(&[u8], &[u8])> = case.entries.iter().take(32).copied().collect();
+    let align = NonZeroU64::new(u64::from(case.align.max(1))).expect("nonzero");
+    let bytes = binary::write(&entries, align).to_vec();
+    assert_eq!(bytes, binary::write(&entries, align).to_vec(), "binary writer is not deterministic");
+    let back = binary::read(&bytes).expect("own bundle reads").expect("has the magic");
+    assert_eq!(back.len(), entries.len());
+    for (e, (id, payload)) in back.iter().zip(&entries) {
+        assert_eq!((e.id, e.payload), (*id, *payload));
+        assert_eq!(e.offset % align.get(), 0);
+    }
+
+    let comment = COMMENTS[usize::from(case.comment) % COMMENTS.len()];
+    let markers = text::Markers::new(comment);
+    let end_marker = format!("\n{comment} __CLANG_OFFLOAD_BUNDLE____END__ ");
+    let readable = entries
+        .iter()
+        .all(|(id, p)| !id.contains(&b'\n') && !contains(p, end_marker.as_bytes()) && !contains(id, b"\r"));
+    let bytes = text::write(&markers, &entries).to_vec();
+    assert_eq!(bytes, text::write(&markers, &entries).to_vec(), "text writer is not deterministic");
+    if readable {
+        let mut r = text::TextReader::new(&bytes, comment);
+        for (id, payload) in &entries {
+            assert_eq!(r.next_id(), Some(*id));
+            assert_eq!(r.payload().expect("own text bundle reads"), *payload);
+        }
+        assert_eq!(r.next_id(), None);
+    }
+
+    // The bundler: distinct well-formed targets, one payload each.
+    let mut targets: Vec<&str> = Vec::new();
+    for &t in case.targets.iter().take(KNOWN_TARGETS.len()) {
+        let t = KNOWN_TARGETS[usize::from(t) % KNOWN_TARGETS.len()];
+        // Two spellings of the host are one target after standardizing.
+        if !targets.iter().any(|x| bundler_key(x) == bundler_key(t)) {
+            targets.push(t);
+        }
+    }
+    if targets.is_empty() || entries.len() < targets.len() {
+        return;
+    }
+    let type_name = ["bc", "i", "s", "ll", "o"][usize::from(case.file_type) % 5];
+    let file_type = bundler::file_type(type_name).expect("known type");
+    let req = |unbundle: bool| Request {
+        file_type: type_name.into(),
+        targets: targets.iter().map(|s| s.to_string()).collect(),
+        input_count: if unbundle { 1 } else { targets.len() },
+        output_count: if unbundle { targets.len() } else { 1 },
+        unbundle,
+        ..Request::default()
+    };
+    let Ok(Some(bt)) = bundler::validate(&req(false)) else { return };
+    let inputs: Vec<&[u8]> = entries.iter().take(targets.len()).map(|(_, p)| *p).collect();
+    // A host input that is an object makes a fat object, whose host entry
+    // is that object without bundle sections: not a byte round trip.
+    if file_type == FileType::Object
+        && inputs.iter().any(|p| offload_format::bundle::object::detect(p).map_or(true, |f| f.is_some()))
+    {
+        return;
+    }
+    if let FileType::Text { comment } = file_type {
+        let end = format!("\n{comment} __CLANG_OFFLOAD_BUNDLE____END__ ");
+        if inputs.iter().any(|p| contains(p, end.as_bytes())) {
+            return;
+        }
+    }
+    let bundled = bundler::bundle(file_type, &bt, &inputs, u32::from(case.align.max(1))).expect("bundles").to_vec();
+    let listed = bundler::list(file_type, &bundled).expect("own bundle lists");
+    assert_eq!(listed.len(), targets.len());
+    let ut = bundler::validate(&req(true)).expect("valid").expect("not -list");
+    let outs = bundler::unbundle(file_type, &ut, &bundled, UnbundleOptions::default()).expect("own bundle unbundles");
+    for (out, input) in outs.iter().zip(&inputs) {
+        assert_eq!(&out.to_vec(), input, "unbundled payload differs");
+    }
+}
+
+fn bundler_key(t: &str) -> String {
+    target_id::standardize(t)
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+#[derive(Arbitrary, Debug)]
+pub struct CompressCase<'a> {
+    pub zlib: bool,
+    pub level: u8,
+    pub v3: bool,
+    pub data: &'a [u8],
+    pub second: &'a [u8],
+}
+
+/// CCOB: compress → read → decompress gives the data back, with the
+/// declared size and hash; compressing twice gives the same bytes; two
+/// blobs back to back are walked by size.
+pub fn rt_compressed(case: CompressCase) {
+    let method = if case.zlib { Method::Zlib } else { Method::Zstd };
+    let level = if case.zlib { i32::from(case.level % 10) } else { i32::from(case.level % 9) + 1 };
+    let opts = CompressOptions { method, level, version: if case.v3 { 3 } else { 2 }, threads: 0 };
+    let a = compressed::compress(case.data, &opts).expect("compresses");
+    assert_eq!(a, compressed::compress(case.data, &opts).expect("compresses"), "not deterministic");
+    let blob = compressed::read_blob(&a.bytes).expect("own blob reads");
+    assert_eq!(blob.len, a.bytes.len());
+    assert_eq!(compressed::decompress(&blob).expect("own blob decompresses"), case.data);
+    let b = compressed::compress(case.second, &opts).expect("compresses");
+    let mut both = a.bytes.clone();
+    both.extend_from_slice(&[0; 3]);
+    both.extend_from_slice(&b.bytes);
+    let found: Vec<_> = compressed::blobs(&both).collect::<Result<_, _>>().expect("both blobs read");
+    assert_eq!(found.len(), 2);
+    assert_eq!(compressed::decompress(&found[1].1).expect("second decompresses"), case.second);
+    // The bundler accepts one blob, with zero padding after it.
+    let mut padded = a.bytes.clone();
+    padded.extend_from_slice(&[0; 5]);
+    let d = bundler::decompress_input(&padded).and_then(|d| d.into_verified());
+    assert_eq!(d.expect("padded blob reads").as_ref(), case.data);
+}
+
+#[derive(Arbitrary, Debug)]
+pub struct PackageImage<'a> {
+    pub image_kind: u16,
+    pub offload_kind: u16,
+    pub flags: u32,
+    pub strings: Vec<(&'a [u8], &'a [u8])>,
+    pub image: &'a [u8],
+}
+
+/// OffloadBinary: write → read gives every image, kind, flag and record
+/// back, in order; the writer is deterministic.
+pub fn rt_offload_binary(images: Vec<PackageImage>) {
+    let images: Vec<Image> = images
+        .iter()
+        .take(16)
+        .map(|i| Image {
+            image_kind: ImageKind::from_u16(i.image_kind),
+            offload_kind: OffloadKind::from_u16(i.offload_kind),
+            flags: i.flags,
+            strings: i.strings.iter().take(16).copied().collect(),
+            image: i.image,
+        })
+        .collect();
+    let plan = match offload_binary::write_plan(&images) {
+        Ok(p) => p,
+        Err(e) => {
+            // Only a NUL inside a string is refused at these sizes.
+            let has_nul = images.iter().any(|i| i.strings.iter().any(|(k, v)| k.contains(&0) || v.contains(&0)));
+            assert!(has_nul, "write failed without a NUL: {e}");
+            return;
+        }
+    };
+    let bytes = plan.to_vec();
+    assert_eq!(bytes, offload_binary::write_plan(&images).expect("writes again").to_vec(), "not deterministic");
+    assert_eq!(bytes.len() % 8, 0);
+    let back = offload_binary::OffloadBinary::parse_all(&bytes).expect("own package reads");
+    assert_eq!(back.len(), images.len());
+    for (b, i) in back.iter().zip(&images) {
+        assert_eq!(b.image(), i.image);
+        assert_eq!(b.image_kind(), i.image_kind);
+        assert_eq!(b.offload_kind(), i.offload_kind);
+        assert_eq!(b.flags(), i.flags);
+        assert_eq!(b.strings(), &i.strings[..]);
+    }
+    let scan = offload_binary::container::scan(&bytes, "p");
+    assert!(scan.error.is_none() && (images.is_empty() || scan.packages.len() == 1));
+}
+
+/// GNU archives as `--archive` and `-type=a` unbundling write them:
+/// members come back by name and content, and every member's bytes are
+/// what was given.
+pub fn rt_archive(members: Vec<(String, &[u8])>) {
+    let members: Vec<(String, &[u8])> = members
+        .into_iter()
+        .take(16)
+        .map(|(n, d)| (n.chars().filter(|c| *c != '/' && *c != '\0' && *c != '\n').take(40).collect(), d))
+        .filter(|(n, _): &(String, &[u8])| !n.is_empty())
+        .collect();
+    let refs: Vec<(&str, &[u8])> = members.iter().map(|(n, d)| (n.as_str(), *d)).collect();
+    let bytes = match offload_binary::archive::write_gnu_archive(&refs) {
+        Ok(b) => b,
+        Err(e) => {
+            // Only members that look like objects but do not read are refused.
+            let _ = e.to_string();
+            return;
+        }
+    };
+    assert_eq!(bytes, offload_binary::archive::write_gnu_archive(&refs).expect("writes again"), "not deterministic");
+    let archive = object::read::archive::ArchiveFile::parse(&*bytes).expect("own archive reads");
+    let read: Vec<(Vec<u8>, Vec<u8>)> = archive
+        .members()
+        .map(|m| {
+            let m = m.expect("member reads");
+            (m.name().to_vec(), m.data(&*bytes).expect("member data").to_vec())
+        })
+        .collect();
+    assert_eq!(read.len(), refs.len());
+    for ((name, data), (n, d)) in read.iter().zip(&refs) {
+        assert_eq!(name.as_slice(), n.as_bytes());
+        assert_eq!(data.as_slice(), *d);
+    }
+    let _ = offload_binary::container::scan(&bytes, "a");
+    // The device archives of `-type=a` unbundling come from a second writer.
+    let owned: Vec<(String, Vec<u8>)> = refs.iter().map(|(n, d)| (n.to_string(), d.to_vec())).collect();
+    if let Ok(device) = offload_format::bundle::archive::write_gnu_archive(owned.clone()) {
+        let archive = object::read::archive::ArchiveFile::parse(&*device).expect("device archive reads");
+        let read: Vec<(Vec<u8>, Vec<u8>)> = archive
+            .members()
+            .map(|m| {
+                let m = m.expect("member reads");
+                (m.name().to_vec(), m.data(&*device).expect("member data").to_vec())
+            })
+            .collect();
+        let want: Vec<(Vec<u8>, Vec<u8>)> = owned.into_iter().map(|(n, d)| (n.into_bytes(), d)).collect();
+        assert_eq!(read, want, "device archive members differ");
+    }
+}
+
+#[derive(Arbitrary, Debug)]
+pub struct WrapperCase<'a> {
+    pub triple: TripleChoice,
+    pub images: Vec<&'a [u8]>,
+    pub archs: Option<Vec<String>>,
+}
+
+#[derive(Arbitrary, Debug)]
+pub enum TripleChoice {
+    Known(u8),
+    Raw(String),
+}
+
+const WRAPPER_TRIPLES: [&str; 6] = [
+    "x86_64-pc-linux-gnu",
+    "aarch64-unknown-linux-gnu",
+    "nvptx64-nvidia-cuda",
+    "i386-pc-linux-gnu",
+    "powerpc64le-unknown-linux-gnu",
+    "amdgcn-amd-amdhsa",
+];
+
+/// The wrapper module: build → bitcode, decoded by the independent
+/// `llvm-bitcode` reader, with every image present verbatim as a string
+/// constant; the text printer runs; output is deterministic.
+pub fn rt_wrapper(case: WrapperCase) {
+    use offload_format::wrapper::{bitcode, module, text as ll};
+    let triple = match &case.triple {
+        TripleChoice::Known(i) => WRAPPER_TRIPLES[usize::from(*i) % WRAPPER_TRIPLES.len()].to_string(),
+        TripleChoice::Raw(s) => s.clone(),
+    };
+    let images: Vec<&[u8]> = case.images.iter().take(12).copied().collect();
+    let archs: Vec<&str> = case.archs.iter().flatten().take(12).map(String::as_str).collect();
+    let input = module::WrapperInput { triple: &triple, images: images.clone(), offload_archs: archs };
+    let Ok(m) = module::build(&input) else { return };
+    let bytes = match bitcode::to_vec(&m) {
+        Ok(b) => b,
+        Err(e) => panic!("a module that builds must write: {e}"),
+    };
+    assert_eq!(bytes, bitcode::to_vec(&m).expect("writes again"), "bitcode writer is not deterministic");
+    let _ = ll::to_text(&m, module::SOURCE_FILENAME);
+    let decoded = llvm_bitcode::Bitcode::new(&bytes).expect("our bitcode decodes");
+    let mut blobs: Vec<Vec<u8>> = Vec::new();
+    collect_strings(&decoded.elements, &mut blobs);
+    for img in images.iter().filter(|i| !i.is_empty()) {
+        let found =
+            blobs.iter().any(|b| b == img || (b.len() + 1 == img.len() && img.ends_with(&[0]) && img.starts_with(b)));
+        // All-zero images are written as zeroinitializer, not as a string.
+        assert!(found || img.iter().all(|&b| b == 0), "image of {} bytes missing from the bitcode", img.len());
+    }
+}
+
+fn collect_strings(elements: &[llvm_bitcode::bitcode::BitcodeElement], out: &mut Vec<Vec<u8>>) {
+    use llvm_bitcode::bitcode::{BitcodeElement, Payload};
+    for e in elements {
+        match e {
+            BitcodeElement::Block(b) => collect_strings(&b.elements, out),
+            BitcodeElement::Record(r) => {
+                if let Some(Payload::Blob(b)) = r.clone().take_payload() {
+                    out.push(b);
+                }
+            }
+        }
+    }
+}
+
+// ------------------------------------------------ objects and archives
+
+/// Fat objects (`-type=o`): detection, the bundle sections, host
+/// extraction (the in-process llvm-objcopy), adding sections and reading
+/// them back. Output grows only by what is added plus bounded alignment
+/// padding.
+pub fn bundle_object(data: &[u8]) {
+    use offload_format::bundle::object as obj;
+    let Ok(Some(format)) = obj::detect(data) else { return };
+    if let Ok(sections) = obj::bundles(data, format) {
+        for s in &sections {
+            assert!(within(data, s.id) && within(data, s.contents));
+        }
+    }
+    if let Ok(plan) = obj::host_object(data, format) {
+        assert!(plan.len() <= data.len() as u64 + (1 << 30) + 4096, "host object of {} bytes", plan.len());
+    }
+    let entries: [(&[u8], &[u8]); 2] =
+        [(b"host-x86_64-unknown-linux-gnu-", b""), (b"hip-amdgcn-amd-amdhsa--gfx906", b"device code")];
+    if let Ok(plan) = obj::bundle(data, format, &entries, 0) {
+        assert!(plan.len() <= data.len() as u64 + (1 << 30) + 4096);
+        if plan.len() <= 1 << 24 {
+            let out = plan.to_vec();
+            let sections = obj::bundles(&out, format).expect("our fat object reads back");
+            let ids: Vec<&[u8]> = sections.iter().map(|s| s.id).collect();
+            assert!(ids.ends_with(&[entries[0].0, entries[1].0]), "added sections missing: {ids:?}");
+            let last = sections.last().expect("two sections");
+            assert_eq!(last.contents, entries[1].1);
+            assert!(sections[sections.len() - 2].is_host_marker());
+        }
+    }
+}
+
+/// Heterogeneous device archives (`-type=a`): unbundling for a fixed set
+/// of targets, with and without the archive check.
+pub fn bundle_archive(data: &[u8]) {
+    use offload_format::bundle::archive::{self, ArchiveOptions};
+    let Some((&flags, input)) = data.split_first() else { return };
+    let targets: Vec<String> = [
+        "hip-amdgcn-amd-amdhsa--gfx906",
+        "hip-amdgcn-amd-amdhsa--gfx90a:xnack+",
+        "openmp-x86_64-pc-linux-gnu-",
+        "host-x86_64-unknown-linux-gnu-",
+    ]
+    .iter()
+    .take(1 + usize::from(flags >> 6))
+    .map(|s| s.to_string())
+    .collect();
+    let options = ArchiveOptions {
+        allow_missing_bundles: flags & 1 != 0,
+        hip_openmp_compatible: flags & 2 != 0,
+        check_input_archive: flags & 4 != 0,
+    };
+    match archive::unbundle(&targets, input, "fuzz.a", options) {
+        Ok(outs) => {
+            assert_eq!(outs.len(), targets.len());
+            for o in &outs {
+                assert!(o.starts_with(b"!<arch>\n"));
+                let _ = object::read::archive::ArchiveFile::parse(&o[..]).expect("our archive reads back");
+            }
+        }
+        Err(e) => assert!(!e.to_string().is_empty()),
+    }
+}
+
+/// The IR symbol table reader used for archive symbol indexes.
+pub fn bitcode_symbols(data: &[u8]) {
+    if let Some(names) = offload_format::bitcode::archive_symbols(data) {
+        for n in names {
+            assert!(within(data, n));
+        }
+    }
+}
+
+// ------------------------------------------------------------ inspector
+
+/// Whether every compressed-bundle header in `data` declares at most
+/// [`MAX_DECLARED`] bytes (deep scans decompress them all).
+fn small_declarations(data: &[u8]) -> bool {
+    let mut at = 0;
+    while let Some(i) = data.get(at..).and_then(|d| d.windows(4).position(|w| w == compressed::MAGIC)) {
+        if let Ok(h) = compressed::parse_header(&data[at + i..])
+            && h.uncompressed_size > MAX_DECLARED
+        {
+            return false;
+        }
+        at += i + 1;
+    }
+    true
+}
+
+/// The `offload` inspector's scanner (issue 7) over any file, shallow as
+/// `list` runs it and deep as `verify` does, then selection for a few GPUs
+/// and the bytes of every code object (what `extract` writes).
+pub fn inspect_scan(data: &[u8]) {
+    use offload_format::inspect::{self, Options, select};
+    for deep in [false, true] {
+        if deep && !small_declarations(data) {
+            continue;
+        }
+        let inv = inspect::scan(data, "fuzz-input", &Options { deep, ..Options::default() });
+        for d in &inv.diagnostics {
+            assert!(!d.message.is_empty());
+            if let Some(o) = d.offset {
+                assert!(o <= data.len() as u64, "diagnostic offset {o:#x} past the end");
+            }
+        }
+        for o in &inv.objects {
+            assert!(o.unit < inv.units.len().max(1));
+            if let Some(off) = o.offset {
+                assert!(off.checked_add(o.size).is_some_and(|end| end <= data.len() as u64), "object outside the file");
+            }
+            let _ = o.location.to_string();
+            if deep {
+                match inv.bytes(o) {
+                    Ok(b) => assert_eq!(b.len() as u64, o.size, "object bytes differ from its size"),
+                    Err(e) => assert!(!e.to_string().is_empty()),
+                }
+            }
+        }
+        for gpu in ["gfx906", "gfx90a:xnack+", "sm_80", "gfx1100"] {
+            let gpu = select::Gpu::parse(gpu).expect("known GPU");
+            for runtime in [select::Runtime::Hip, select::Runtime::OpenMp] {
+                let s = select::select(&inv.objects, &gpu, runtime);
+                assert!(s.chosen.iter().all(|&i| i < inv.objects.len()));
+            }
+        }
+    }
+}
