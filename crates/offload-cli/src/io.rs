@@ -236,8 +236,9 @@ enum Staged {
     /// in memory, so a large output cannot exhaust it) and are copied out at
     /// commit.
     Stdout(File),
-    /// A temporary file to rename over `dest`.
-    Renamed { dest: PathBuf, tmp: tempfile::NamedTempFile },
+    /// A temporary file to rename over `dest`; `replaces` when a file is
+    /// there already.
+    Renamed { dest: PathBuf, tmp: tempfile::NamedTempFile, replaces: bool },
     /// A device or pipe: written directly at commit, from a temporary file.
     Direct { dest: PathBuf, data: File },
 }
@@ -284,34 +285,16 @@ impl Outputs {
         for (path, _) in items {
             prepared.push(prepare(path)?);
         }
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4);
-        let results: Vec<Result<(), OutputError>> = std::thread::scope(|scope| {
-            let per_thread = items.len().div_ceil(threads).max(1);
-            let jobs: Vec<_> = prepared
-                .chunks_mut(per_thread)
-                .zip(items.chunks(per_thread))
-                .map(|(staged, items)| {
-                    scope.spawn(move || {
-                        staged
-                            .iter_mut()
-                            .zip(items)
-                            .map(|(st, (path, plan))| fill(st, path, plan, inputs))
-                            .collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            jobs.into_iter()
-                .flat_map(|j| {
-                    j.join().unwrap_or_else(|_| {
-                        vec![Err(OutputError {
-                            path: String::new(),
-                            error: io::Error::other("a writer thread failed"),
-                        })]
-                    })
-                })
-                .collect()
+        let results = in_parallel(&mut prepared, |i, staged| {
+            let (path, plan) = items[i];
+            fill(staged, path, plan, inputs)
         });
-        if let Some(e) = results.into_iter().find_map(Result::err) {
+        let failed = results.into_iter().find_map(|r| match r {
+            Some(Ok(())) => None,
+            Some(Err(e)) => Some(e),
+            None => Some(OutputError { path: String::new(), error: io::Error::other("a writer thread failed") }),
+        });
+        if let Some(e) = failed {
             return Err(e);
         }
         self.staged.extend(prepared);
@@ -333,7 +316,7 @@ impl Outputs {
             return Err(OutputError { path: String::new(), error: io::ErrorKind::NotFound.into() });
         };
         match staged {
-            Staged::Renamed { dest, tmp } => tmp
+            Staged::Renamed { dest, tmp, .. } => tmp
                 .as_file()
                 .write_all_at(bytes, offset)
                 .map_err(|error| OutputError { path: dest.display().to_string(), error }),
@@ -357,7 +340,7 @@ impl Outputs {
         let mut streams = Vec::new();
         for s in self.staged {
             match s {
-                Staged::Renamed { dest, tmp } => files.push((dest, tmp)),
+                Staged::Renamed { dest, tmp, .. } => files.push((dest, tmp)),
                 other => streams.push(other),
             }
         }
@@ -384,11 +367,56 @@ impl Outputs {
     }
 }
 
+/// Starts writing a staged file's pages back to disk, without waiting.
+/// ext4 (and btrfs) do this themselves when a file is renamed over an
+/// existing one, so that a crash cannot leave the path empty; there it
+/// happens at commit, one file at a time under the directory's lock (20 to
+/// 55 ms per 64 MiB output), here in the writer threads, in parallel.
+/// Only a hint: an error changes nothing.
+fn start_writeback(file: &File) {
+    // SAFETY: sync_file_range only reads its arguments; the descriptor is open.
+    unsafe {
+        libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE);
+    }
+}
+
+/// Runs `work` on every item (with its index), spread over up to four
+/// threads; the results come back in item order, `None` where a thread
+/// panicked.
+fn in_parallel<T: Send, R: Send>(items: &mut [T], work: impl Fn(usize, &mut T) -> R + Sync) -> Vec<Option<R>> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4);
+    let per_thread = items.len().div_ceil(threads).max(1);
+    let work = &work;
+    std::thread::scope(|scope| {
+        let jobs: Vec<_> = items
+            .chunks_mut(per_thread)
+            .enumerate()
+            .map(|(c, chunk)| {
+                let len = chunk.len();
+                let job = scope.spawn(move || {
+                    chunk.iter_mut().enumerate().map(|(i, item)| work(c * per_thread + i, item)).collect::<Vec<_>>()
+                });
+                (job, len)
+            })
+            .collect();
+        jobs.into_iter()
+            .flat_map(|(job, len)| match job.join() {
+                Ok(results) => results.into_iter().map(Some).collect(),
+                Err(_) => std::iter::repeat_with(|| None).take(len).collect::<Vec<_>>(),
+            })
+            .collect()
+    })
+}
+
 /// Writes a plan into a prepared output.
 fn fill(staged: &mut Staged, path: &str, plan: &Plan, inputs: &[&Input]) -> Result<(), OutputError> {
     match staged {
-        Staged::Renamed { tmp, .. } => {
-            write_plan_to(tmp.as_file(), plan, inputs).map_err(|error| OutputError { path: path.into(), error })
+        Staged::Renamed { tmp, replaces, .. } => {
+            write_plan_to(tmp.as_file(), plan, inputs).map_err(|error| OutputError { path: path.into(), error })?;
+            if *replaces {
+                start_writeback(tmp.as_file());
+            }
+            Ok(())
         }
         Staged::Stdout(data) | Staged::Direct { data, .. } => {
             write_plan_to(data, plan, inputs).map_err(|error| OutputError { path: path.into(), error })
@@ -425,9 +453,9 @@ fn prepare(path: &str) -> Result<Staged, OutputError> {
         .suffix(".tmp")
         .tempfile_in(&dir)
         .map_err(|e| err(normalize_create_error(e, &dir)))?;
-    let mode = existing.map(|m| m.permissions().mode() & 0o7777).unwrap_or(0o666 & !umask());
+    let mode = existing.as_ref().map(|m| m.permissions().mode() & 0o7777).unwrap_or(0o666 & !umask());
     tmp.as_file().set_permissions(fs::Permissions::from_mode(mode)).map_err(err)?;
-    Ok(Staged::Renamed { dest, tmp })
+    Ok(Staged::Renamed { dest, tmp, replaces: existing.is_some() })
 }
 
 /// How many symbolic links are followed to find an output's real path.
@@ -495,11 +523,24 @@ fn rename_all(files: Vec<(PathBuf, tempfile::NamedTempFile)>) -> Result<(), Outp
             }
         }
     }
+    if result.is_ok() {
+        // Removing a backup frees the replaced file's blocks, the slow part
+        // of replacing large outputs (about 15 ms per 64 MiB on ext4 with
+        // online discard): done in parallel.
+        let mut backups: Vec<PathBuf> = done
+            .into_iter()
+            .filter_map(|(_, r)| match r {
+                Replaced::Backup(b) => Some(b),
+                _ => None,
+            })
+            .collect();
+        in_parallel(&mut backups, |_, b| {
+            let _ = fs::remove_file(b);
+        });
+        return result;
+    }
     for (dest, replaced) in done.into_iter().rev() {
         match (result.is_ok(), replaced) {
-            (true, Replaced::Backup(b)) => {
-                let _ = fs::remove_file(b);
-            }
             (false, Replaced::Backup(b)) => {
                 let _ = fs::rename(b, &dest);
             }
