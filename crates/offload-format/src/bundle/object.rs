@@ -47,6 +47,21 @@ impl Format {
     }
 }
 
+/// Whether `data` starts like an ELF, COFF or Mach-O object file (32 or
+/// 64 bits), judged by its header alone: the test LLVM's archive writer
+/// and our scanner use before opening a file as an object.
+pub fn looks_like_object(data: &[u8]) -> bool {
+    matches!(
+        object::FileKind::parse(data),
+        Ok(object::FileKind::Elf32
+            | object::FileKind::Elf64
+            | object::FileKind::Coff
+            | object::FileKind::CoffBig
+            | object::FileKind::MachO32
+            | object::FileKind::MachO64)
+    )
+}
+
 /// Whether `data` is an object file, which makes LLVM's bundler use the
 /// object handler for `-type=o` and archive members (everything else uses
 /// the binary format). Files with an ELF or Mach-O magic that do not parse

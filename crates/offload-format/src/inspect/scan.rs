@@ -66,15 +66,7 @@ fn nests(payload: &[u8], host: bool) -> bool {
     {
         return true;
     }
-    host && matches!(
-        object::FileKind::parse(payload),
-        Ok(object::FileKind::Elf32
-            | object::FileKind::Elf64
-            | object::FileKind::Coff
-            | object::FileKind::CoffBig
-            | object::FileKind::MachO32
-            | object::FileKind::MachO64)
-    )
+    host && crate::bundle::object::looks_like_object(payload)
 }
 
 struct Scanner<'a> {

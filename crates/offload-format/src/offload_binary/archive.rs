@@ -27,15 +27,7 @@ pub enum ArchiveError {
 fn is_symbolic(buf: &[u8]) -> bool {
     // LLVM skips (with a warning) bitcode it cannot read.
     (super::is_bitcode(buf) && super::bitcode::embedded_objects(buf).is_ok())
-        || matches!(
-            object::FileKind::parse(buf),
-            Ok(object::FileKind::Elf32
-                | object::FileKind::Elf64
-                | object::FileKind::Coff
-                | object::FileKind::CoffBig
-                | object::FileKind::MachO32
-                | object::FileKind::MachO64)
-        )
+        || crate::bundle::object::looks_like_object(buf)
 }
 
 fn member_symbols(buf: &[u8], f: &mut dyn FnMut(&[u8]) -> io::Result<()>) -> io::Result<bool> {
