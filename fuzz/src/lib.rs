@@ -210,7 +210,9 @@ pub fn bundler_ops(data: &[u8]) {
     let options = UnbundleOptions { allow_missing_bundles: flags & 1 != 0, hip_openmp_compatible: flags & 2 != 0 };
     if file_type == FileType::Archive {
         // Archives are read uncompressed; outputs are new archives.
-        match bundler::unbundle_archive(&t, input, "fuzz.a", options, flags & 4 != 0) {
+        // Thin archives: a member "file" is its own name, or unreadable.
+        let thin = |name: &[u8]| if name.len() % 2 == 0 { Ok(name.to_vec()) } else { Err("unreadable".to_string()) };
+        match bundler::unbundle_archive(&t, input, "fuzz.a", options, flags & 4 != 0, Some(&thin)) {
             Ok(plans) => assert_eq!(plans.len(), t.standardized.len()),
             Err(e) => assert!(!e.to_string().is_empty()),
         }
@@ -720,7 +722,7 @@ pub fn bundle_archive(data: &[u8]) {
         hip_openmp_compatible: flags & 2 != 0,
         check_input_archive: flags & 4 != 0,
     };
-    match archive::unbundle(&targets, input, "fuzz.a", options) {
+    match archive::unbundle(&targets, input, "fuzz.a", options, None) {
         Ok(outs) => {
             assert_eq!(outs.len(), targets.len());
             for o in &outs {

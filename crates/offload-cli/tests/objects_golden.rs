@@ -178,6 +178,83 @@ fn archives_split_like_llvm19() {
     }
 }
 
+/// The members of a GNU archive (short names only, as in `lib.a`), without
+/// the symbol table.
+fn members_of(archive: &[u8]) -> Vec<(String, Vec<u8>)> {
+    let mut members = Vec::new();
+    let mut at = 8;
+    while at + 60 <= archive.len() {
+        let header = &archive[at..at + 60];
+        let name = String::from_utf8_lossy(&header[..16]).trim_end().trim_end_matches('/').to_string();
+        let size: usize = String::from_utf8_lossy(&header[48..58]).trim().parse().unwrap();
+        if !name.is_empty() {
+            members.push((name, archive[at + 60..at + 60 + size].to_vec()));
+        }
+        at += 60 + size + size % 2;
+    }
+    members
+}
+
+/// A GNU thin archive naming `paths` (its members' files, relative to the
+/// archive's folder), as `llvm-ar rc --thin` writes it without a symbol
+/// table: every name in the `//` table, sizes of the files, no data.
+fn thin_archive(paths: &[(&str, usize)]) -> Vec<u8> {
+    let header = |name: &str, size: usize| format!("{name:<16}{:<12}{:<6}{:<6}{:<8}{size:<10}`\n", 0, 0, 0, 644);
+    let mut names = String::new();
+    let mut offsets = Vec::new();
+    for (path, _) in paths {
+        offsets.push(names.len());
+        names.push_str(&format!("{path}/\n"));
+    }
+    let mut out = format!("!<thin>\n{}{names}", header("//", names.len()));
+    if names.len() % 2 == 1 {
+        out.push('\n');
+    }
+    for ((_, size), offset) in paths.iter().zip(offsets) {
+        out.push_str(&header(&format!("/{offset}"), *size));
+    }
+    out.into_bytes()
+}
+
+/// A thin archive's members are read from the files it names, relative to
+/// its own folder: the outputs are LLVM 19's for the same members in a
+/// regular archive. A missing member file is LLVM's error, and nothing is
+/// written.
+#[test]
+fn thin_archives_read_their_member_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = dir.path().join("lib");
+    fs::create_dir_all(lib.join("m")).unwrap();
+    let members = members_of(&read("lib.a"));
+    assert_eq!(members.len(), 4);
+    let mut paths = Vec::new();
+    for (i, (name, data)) in members.iter().enumerate() {
+        // Half of the members in a subfolder.
+        let path = if i % 2 == 0 { format!("m/{name}") } else { name.clone() };
+        fs::write(lib.join(&path), data).unwrap();
+        paths.push((path, data.len()));
+    }
+    let paths: Vec<(&str, usize)> = paths.iter().map(|(p, n)| (p.as_str(), *n)).collect();
+    fs::write(lib.join("thin.a"), thin_archive(&paths)).unwrap();
+    let unbundle = |outputs: &[&str]| {
+        let mut args = args(&["-type=a", "-unbundle", "-input=lib/thin.a"]);
+        args.push(format!("-targets=hip-amdgcn-amd-amdhsa--gfx906:xnack+,{G908},{HOST}"));
+        args.extend(outputs.iter().map(|o| format!("-output={o}")));
+        common::run(Command::new(OURS).args(args).current_dir(dir.path()))
+    };
+    ok(&unbundle(&["x.a", "8.a", "h.a"]));
+    for (ours, llvm) in [("x.a", "lib-gfx906xnack.a"), ("8.a", "lib-gfx908.a"), ("h.a", "lib-host.a")] {
+        assert_bytes(llvm, &read(llvm), &fs::read(dir.path().join(ours)).unwrap());
+    }
+
+    fs::remove_file(lib.join("m/a1.o")).unwrap();
+    let out = unbundle(&["y.a", "9.a", "i.a"]);
+    assert_eq!(error_of(&out), "'m/a1.o': No such file or directory");
+    for o in ["y.a", "9.a", "i.a"] {
+        assert!(!dir.path().join(o).exists(), "{o} written by a failed run");
+    }
+}
+
 #[test]
 fn archive_errors_use_llvm19_wording_and_write_nothing() {
     let want = "-targets=hip-amdgcn-amd-amdhsa--gfx1030";

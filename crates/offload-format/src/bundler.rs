@@ -411,20 +411,22 @@ impl<'a> Cursor<'a> for Visitor<'a> {
 }
 
 /// Unbundles a heterogeneous device archive (`-type=a`) named `archive`:
-/// one archive per requested target, in `-targets` order.
+/// one archive per requested target, in `-targets` order. `thin` reads the
+/// member files of a thin archive (refused without it).
 pub fn unbundle_archive(
     targets: &Targets,
     input: &[u8],
     archive: &str,
     options: UnbundleOptions,
     check_input_archive: bool,
+    thin: Option<archive::ThinMemberReader>,
 ) -> Result<Vec<Plan<'static>>, BundlerError> {
     let options = ArchiveOptions {
         allow_missing_bundles: options.allow_missing_bundles,
         hip_openmp_compatible: options.hip_openmp_compatible,
         check_input_archive,
     };
-    let archives = archive::unbundle(&targets.standardized, input, archive, options)?;
+    let archives = archive::unbundle(&targets.standardized, input, archive, options, thin)?;
     Ok(archives
         .into_iter()
         .map(|bytes| {

@@ -110,7 +110,7 @@ fn mutated_archives_and_bitcode_do_not_panic() {
             check_input_archive: rng.below(2) == 0,
             ..Default::default()
         };
-        let _ = archive::unbundle(&targets, &data, "lib.a", options);
+        let _ = archive::unbundle(&targets, &data, "lib.a", options, None);
     }
     for _ in 0..3000 {
         let data = mutate(&mut rng, bc);

@@ -16,6 +16,8 @@
 //!   [`crate::bitcode`]);
 //! * a target without code objects is an error, or with
 //!   `-allow-missing-bundles` an empty archive (`!<arch>\n`).
+//! * the members of a thin archive are read from the files they name,
+//!   through a reader the caller passes (this library does no file I/O).
 
 use super::binary;
 use super::object::{self as object_bundle, ObjectError};
@@ -37,6 +39,9 @@ pub enum ArchiveError {
     Malformed { archive: String, message: String },
     #[error("'{archive}': thin archives are not supported (their members live in other files)")]
     Thin { archive: String },
+    /// A member file of a thin archive could not be read (LLVM's wording).
+    #[error("'{member}': {message}")]
+    ThinMember { member: String, message: String },
     #[error("'{member}' in '{archive}': {source}")]
     Member { archive: String, member: String, source: MemberError },
     #[error("conflicting TargetIDs [{first}, {second}] found in {member} of {archive}")]
@@ -183,6 +188,33 @@ pub fn device_member_name(member: &[u8], stored_id: &[u8]) -> Vec<u8> {
     name
 }
 
+/// Reads the member files of a thin archive, given a member's name as
+/// stored (a path relative to the archive's folder, or absolute). The
+/// library does no file I/O: a caller that can read files passes one, and
+/// without it thin archives are refused.
+pub type ThinMemberReader<'r> = &'r dyn Fn(&[u8]) -> Result<Vec<u8>, String>;
+
+/// A member's bytes: inside the archive, or (thin archives) read from the
+/// file its name gives.
+fn member_data<'a>(
+    member: &object::read::archive::ArchiveMember<'a>,
+    input: &'a [u8],
+    archive: &str,
+    thin: Option<ThinMemberReader>,
+) -> Result<Cow<'a, [u8]>, ArchiveError> {
+    if !member.is_thin() {
+        return member
+            .data(input)
+            .map(Cow::Borrowed)
+            .map_err(|e| ArchiveError::Malformed { archive: archive.to_string(), message: e.to_string() });
+    }
+    let read = thin.ok_or_else(|| ArchiveError::Thin { archive: archive.to_string() })?;
+    read(member.name()).map(Cow::Owned).map_err(|message| ArchiveError::ThinMember {
+        member: String::from_utf8_lossy(member.name()).into_owned(),
+        message,
+    })
+}
+
 fn read_archive<'a>(input: &'a [u8], archive: &str) -> Result<ArchiveFile<'a>, ArchiveError> {
     if !input.starts_with(b"!<arch>\n") && !input.starts_with(b"!<thin>\n") && !input.starts_with(b"<bigaf>\n") {
         return Err(ArchiveError::Malformed {
@@ -192,21 +224,23 @@ fn read_archive<'a>(input: &'a [u8], archive: &str) -> Result<ArchiveFile<'a>, A
     }
     let file = ArchiveFile::parse(input)
         .map_err(|e| ArchiveError::Malformed { archive: archive.to_string(), message: e.to_string() })?;
-    if file.is_thin() {
-        return Err(ArchiveError::Thin { archive: archive.to_string() });
-    }
     Ok(file)
 }
 
 /// Unbundles `input` (named `archive` in messages) into one archive per
-/// target of `targets` (standardized IDs, in `-targets` order).
+/// target of `targets` (standardized IDs, in `-targets` order). The
+/// members of a thin archive are read with `thin`.
 pub fn unbundle(
     targets: &[String],
     input: &[u8],
     archive: &str,
     options: ArchiveOptions,
+    thin: Option<ThinMemberReader>,
 ) -> Result<Vec<Vec<u8>>, ArchiveError> {
     let file = read_archive(input, archive)?;
+    if file.is_thin() && thin.is_none() {
+        return Err(ArchiveError::Thin { archive: archive.to_string() });
+    }
     let malformed = |e: object::Error| ArchiveError::Malformed { archive: archive.to_string(), message: e.to_string() };
     let member_error = |name: &[u8], source: MemberError| ArchiveError::Member {
         archive: archive.to_string(),
@@ -217,8 +251,8 @@ pub fn unbundle(
     if options.check_input_archive {
         for member in file.members() {
             let member = member.map_err(malformed)?;
-            let data = member.data(input).map_err(malformed)?;
-            let ids = member_ids(data).map_err(|e| member_error(member.name(), e))?;
+            let data = member_data(&member, input, archive, thin)?;
+            let ids = member_ids(&data).map_err(|e| member_error(member.name(), e))?;
             let ids: BTreeSet<&str> = ids.iter().map(String::as_str).collect();
             if let Some((first, second)) = find_conflict(&ids) {
                 return Err(ArchiveError::Conflict {
@@ -235,8 +269,8 @@ pub fn unbundle(
     let mut outputs: Vec<Vec<(String, Vec<u8>)>> = vec![Vec::new(); targets.len()];
     for member in file.members() {
         let member = member.map_err(malformed)?;
-        let raw = member.data(input).map_err(malformed)?;
-        let data = member_bytes(raw).map_err(|e| member_error(member.name(), e))?;
+        let raw = member_data(&member, input, archive, thin)?;
+        let data = member_bytes(&raw).map_err(|e| member_error(member.name(), e))?;
         let (bundles, host) = member_bundles(&data).map_err(|e| member_error(member.name(), e))?;
         let file_name = filename(member.name());
         for found in bundles {
@@ -396,7 +430,7 @@ mod tests {
         bundle[second + 8..second + 16].copy_from_slice(&1000u64.to_le_bytes());
         let ar = write_gnu_archive(vec![("m.bc".to_string(), bundle)]).unwrap();
         let targets = ["hip-amdgcn-amd-amdhsa--gfx906".to_string(), "hip-amdgcn-amd-amdhsa--gfx908".to_string()];
-        let e = unbundle(&targets, &ar, "x.a", ArchiveOptions::default()).unwrap_err();
+        let e = unbundle(&targets, &ar, "x.a", ArchiveOptions::default(), None).unwrap_err();
         assert!(matches!(e, ArchiveError::Member { source: MemberError::Overlapping { total: 2000, .. }, .. }), "{e}");
         assert!(e.to_string().contains("claim 2000 bytes"), "{e}");
     }
@@ -441,7 +475,7 @@ mod tests {
 
     #[test]
     fn not_an_archive_is_an_error() {
-        let e = unbundle(&["hip-amdgcn-amd-amdhsa--gfx906".into()], b"nope", "x.a", ArchiveOptions::default());
+        let e = unbundle(&["hip-amdgcn-amd-amdhsa--gfx906".into()], b"nope", "x.a", ArchiveOptions::default(), None);
         assert!(matches!(e, Err(ArchiveError::Malformed { .. })), "{e:?}");
     }
 }

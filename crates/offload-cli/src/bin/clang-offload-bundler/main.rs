@@ -161,7 +161,15 @@ fn run(argv0: &str, opts: &offload_cli::cl::Parsed, env: &EnvSettings, timers: &
         let bytes = decompress(&input, verbose, timers)?;
         let file_type = bundler::file_type(&request.file_type).map_err(|e| e.to_string())?;
         let plans = if file_type == FileType::Archive {
-            bundler::unbundle_archive(&targets, input.bytes(), &inputs[0], options, request.check_input_archive)
+            let thin = |name: &[u8]| offload_cli::io::read_thin_member(&inputs[0], name);
+            bundler::unbundle_archive(
+                &targets,
+                input.bytes(),
+                &inputs[0],
+                options,
+                request.check_input_archive,
+                Some(&thin),
+            )
         } else {
             bundler::unbundle(file_type, &targets, &bytes, options)
         }
