@@ -179,18 +179,23 @@ fn drop_empty_symbol_table(ar: &mut Vec<u8>) {
 mod tests {
     use super::*;
 
+    /// Each member's name and bytes, in order.
+    fn members_of(ar: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let archive = object::read::archive::ArchiveFile::parse(ar).unwrap();
+        archive
+            .members()
+            .map(|m| {
+                let m = m.unwrap();
+                (m.name().to_vec(), m.data(ar).unwrap().to_vec())
+            })
+            .collect()
+    }
+
     #[test]
     fn members_come_back_in_order() {
         let ar = write_gnu_archive(&[("d/pkg.out", b"hello"), ("d/pkg.out", b"ABCDEFGHIJKLMNOP")]).unwrap();
         assert!(ar.starts_with(b"!<arch>\n"));
-        let archive = object::read::archive::ArchiveFile::parse(&ar[..]).unwrap();
-        let got: Vec<(Vec<u8>, Vec<u8>)> = archive
-            .members()
-            .map(|m| {
-                let m = m.unwrap();
-                (m.name().to_vec(), m.data(&ar[..]).unwrap().to_vec())
-            })
-            .collect();
+        let got = members_of(&ar);
         assert_eq!(
             got,
             [(b"d/pkg.out".to_vec(), b"hello".to_vec()), (b"d/pkg.out".to_vec(), b"ABCDEFGHIJKLMNOP".to_vec())]
@@ -205,14 +210,7 @@ mod tests {
         let data: [&[u8]; 5] = [b"one", b"", b"three", b"four!", b"5"];
         let members: Vec<(&str, &[u8])> = names.iter().copied().zip(data).collect();
         let ar = write_gnu_archive(&members).unwrap();
-        let archive = object::read::archive::ArchiveFile::parse(&ar[..]).unwrap();
-        let got: Vec<(Vec<u8>, Vec<u8>)> = archive
-            .members()
-            .map(|m| {
-                let m = m.unwrap();
-                (m.name().to_vec(), m.data(&ar[..]).unwrap().to_vec())
-            })
-            .collect();
+        let got = members_of(&ar);
         let want: Vec<(Vec<u8>, Vec<u8>)> = members.iter().map(|(n, d)| (n.as_bytes().to_vec(), d.to_vec())).collect();
         assert_eq!(got, want);
         // The name field is byte-padded: `café.out/` and 6 spaces.
