@@ -683,13 +683,24 @@ pub fn bundle_object(data: &[u8]) {
             assert!(within(data, s.id) && within(data, s.contents));
         }
     }
+    // ELF padding is bounded by the input; COFF raw data the input lacks
+    // (uninitialized data) is written out as llvm-objcopy does, up to the
+    // format's 4 GiB, as fill pieces that take no memory.
+    let bound = match format {
+        obj::Format::Coff => u64::from(u32::MAX),
+        _ => data.len() as u64 + (1 << 30) + 4096,
+    };
+    let held = |plan: &offload_format::plan::Plan| {
+        plan.pieces.iter().filter(|p| matches!(p, offload_format::plan::Piece::Bytes(_))).map(|p| p.len()).sum::<u64>()
+    };
     if let Ok(plan) = obj::host_object(data, format) {
-        assert!(plan.len() <= data.len() as u64 + (1 << 30) + 4096, "host object of {} bytes", plan.len());
+        assert!(plan.len() <= bound, "host object of {} bytes", plan.len());
+        assert!(held(&plan) <= 2 * data.len() as u64 + (1 << 20), "host object holds {} bytes", held(&plan));
     }
     let entries: [(&[u8], &[u8]); 2] =
         [(b"host-x86_64-unknown-linux-gnu-", b""), (b"hip-amdgcn-amd-amdhsa--gfx906", b"device code")];
     if let Ok(plan) = obj::bundle(data, format, &entries, 0) {
-        assert!(plan.len() <= data.len() as u64 + (1 << 30) + 4096);
+        assert!(plan.len() <= bound + 4096, "fat object of {} bytes", plan.len());
         if plan.len() <= 1 << 24 {
             let out = plan.to_vec();
             let sections = obj::bundles(&out, format).expect("our fat object reads back");

@@ -98,14 +98,15 @@ impl Input {
 pub fn materialize(plan: &Plan, inputs: &[&Input]) -> io::Result<Vec<u8>> {
     use std::os::unix::fs::FileExt;
     let len = usize::try_from(plan.len()).map_err(|_| io::Error::from(io::ErrorKind::OutOfMemory))?;
-    let mut out: Vec<u8> = Vec::with_capacity(len);
+    let mut out: Vec<u8> = Vec::new();
+    out.try_reserve_exact(len).map_err(|_| io::Error::from(io::ErrorKind::OutOfMemory))?;
     if len >= 1 << 21 {
         // SAFETY: advice on memory we own; it changes no contents.
         unsafe { libc::madvise(out.as_mut_ptr().cast(), len, libc::MADV_HUGEPAGE) };
     }
     for piece in &plan.pieces {
         match piece {
-            Piece::Zeros(n) => out.resize(out.len() + *n as usize, 0),
+            Piece::Fill { byte, len } => out.resize(out.len() + *len as usize, *byte),
             Piece::Bytes(bytes) => match inputs.iter().find_map(|i| i.locate(bytes)) {
                 Some((file, offset)) if bytes.len() >= 1 << 16 => {
                     let start = out.len();
@@ -198,12 +199,12 @@ impl PlanWriter<'_> {
 
     fn piece(&mut self, piece: &Piece, inputs: &[&Input]) -> io::Result<()> {
         match piece {
-            Piece::Zeros(n) => {
-                let zeros = [0u8; 4096];
-                let mut left = *n;
+            Piece::Fill { byte, len } => {
+                let run = [*byte; 4096];
+                let mut left = *len;
                 while left > 0 {
-                    let k = left.min(zeros.len() as u64) as usize;
-                    self.write(&zeros[..k])?;
+                    let k = left.min(run.len() as u64) as usize;
+                    self.write(&run[..k])?;
                     left -= k as u64;
                 }
                 Ok(())

@@ -483,6 +483,31 @@ fn crafted() -> Vec<(&'static str, String, Vec<u8>, Vec<Mode>)> {
     v.push(("OffloadBinary", "nested 8 deep, images sharing bytes".into(), nested, pkg_modes()));
     // 60,000 records pointing into one 1 MiB run without a NUL.
     v.push(("OffloadBinary", "60,000 strings in one long run".into(), long_run_package(), vec![Mode::Extract]));
+    // COFF raw data the file lacks (uninitialized data, pointer 0) is
+    // written out as llvm-objcopy does: an 89-byte object whose section
+    // claims 0x7b000000 bytes (found by fuzzing) makes a 2 GiB fat object,
+    // past the file-size limit (an error, nothing left behind); as the
+    // host of a fat archive member it would have to be held in memory (an
+    // error under the address-space limit).
+    let mut coff = vec![0u8; 89];
+    coff[..4].copy_from_slice(&[0x4c, 0x01, 0x01, 0x00]);
+    coff[0x27] = 0x7b;
+    coff[0x3c] = 0x58;
+    coff[0x4c] = 0x01;
+    coff[0x54] = 0x66;
+    coff[0x58] = 0x22;
+    let object_modes = vec![Mode::BundleObject, Mode::List("o"), Mode::Unbundle("o", &[HOST, G906])];
+    v.push(("COFF object", "2 GiB of uninitialized data".into(), coff.clone(), object_modes));
+    let mut small = coff.clone();
+    small[0x24..0x28].copy_from_slice(&16u32.to_le_bytes());
+    let entries: [(&[u8], &[u8]); 2] = [(HOST.as_bytes(), b""), (G906.as_bytes(), b"DEV1")];
+    let format = offload_format::bundle::object::Format::Coff;
+    let mut fat = offload_format::bundle::object::bundle(&small, format, &entries, 0).unwrap().to_vec();
+    // The host section of the fat object: 2 GiB of raw data, pointer 0.
+    fat[20 + 16..20 + 24].copy_from_slice(&[0, 0, 0, 0x7b, 0, 0, 0, 0]);
+    let ar = offload_format::offload_binary::archive::write_gnu_archive(&[("fat.o", &fat)]).unwrap();
+    let archive_modes = vec![Mode::Unbundle("a", &[HOST, G906]), Mode::UnbundleArchiveChecked(&[G906])];
+    v.push(("device archive", "fat COFF member whose host has 2 GiB of uninitialized data".into(), ar, archive_modes));
     v
 }
 

@@ -9,15 +9,16 @@ use std::borrow::Cow;
 pub enum Piece<'a> {
     /// Bytes, usually a slice of an input.
     Bytes(Cow<'a, [u8]>),
-    /// A run of zero bytes (alignment padding).
-    Zeros(u64),
+    /// `len` copies of `byte` (alignment padding, zeros for uninitialized
+    /// data, 0xcc after code): never held in memory.
+    Fill { byte: u8, len: u64 },
 }
 
 impl Piece<'_> {
     pub fn len(&self) -> u64 {
         match self {
             Piece::Bytes(b) => b.len() as u64,
-            Piece::Zeros(n) => *n,
+            Piece::Fill { len, .. } => *len,
         }
     }
     pub fn is_empty(&self) -> bool {
@@ -52,8 +53,11 @@ impl<'a> Plan<'a> {
         }
     }
     pub fn zeros(&mut self, n: u64) {
-        if n > 0 {
-            self.pieces.push(Piece::Zeros(n));
+        self.fill(0, n);
+    }
+    pub fn fill(&mut self, byte: u8, len: u64) {
+        if len > 0 {
+            self.pieces.push(Piece::Fill { byte, len });
         }
     }
     /// Total length in bytes.
@@ -66,12 +70,23 @@ impl<'a> Plan<'a> {
     /// Materialises the plan (for tests, compression and small outputs).
     pub fn to_vec(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(usize::try_from(self.len()).unwrap_or(0));
+        self.append_to(&mut out);
+        out
+    }
+    /// Materialises the plan, or `None` when its length cannot be
+    /// allocated: for plans whose size comes from a file's header fields.
+    pub fn try_to_vec(&self) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        out.try_reserve_exact(usize::try_from(self.len()).ok()?).ok()?;
+        self.append_to(&mut out);
+        Some(out)
+    }
+    fn append_to(&self, out: &mut Vec<u8>) {
         for p in &self.pieces {
             match p {
                 Piece::Bytes(b) => out.extend_from_slice(b),
-                Piece::Zeros(n) => out.resize(out.len() + usize::try_from(*n).unwrap_or(0), 0),
+                Piece::Fill { byte, len } => out.resize(out.len() + usize::try_from(*len).unwrap_or(0), *byte),
             }
         }
-        out
     }
 }

@@ -61,6 +61,8 @@ pub enum MemberError {
     Bundle(#[from] super::BundleError),
     #[error("Failed to decompress code object: {0}")]
     Decompress(String),
+    #[error("the host object ({0} bytes) does not fit in memory")]
+    HostTooLarge(u64),
     /// Bundles that share bytes (overlapping sections or entries, several
     /// host markers): a way to make a small member produce huge outputs.
     #[error("malformed member: its bundles claim {total} bytes, more than the {len} bytes it holds")]
@@ -107,7 +109,10 @@ fn member_bundles(data: &[u8]) -> Result<(Vec<Found<'_>>, Option<Vec<u8>>), Memb
         for s in sections {
             let payload = if s.is_host_marker() {
                 if host.is_none() {
-                    host = Some(object_bundle::host_object(data, format)?.to_vec());
+                    // Its size may come from header fields (COFF
+                    // uninitialized data is written out as zeros).
+                    let plan = object_bundle::host_object(data, format)?;
+                    host = Some(plan.try_to_vec().ok_or(MemberError::HostTooLarge(plan.len()))?);
                 }
                 None
             } else {

@@ -145,16 +145,22 @@ impl<'a> Model<'a> {
         if table_end > data.len() {
             return Err(malformed(format!("the section table ({nsec} sections) runs past the end of the file")));
         }
-        let (symbols_raw, strings): (&[u8], &[u8]) = if nsym == 0 {
+        // The string table follows the symbol table, also when there are no
+        // symbols (an object with only long section names, such as a fat
+        // object whose host has no symbols, as llvm-objcopy writes it).
+        let (symbols_raw, strings): (&[u8], &[u8]) = if nsym == 0 && symptr == 0 {
             (&[], &[])
         } else {
             let end = nsym.checked_mul(SYMBOL).and_then(|n| n.checked_add(symptr)).filter(|&e| e <= data.len());
             let end = end
                 .ok_or_else(|| malformed(format!("the symbol table ({nsym} records) runs past the end of the file")))?;
             let size = (u32_at(data, end).unwrap_or(4) as usize).max(4);
-            let strings = data
-                .get(end..end.saturating_add(size))
-                .ok_or_else(|| malformed("the string table runs past the end of the file"))?;
+            let strings = match data.get(end..end.saturating_add(size)) {
+                Some(strings) => strings,
+                // No symbols and nothing after them: no string table either.
+                None if nsym == 0 && end == data.len() => &[],
+                None => return Err(malformed("the string table runs past the end of the file")),
+            };
             (&data[symptr..end], strings)
         };
         let long = |offset: u32, what: &dyn Fn() -> String| {
@@ -414,13 +420,10 @@ impl<'a> Model<'a> {
                 Cow::Borrowed(b) => plan.borrow(b),
                 Cow::Owned(b) => plan.own(b),
             }
-            if raw_size > len {
-                if fill == 0 {
-                    plan.zeros(raw_size - len);
-                } else {
-                    plan.own(vec![fill; (raw_size - len) as usize]);
-                }
-            }
+            // Raw data the input does not hold (uninitialized data, whose
+            // size a header gives) is written, as llvm-objcopy writes it,
+            // but never allocated.
+            plan.fill(fill, raw_size.saturating_sub(len));
         }
         plan.own(symtab);
         plan.own(strtab);
@@ -447,6 +450,68 @@ pub fn rewrite<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::Piece;
+
+    /// An object without symbols still has a string table, after the empty
+    /// symbol table, holding the long names of bundle sections;
+    /// extracting the host from such a fat object failed ("bad string
+    /// table offset"). The expected bytes are LLVM 19's `-unbundle` output
+    /// for the same fat object.
+    #[test]
+    fn objects_without_symbols_keep_their_string_table() {
+        let mut host = vec![0u8; 89];
+        host[..4].copy_from_slice(&[0x4c, 0x01, 0x01, 0x00]);
+        host[0x24] = 16; // SizeOfRawData 16, no raw data pointer
+        let fat = rewrite(
+            &host,
+            &|_| false,
+            vec![
+                NewSection { name: b"__CLANG_OFFLOAD_BUNDLE__host-x86_64-unknown-linux-gnu-".to_vec(), data: &[0] },
+                NewSection { name: b"__CLANG_OFFLOAD_BUNDLE__hip-amdgcn-amd-amdhsa--gfx906".to_vec(), data: b"DEV1" },
+            ],
+        )
+        .unwrap()
+        .to_vec();
+        assert_eq!(u32_at(&fat, 12), Some(0), "no symbols");
+        let extracted = rewrite(&fat, &|name| name.starts_with(b"__CLANG_OFFLOAD_BUNDLE__"), Vec::new()).unwrap();
+        let mut llvm19 = vec![0u8; 80];
+        llvm19[..4].copy_from_slice(&[0x4c, 0x01, 0x01, 0x00]);
+        llvm19[8] = 0x4c; // PointerToSymbolTable: right after the data
+        llvm19[0x24] = 0x10; // SizeOfRawData
+        llvm19[0x28] = 0x3c; // PointerToRawData
+        llvm19[0x4c] = 4; // an empty string table
+        assert_eq!(extracted.to_vec(), llvm19);
+    }
+
+    /// Found by fuzzing (bundle_object): an 89-byte i386 object whose one
+    /// section has no raw data (pointer 0) but a raw size of 0x7b000000.
+    /// llvm-objcopy writes that many bytes (zeros, or 0xcc in code
+    /// sections); so do we, as a fill piece that is never allocated.
+    #[test]
+    fn raw_data_the_input_lacks_is_a_fill_not_an_allocation() {
+        let mut object = vec![0u8; 89];
+        object[..4].copy_from_slice(&[0x4c, 0x01, 0x01, 0x00]);
+        object[0x27] = 0x7b; // SizeOfRawData = 0x7b000000
+        object[0x3c] = 0x58;
+        object[0x4c] = 0x01;
+        object[0x54] = 0x66;
+        object[0x58] = 0x22;
+        for (characteristics, byte) in [(0u32, 0u8), (IMAGE_SCN_CNT_CODE, 0xcc)] {
+            object[56..60].copy_from_slice(&characteristics.to_le_bytes());
+            let plan = rewrite(&object, &|_| false, Vec::new()).unwrap();
+            let fills: Vec<(u8, u64)> = plan
+                .pieces
+                .iter()
+                .filter_map(|p| match p {
+                    Piece::Fill { byte, len } => Some((*byte, *len)),
+                    Piece::Bytes(_) => None,
+                })
+                .collect();
+            assert_eq!(fills, [(byte, 0x7b00_0000)]);
+            assert!(plan.len() > 0x7b00_0000 && plan.len() < 0x7b00_0000 + 4096);
+            assert!(plan.pieces.iter().all(|p| matches!(p, Piece::Fill { .. }) || p.len() < 4096));
+        }
+    }
 
     #[test]
     fn long_section_names_encode_and_decode() {
