@@ -81,9 +81,13 @@ impl Codec {
         if self.is64 { self.put_u64(out, v) } else { self.put_u32(out, v as u32) }
     }
 
-    /// Reads one section header at byte offset `at`.
+    /// Reads one section header at byte offset `at` (`None` when it does
+    /// not lie inside `data`, also for offsets near `usize::MAX`).
     pub fn read_shdr(&self, data: &[u8], at: usize) -> Option<SectionHeader> {
         let w = self.word_size();
+        if at.checked_add(self.shdr_size())? > data.len() {
+            return None;
+        }
         let mut p = at + 8;
         let mut word = || {
             let v = self.word(data, p);
@@ -146,6 +150,9 @@ mod tests {
                 assert_eq!(out.len(), 1 + c.shdr_size());
                 assert_eq!(c.read_shdr(&out, 1), Some(sh));
                 assert_eq!(c.read_shdr(&out, 2), None);
+                // Found by the hostile corpus: an offset near usize::MAX
+                // overflowed instead of reading nothing.
+                assert_eq!(c.read_shdr(&out, usize::MAX - 3), None);
             }
         }
     }
