@@ -110,6 +110,14 @@ fn decode_base64_offset(s: &[u8]) -> Option<u32> {
     u32::try_from(v).ok()
 }
 
+/// Whether a section name goes into the string table: names longer than
+/// the 8-byte header field, and (unlike llvm-objcopy, which writes them
+/// inline and so makes an object no reader accepts) short names starting
+/// with `/`, which a header field would present as a string table offset.
+fn section_name_in_table(name: &[u8]) -> bool {
+    name.len() > 8 || name.starts_with(b"/")
+}
+
 /// `/<decimal>` for string table offsets up to 9999999, else `//` and six
 /// base-64 digits.
 fn encode_section_name(offset: u32) -> Vec<u8> {
@@ -288,11 +296,8 @@ impl<'a> Model<'a> {
 
         // Long names share one tail-merged string table.
         let mut long: Vec<&[u8]> = Vec::new();
-        for name in self.sections.iter().map(|s| &*s.name).chain(self.symbols.iter().map(|s| s.name)) {
-            if name.len() > 8 {
-                long.push(name);
-            }
-        }
+        long.extend(self.sections.iter().map(|s| &*s.name).filter(|n| section_name_in_table(n)));
+        long.extend(self.symbols.iter().map(|s| s.name).filter(|n| n.len() > 8));
         long.sort_unstable_by(|a, b| b.iter().rev().cmp(a.iter().rev()));
         long.dedup();
         let mut strtab = vec![0u8; 4];
@@ -369,7 +374,7 @@ impl<'a> Model<'a> {
         for s in &self.sections {
             let mut h = s.header;
             h[..8].fill(0);
-            if s.name.len() > 8 {
+            if section_name_in_table(&s.name) {
                 let offset = offsets.get(&*s.name).copied().unwrap_or(0);
                 let encoded = encode_section_name(offset);
                 h[..encoded.len()].copy_from_slice(&encoded);
@@ -481,6 +486,29 @@ mod tests {
         llvm19[0x28] = 0x3c; // PointerToRawData
         llvm19[0x4c] = 4; // an empty string table
         assert_eq!(extracted.to_vec(), llvm19);
+    }
+
+    /// Found by fuzzing (bundle_object): a section whose name, from the
+    /// string table, is short but starts with `/` was written inline, where
+    /// readers take it for a string table offset (llvm-objcopy 19 does the
+    /// same and its output is rejected by llvm-objdump). It goes through
+    /// the string table now.
+    #[test]
+    fn short_names_starting_with_a_slash_go_through_the_string_table() {
+        use object::{Object, ObjectSection};
+        let mut host = vec![0u8; 89];
+        host[..4].copy_from_slice(&[0x4c, 0x01, 0x01, 0x00]);
+        host[0x24] = 16;
+        let added = vec![
+            NewSection { name: b"/16ANG".to_vec(), data: b"one" },
+            NewSection { name: b"/".to_vec(), data: b"two" },
+            NewSection { name: b"short".to_vec(), data: b"three" },
+        ];
+        let out = rewrite(&host, &|_| false, added).unwrap().to_vec();
+        let file = object::File::parse(&out[..]).unwrap();
+        let names: Vec<String> = file.sections().map(|s| s.name().unwrap().to_string()).collect();
+        assert_eq!(names, ["", "/16ANG", "/", "short"]);
+        assert!(out.windows(8).any(|w| w == b"short\0\0\0"), "short names stay inline");
     }
 
     /// Found by fuzzing (bundle_object): an 89-byte i386 object whose one
