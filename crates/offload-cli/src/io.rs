@@ -585,15 +585,17 @@ fn rename_all(files: Vec<(PathBuf, tempfile::NamedTempFile)>) -> Result<(), Outp
         });
         return result;
     }
+    // A rename failed: undo the ones before it, last first. (A single
+    // output that failed renamed nothing, so `done` is empty then.)
     for (dest, replaced) in done.into_iter().rev() {
-        match (result.is_ok(), replaced) {
-            (false, Replaced::Backup(b)) => {
+        match replaced {
+            Replaced::Backup(b) => {
                 let _ = fs::rename(b, &dest);
             }
-            (false, Replaced::Nothing) if !single => {
+            Replaced::Nothing => {
                 let _ = fs::remove_file(&dest);
             }
-            _ => {}
+            Replaced::Lost => {}
         }
     }
     result
