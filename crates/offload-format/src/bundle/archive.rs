@@ -253,6 +253,9 @@ pub fn unbundle(
         source,
     };
 
+    // Members read by the check, kept for the pass below (a thin
+    // archive's members are files, read once).
+    let mut checked: Vec<Cow<'_, [u8]>> = Vec::new();
     if options.check_input_archive {
         for member in file.members() {
             let member = member.map_err(malformed)?;
@@ -267,14 +270,19 @@ pub fn unbundle(
                     archive: archive.to_string(),
                 });
             }
+            checked.push(data);
         }
     }
+    let mut checked = checked.into_iter();
 
     let requested: Vec<BundleEntryId> = targets.iter().map(|t| BundleEntryId::parse(t)).collect();
     let mut outputs: Vec<Vec<(String, Vec<u8>)>> = vec![Vec::new(); targets.len()];
     for member in file.members() {
         let member = member.map_err(malformed)?;
-        let raw = member_data(&member, input, archive, thin)?;
+        let raw = match checked.next() {
+            Some(raw) => raw,
+            None => member_data(&member, input, archive, thin)?,
+        };
         let data = member_bytes(&raw).map_err(|e| member_error(member.name(), e))?;
         let (bundles, host) = member_bundles(&data).map_err(|e| member_error(member.name(), e))?;
         let file_name = filename(member.name());
