@@ -553,6 +553,19 @@ pub fn rt_offload_binary(images: Vec<PackageImage>) {
     assert!(scan.error.is_none() && (images.is_empty() || scan.packages.len() == 1));
 }
 
+/// The name and bytes of every member of an archive we wrote, which must
+/// read back.
+fn archive_members(bytes: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let archive = object::read::archive::ArchiveFile::parse(bytes).expect("own archive reads");
+    archive
+        .members()
+        .map(|m| {
+            let m = m.expect("member reads");
+            (m.name().to_vec(), m.data(bytes).expect("member data").to_vec())
+        })
+        .collect()
+}
+
 /// GNU archives as `--archive` and `-type=a` unbundling write them:
 /// members come back by name and content, and every member's bytes are
 /// what was given.
@@ -573,14 +586,7 @@ pub fn rt_archive(members: Vec<(String, &[u8])>) {
         }
     };
     assert_eq!(bytes, offload_binary::archive::write_gnu_archive(&refs).expect("writes again"), "not deterministic");
-    let archive = object::read::archive::ArchiveFile::parse(&*bytes).expect("own archive reads");
-    let read: Vec<(Vec<u8>, Vec<u8>)> = archive
-        .members()
-        .map(|m| {
-            let m = m.expect("member reads");
-            (m.name().to_vec(), m.data(&*bytes).expect("member data").to_vec())
-        })
-        .collect();
+    let read = archive_members(&bytes);
     assert_eq!(read.len(), refs.len());
     for ((name, data), (n, d)) in read.iter().zip(&refs) {
         assert_eq!(name.as_slice(), n.as_bytes());
@@ -590,14 +596,7 @@ pub fn rt_archive(members: Vec<(String, &[u8])>) {
     // The device archives of `-type=a` unbundling come from a second writer.
     let owned: Vec<(String, Vec<u8>)> = refs.iter().map(|(n, d)| (n.to_string(), d.to_vec())).collect();
     if let Ok(device) = offload_format::bundle::archive::write_gnu_archive(owned.clone()) {
-        let archive = object::read::archive::ArchiveFile::parse(&*device).expect("device archive reads");
-        let read: Vec<(Vec<u8>, Vec<u8>)> = archive
-            .members()
-            .map(|m| {
-                let m = m.expect("member reads");
-                (m.name().to_vec(), m.data(&*device).expect("member data").to_vec())
-            })
-            .collect();
+        let read = archive_members(&device);
         let want: Vec<(Vec<u8>, Vec<u8>)> = owned.into_iter().map(|(n, d)| (n.into_bytes(), d)).collect();
         assert_eq!(read, want, "device archive members differ");
     }

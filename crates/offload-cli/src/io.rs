@@ -719,13 +719,18 @@ mod tests {
         assert_eq!(e.to_string(), "'/nonexistent-dir/x': No such file or directory");
     }
 
+    /// A mapped input file of `len` patterned bytes in `dir`.
+    fn patterned_input(dir: &Path, len: u32) -> Input {
+        let src = dir.join("src");
+        let data: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+        fs::write(&src, &data).unwrap();
+        Input::open(src.to_str().unwrap()).unwrap()
+    }
+
     #[test]
     fn large_borrowed_pieces_are_copied_from_the_mapped_input() {
         let dir = tempfile::tempdir().unwrap();
-        let src = dir.path().join("src");
-        let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 % 251) as u8).collect();
-        fs::write(&src, &data).unwrap();
-        let input = Input::open(src.to_str().unwrap()).unwrap();
+        let input = patterned_input(dir.path(), 300_000);
         let mut plan = Plan::new();
         plan.own(b"head".to_vec());
         plan.borrow(&input.bytes()[1000..250_000]);
@@ -743,10 +748,7 @@ mod tests {
     #[test]
     fn materialized_plans_hold_their_bytes() {
         let dir = tempfile::tempdir().unwrap();
-        let src = dir.path().join("src");
-        let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
-        fs::write(&src, &data).unwrap();
-        let input = Input::open(src.to_str().unwrap()).unwrap();
+        let input = patterned_input(dir.path(), 3_000_000);
         let mut plan = Plan::new();
         plan.own(b"head".to_vec());
         plan.borrow(&input.bytes()[1000..2_500_000]);
