@@ -55,7 +55,9 @@ fn rocm7_bundle() -> Vec<u8> {
         (format!("{H}gfx950:sramecc+:xnack+"), elf(0x4f | XNACK_ON | SRAMECC_ON, "950+")),
         (format!("{H}gfx950:sramecc+:xnack-"), elf(0x4f | XNACK_OFF | SRAMECC_ON, "950-")),
         (format!("{H}gfx1153"), elf(0x58, "1153")),
-        (format!("{H}gfx1250"), elf(0x49 | XNACK_ANY | SRAMECC_ANY, "1250")),
+        // XNACK is always on for gfx125x; whatever the header says about
+        // it, the ID cannot fix it.
+        (format!("{H}gfx1250"), elf(0x49 | XNACK_ON | SRAMECC_ANY, "1250")),
         (format!("{H}gfx1251:sramecc+"), elf(0x5a | XNACK_ANY | SRAMECC_ON, "1251")),
         (format!("{H}gfx9-4-generic"), elf(0x5f | XNACK_ANY | SRAMECC_ANY, "9-4")),
         (format!("{H}gfx11-generic"), elf(0x54, "11")),
@@ -91,6 +93,14 @@ fn verify_is_clean_on_rocm7_processors() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(stdout.contains("names gfx1251 but holds a code object for gfx1250"), "{stdout}");
+    // A target-ID feature the header contradicts is an error.
+    let lying = bundle(&[(format!("{H}gfx1251"), elf(0x5a | XNACK_ON | SRAMECC_ON, "1251"))]);
+    let f = write(d.path(), "lying.hipfb", &lying);
+    let out = offload(&["verify", f.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("says sramecc any (not given), but its code object was built with sramecc on"), "{stdout}");
+    assert!(!stdout.contains("xnack"), "{stdout}");
     // Features the current table refuses are still errors.
     let bad = bundle(&[(format!("{H}gfx1250:xnack+"), elf(0x49 | XNACK_ON | SRAMECC_ANY, "x"))]);
     let f = write(d.path(), "bad.hipfb", &bad);

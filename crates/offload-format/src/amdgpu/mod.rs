@@ -171,6 +171,12 @@ pub fn processor_by_elf_mach(mach: u8) -> Option<&'static Processor> {
     table::AMDGCN.iter().find(|p| p.elf_mach == mach)
 }
 
+/// The processor whose `gfx_target_version` (as the kernel driver reports
+/// it in sysfs) is `version`: 90010 gives gfx90a.
+pub fn processor_by_gfx_target_version(version: u32) -> Option<&'static Processor> {
+    table::AMDGCN.iter().find(|p| p.gfx_target_version() == Some(version))
+}
+
 /// Whether `name` has the shape of an AMDGCN processor name (`gfx` and
 /// lowercase letters, digits or dashes), known or not. The inspector takes
 /// such names from newer compilers at their word.

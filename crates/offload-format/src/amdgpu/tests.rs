@@ -159,6 +159,12 @@ fn elf_numbers_and_target_versions() {
     assert_eq!(version("gfx1151"), Some(110501));
     assert_eq!(version("gfx1250"), Some(120500));
     assert_eq!(version("fiji"), Some(80003));
+    let by_version = |v| processor_by_gfx_target_version(v).map(|p| p.name);
+    assert_eq!(by_version(90010), Some("gfx90a"));
+    assert_eq!(by_version(120501), Some("gfx1251"));
+    assert_eq!(by_version(90400), Some("gfx940"));
+    assert_eq!(by_version(90000), Some("gfx900"));
+    assert_eq!(by_version(0), None);
     // Every processor's version is spelled by its name (gfx<major><minor
     // digit><stepping as one hex digit>), except the alternative names.
     for p in current.iter().filter(|p| !p.is_generic()) {

@@ -321,7 +321,14 @@ fn code_object(
         }
         _ => {}
     }
+    // Only target-ID features are compared: a processor without one (gfx1250
+    // has XNACK always on) cannot say "any" for it in its ID, whatever its
+    // ELF header records.
+    let supported = table.target_id_features(&Triple::parse(triple), &tid.processor);
     for (feature, setting) in [("xnack", elf.xnack), ("sramecc", elf.sramecc)] {
+        if !supported.contains(&feature) {
+            continue;
+        }
         let wanted = tid.features.get(feature).copied();
         let bad = match (wanted, setting) {
             (_, Setting::Unknown) => false,
