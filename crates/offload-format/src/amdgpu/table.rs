@@ -3,9 +3,11 @@
 //! Sources (facts only; checked with the public sources named here):
 //! * names, alternative names, ISA versions and which of the two target-ID
 //!   features each processor supports: LLVM's
-//!   `llvm/include/llvm/TargetParser/AMDGPUTargetParser.def` on `main` after
-//!   LLVM 22 (the successor of the `AMDGCNGPUs` array in `TargetParser.cpp`;
-//!   rows added after LLVM 22 are marked below). A processor supports the
+//!   `llvm/include/llvm/TargetParser/AMDGPUTargetParser.def` on `main`
+//!   during LLVM 23's development, 2026 (the successor of the `AMDGCNGPUs`
+//!   array in `TargetParser.cpp`), newer than LLVM 22 and ROCm 7.2. Rows
+//!   newer than LLVM 19 are marked `NEWER` (which release first had each is
+//!   not recorded here). A processor supports the
 //!   `xnack` target-ID feature when it has `FEATURE_XNACK_ON_OFF_MODES`
 //!   (gfx1250 and gfx1251 have XNACK always on, so `:xnack±` is not part of
 //!   their target IDs), and `sramecc` when it has `FEATURE_SRAMECC`;
@@ -114,8 +116,8 @@ pub(super) static AMDGCN: [Processor; 63] = [
     row("gfx1151", &[],                      NONE, (11, 5, 1), 0x4a, G11,   IN19),
     row("gfx1152", &[],                      NONE, (11, 5, 2), 0x55, G11,   IN19),
     row("gfx1153", &[],                      NONE, (11, 5, 3), 0x58, G11,   NEWER),
-    row("gfx1154", &[],                      NONE, (11, 5, 4), 0x57, G11,   NEWER), // after LLVM 22
-    // GFX11.7 (after LLVM 22). gfx11-7-generic covers gfx1170 and gfx1171
+    row("gfx1154", &[],                      NONE, (11, 5, 4), 0x57, G11,   NEWER),
+    // GFX11.7. gfx11-7-generic covers gfx1170 and gfx1171
     // (AMDGPUUsage and ROCr's isa.cpp as FlyDSL's arch_families quotes
     // them); gfx1172's membership is not published yet.
     row("gfx1170", &[],                      NONE, (11, 7, 0), 0x5d, G11_7, NEWER),
@@ -126,7 +128,7 @@ pub(super) static AMDGCN: [Processor; 63] = [
     row("gfx1201", &[],                      NONE, (12, 0, 1), 0x4e, G12,   IN19),
     row("gfx1250", &[],                      S,    (12, 5, 0), 0x49, G12_5, NEWER),
     row("gfx1251", &[],                      S,    (12, 5, 1), 0x5a, G12_5, NEWER),
-    // GFX13 (after LLVM 22); gfx13-generic's coverage is not published yet
+    // GFX13; gfx13-generic's coverage is not published yet
     row("gfx1310", &[],                      NONE, (13, 1, 0), 0x50, None,  NEWER),
     // Generic targets: code objects that run on every processor whose
     // `generic` column names them.
@@ -137,8 +139,8 @@ pub(super) static AMDGCN: [Processor; 63] = [
     row("gfx12-generic",   &[],              NONE, (12, 0, 0), 0x59, None,  IN19),
     row("gfx9-4-generic",  &[],              XS,   (9, 4, 0),  0x5f, None,  NEWER),
     row("gfx12-5-generic", &[],              NONE, (12, 5, 0), 0x5b, None,  NEWER),
-    row("gfx11-7-generic", &[],              NONE, (11, 7, 0), 0x62, None,  NEWER), // after LLVM 22
-    row("gfx13-generic",   &[],              NONE, (13, 1, 0), 0x63, None,  NEWER), // after LLVM 22
+    row("gfx11-7-generic", &[],              NONE, (11, 7, 0), 0x62, None,  NEWER),
+    row("gfx13-generic",   &[],              NONE, (13, 1, 0), 0x63, None,  NEWER),
 ];
 
 /// R600 processors (pre-GCN; unchanged since LLVM 19). They have no
