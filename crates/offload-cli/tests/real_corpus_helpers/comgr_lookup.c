@@ -67,17 +67,16 @@ int main(int argc, char **argv) {
     if (st != AMD_COMGR_STATUS_SUCCESS) return fail("amd_comgr_create_data", st);
     st = amd_comgr_set_data(data, size, bytes);
     if (st != AMD_COMGR_STATUS_SUCCESS) return fail("amd_comgr_set_data", st);
-    size_t n = (size_t)argc - 2;
-    amd_comgr_code_object_info_t *infos = calloc(n, sizeof *infos);
-    if (!infos) return 2;
-    for (size_t i = 0; i < n; i++) infos[i].isa = argv[i + 2];
-    st = amd_comgr_lookup_code_object(data, infos, n);
-    if (st != AMD_COMGR_STATUS_SUCCESS) return fail("amd_comgr_lookup_code_object", st);
-    for (size_t i = 0; i < n; i++)
-        printf("%s %llu %llu\n", infos[i].isa, (unsigned long long)infos[i].offset,
-               (unsigned long long)infos[i].size);
+    /* One lookup per ISA, as the HIP runtime asks for one device: given
+     * several ISAs in one list, comgr 5.2 fills in only the first that
+     * matches and leaves the others at 0 0. */
+    for (int i = 2; i < argc; i++) {
+        amd_comgr_code_object_info_t info = {argv[i], 0, 0};
+        st = amd_comgr_lookup_code_object(data, &info, 1);
+        if (st != AMD_COMGR_STATUS_SUCCESS) return fail("amd_comgr_lookup_code_object", st);
+        printf("%s %llu %llu\n", info.isa, (unsigned long long)info.offset, (unsigned long long)info.size);
+    }
     amd_comgr_release_data(data);
-    free(infos);
     free(bytes);
     return 0;
 }
