@@ -79,7 +79,9 @@ for a in "${artifacts[@]}"; do
   if unpacked_ok "$name" "$sha" "$dest" "${list[@]}"; then
     continue
   fi
-  work=$(mktemp -d "$dir/.work-XXXXXX")
+  # Outside the cache: apt-get download drops to the _apt user, who may not
+  # reach a folder under root's home.
+  work=$(mktemp -d "${TMPDIR:-/tmp}/fetch-real-corpus.XXXXXX")
   trap 'rm -rf "$work"' EXIT
   echo "fetch-real-corpus: $spec ($file)"
   fetch "$registry" "$spec" "$file" "$sha" "$work"
