@@ -149,8 +149,9 @@ fn selection_for_processors_newer_than_llvm19() {
         corpus_gpus(&refs, &corpus).into_iter().filter(|g| NEEDS_NEW_TABLE.contains(&g.processor.as_str())).collect();
     let processors: BTreeSet<&str> = gpus.iter().map(|g| g.processor.as_str()).collect();
     assert_eq!(processors, NEEDS_NEW_TABLE.iter().copied().collect(), "the corpus holds all of them");
-    // gfx950 bare and with its four sramecc/xnack settings, three bare.
-    assert_eq!(compare_selection(&corpus, &refs, &gpus, documented_choice), 7 * 8, "selections compared");
+    // gfx950, gfx1250, gfx1251 bare and with their four sramecc/xnack
+    // settings; gfx1153 bare.
+    assert_eq!(compare_selection(&corpus, &refs, &gpus, documented_choice), 7 * 16, "selections compared");
 }
 
 /// `offload verify` finds nothing wrong in any corpus file. DEPENDS ON THE

@@ -27,9 +27,13 @@ pub const CORPUS: &[&str] = &[
 pub const NEEDS_NEW_TABLE: &[&str] = &["gfx950", "gfx1153", "gfx1250", "gfx1251"];
 
 /// Target-ID features each corpus processor supports, which a real device
-/// always reports as `+` or `-` (LLVM's AMDGPUUsage, "AMDGPU Processors").
+/// always reports as `+` or `-` (LLVM's AMDGPUUsage, "AMDGPU Processors";
+/// for gfx1250 and gfx1251, newer than that table here, the corpus's own
+/// code objects: their e_flags 0x549 and 0x55a say xnack "any" and sramecc
+/// "any", which LLVM writes only for processors supporting both).
 /// Processors not listed support neither.
-const SRAMECC_AND_XNACK: &[&str] = &["gfx906", "gfx908", "gfx90a", "gfx940", "gfx941", "gfx942", "gfx950"];
+const SRAMECC_AND_XNACK: &[&str] =
+    &["gfx906", "gfx908", "gfx90a", "gfx940", "gfx941", "gfx942", "gfx950", "gfx1250", "gfx1251"];
 const XNACK_ONLY: &[&str] =
     &["gfx801", "gfx810", "gfx900", "gfx902", "gfx904", "gfx909", "gfx90c", "gfx1010", "gfx1011", "gfx1012", "gfx1013"];
 
