@@ -31,6 +31,9 @@ artifacts=(
   # ROCm 6.2.4 (AMD clang 18): uncompressed bundles, gfx900..gfx942 with
   # gfx940/gfx941, gfx1030, gfx1100, gfx1200/1201.
   "rocm6-jax-plugin|pypi|jax-rocm60-plugin==0.5.0|jax_rocm60_plugin-0.5.0-cp311-cp311-manylinux_2_28_x86_64.whl|05414df017d473b77cae3b04e69d199cbdaa2ddb7cff0801edbae84f37a74308|files|jax_rocm60_plugin/_prng.so jax_rocm60_plugin/_solver.so"
+  # ROCm 6.3.3 (AMD clang 18): two uncompressed bundles back to back in one
+  # .hip_fatbin (24 MB of code), gfx906..gfx942, gfx1030, gfx1100/1101.
+  "rocm6-fastllm|pypi|ftllm-rocm==0.1.5.1|ftllm_rocm-0.1.5.1-py3-none-manylinux2014_x86_64.whl|eed34b2fb5cfb889d76dc3f2282bc2a55e69ebe3be5c936202b44aa2f7bd8404|files|ftllm/libfastllm_tools.so"
   # Debian 12's rocRAND (ROCm 5.3, Debian's clang 15): uncompressed, targets
   # with xnack settings (gfx900:xnack-, gfx90a:xnack+ and gfx90a:xnack-).
   "debian-rocrand|deb|librocrand1=5.3.3-4|librocrand1_5.3.3-4_amd64.deb|b145d4e47a26ce14da5f8550a092db8d3c7e2d84174c68885336de40f51b7b81|files|./usr/lib/x86_64-linux-gnu/librocrand.so.1.1"
@@ -58,7 +61,7 @@ fetch() { # registry spec file sha workdir
     pypi)
       python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 \
         --implementation cp --abi cp311 --platform manylinux_2_32_x86_64 \
-        --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
+        --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux2014_x86_64 \
         -d "$work" "$spec" ;;
     deb)
       # apt-get download writes into the current folder, as the _apt user

@@ -18,6 +18,7 @@ pub const CORPUS: &[&str] = &[
     "rocm7-jax-plugin/_solver.so",
     "rocm6-jax-plugin/_prng.so",
     "rocm6-jax-plugin/_solver.so",
+    "rocm6-fastllm/libfastllm_tools.so",
     "debian-rocrand/librocrand.so.1.1",
 ];
 
