@@ -8,9 +8,13 @@
 //!   array in `TargetParser.cpp`), newer than LLVM 22 and ROCm 7.2. Rows
 //!   newer than LLVM 19 are marked `NEWER` (which release first had each is
 //!   not recorded here). A processor supports the
-//!   `xnack` target-ID feature when it has `FEATURE_XNACK_ON_OFF_MODES`
-//!   (gfx1250 and gfx1251 have XNACK always on, so `:xnack±` is not part of
-//!   their target IDs), and `sramecc` when it has `FEATURE_SRAMECC`;
+//!   `xnack` target-ID feature when it has `FEATURE_XNACK_ON_OFF_MODES`,
+//!   and `sramecc` when it has `FEATURE_SRAMECC`. One exception, taken from
+//!   the binaries: LLVM `main` marks gfx1250 and gfx1251 "XNACK always on"
+//!   (no `:xnack±` in their IDs), but ROCm 7.x's compiler (AMD clang 23)
+//!   writes their code objects with xnack "any" in `e_flags` (0x549,
+//!   0x55a in PyPI's jax-rocm7-plugin and torch-cluster-rocm wheels), so IDs
+//!   and GPUs named `gfx1250:xnack±` exist; the inspector accepts them;
 //! * `EF_AMDGPU_MACH` numbers: LLVM's `llvm/include/llvm/BinaryFormat/ELF.h`,
 //!   as `llvm/test/CodeGen/AMDGPU/elf-header-flags-mach.ll` prints them
 //!   (LLVM 19's were also read back from `llc-19` output);
@@ -123,11 +127,11 @@ pub(super) static AMDGCN: [Processor; 63] = [
     row("gfx1170", &[],                      NONE, (11, 7, 0), 0x5d, G11_7, NEWER),
     row("gfx1171", &[],                      NONE, (11, 7, 1), 0x5e, G11_7, NEWER),
     row("gfx1172", &[],                      NONE, (11, 7, 2), 0x5c, None,  NEWER),
-    // GFX12 (RDNA 4) and GFX12.5; gfx125x have XNACK always on
+    // GFX12 (RDNA 4) and GFX12.5 (xnack: see the module doc)
     row("gfx1200", &[],                      NONE, (12, 0, 0), 0x48, G12,   IN19),
     row("gfx1201", &[],                      NONE, (12, 0, 1), 0x4e, G12,   IN19),
-    row("gfx1250", &[],                      S,    (12, 5, 0), 0x49, G12_5, NEWER),
-    row("gfx1251", &[],                      S,    (12, 5, 1), 0x5a, G12_5, NEWER),
+    row("gfx1250", &[],                      XS,   (12, 5, 0), 0x49, G12_5, NEWER),
+    row("gfx1251", &[],                      XS,   (12, 5, 1), 0x5a, G12_5, NEWER),
     // GFX13; gfx13-generic's coverage is not published yet
     row("gfx1310", &[],                      NONE, (13, 1, 0), 0x50, None,  NEWER),
     // Generic targets: code objects that run on every processor whose

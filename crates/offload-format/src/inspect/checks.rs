@@ -321,9 +321,8 @@ fn code_object(
         }
         _ => {}
     }
-    // Only target-ID features are compared: a processor without one (gfx1250
-    // has XNACK always on) cannot say "any" for it in its ID, whatever its
-    // ELF header records.
+    // Only target-ID features are compared: a processor without one cannot
+    // say "any" for it in its ID, whatever its ELF header records.
     let supported = table.target_id_features(&Triple::parse(triple), &tid.processor);
     for (feature, setting) in [("xnack", elf.xnack), ("sramecc", elf.sramecc)] {
         if !supported.contains(&feature) {

@@ -423,7 +423,7 @@ mod tests {
         assert!(matches!(Gpu::parse("gfx1030:xnack+"), Err(GpuError::TargetId(_))));
         let g = gpu("gfx950:xnack-:sramecc+");
         assert_eq!((g.processor.as_str(), g.xnack, g.sramecc, g.warning()), ("gfx950", Some(false), Some(true), None));
-        assert!(matches!(Gpu::parse("gfx1250:xnack+"), Err(GpuError::TargetId(_))));
+        assert!(matches!(Gpu::parse("gfx1153:xnack+"), Err(GpuError::TargetId(_))));
         assert!(matches!(Gpu::parse("gfx12-5-generic"), Err(GpuError::Generic(_))));
         // Not in the table: accepted by name, with a warning.
         let g = gpu("gfx9999:xnack+");
