@@ -408,3 +408,6 @@ pub unsafe extern "C" fn offload_buffer_free(buf: *mut offload_buffer) {
         }
     })
 }
+
+#[cfg(test)]
+mod tests;
