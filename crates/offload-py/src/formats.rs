@@ -32,21 +32,23 @@ fn to_bytes<'py>(py: Python<'py>, v: Vec<Vec<u8>>) -> Vec<Bound<'py, PyBytes>> {
 fn bundle<'py>(
     py: Python<'py>,
     targets: Vec<String>,
-    inputs: Vec<Vec<u8>>,
+    inputs: Vec<Bound<'py, PyBytes>>,
     compress: bool,
     align: u32,
 ) -> PyResult<Bound<'py, PyBytes>> {
+    // Borrowed, not copied: `bytes` objects are immutable and `inputs`
+    // keeps them alive while the GIL is released.
+    let slices: Vec<&[u8]> = inputs.iter().map(|b| b.as_bytes()).collect();
     let out = py.allow_threads(|| {
         let request = Request {
             file_type: "bc".into(),
-            input_count: inputs.len(),
+            input_count: slices.len(),
             output_count: 1,
             targets,
             ..Request::default()
         };
         let targets =
             bundler::validate(&request).map_err(bundler_error)?.ok_or_else(|| Failure::Invalid("no targets".into()))?;
-        let slices: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
         let plan = bundler::bundle(FileType::Binary, &targets, &slices, align).map_err(bundler_error)?;
         let bytes = materialise(&plan)?;
         if compress {
@@ -110,33 +112,39 @@ fn decompress<'py>(py: Python<'py>, input: &Bound<'py, PyAny>) -> PyResult<Bound
 
 /// One image to pack: its bytes and its string records, keys in the
 /// order given (as on a packager command line).
-struct PackImage {
-    image: Vec<u8>,
+struct PackImage<'py> {
+    image: Bound<'py, PyBytes>,
     file: String,
     kind: Option<String>,
     /// Every key but `image`, `kind`, `file`, with its value.
     records: Vec<(String, String)>,
 }
 
-fn pack_image(d: &Bound<'_, PyDict>) -> PyResult<PackImage> {
-    let mut out = PackImage { image: Vec::new(), file: String::new(), kind: None, records: Vec::new() };
-    let mut has_image = false;
+/// A [`PackImage`] borrowed as plain data.
+struct ImageView<'a> {
+    image: &'a [u8],
+    file: &'a str,
+    kind: Option<&'a str>,
+    records: &'a [(String, String)],
+}
+
+fn pack_image<'py>(d: &Bound<'py, PyDict>) -> PyResult<PackImage<'py>> {
+    let (mut image, mut file, mut kind, mut records) = (None, String::new(), None, Vec::new());
     for (k, v) in d.iter() {
         let key: String = k.extract()?;
         match key.as_str() {
-            "image" => {
-                out.image = v.extract()?;
-                has_image = true;
-            }
-            "file" => out.file = v.extract()?,
-            "kind" => out.kind = Some(v.extract()?),
-            _ => out.records.push((key, v.extract()?)),
+            "image" => image = Some(v.downcast_into::<PyBytes>()?),
+            "file" => file = v.extract()?,
+            "kind" => kind = Some(v.extract()?),
+            _ => records.push((key, v.extract()?)),
         }
     }
-    if !has_image || !out.records.iter().any(|(k, _)| k == "triple") {
-        return Err(Failure::Invalid("'image' and 'triple' are required image keys".into()).into());
+    match image {
+        Some(image) if records.iter().any(|(k, _): &(String, String)| k == "triple") => {
+            Ok(PackImage { image, file, kind, records })
+        }
+        _ => Err(Failure::Invalid("'image' and 'triple' are required image keys".into()).into()),
     }
-    Ok(out)
 }
 
 /// An OffloadBinary package of `images`, as `clang-offload-packager
@@ -148,25 +156,30 @@ fn pack_image(d: &Bound<'_, PyDict>) -> PyResult<PackImage> {
 #[pyfunction]
 fn pack<'py>(py: Python<'py>, images: Vec<Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyBytes>> {
     let images = images.iter().map(pack_image).collect::<PyResult<Vec<_>>>()?;
+    // What the work needs, without Python objects (the GIL is released).
+    let views: Vec<ImageView> = images
+        .iter()
+        .map(|i| ImageView { image: i.image.as_bytes(), file: &i.file, kind: i.kind.as_deref(), records: &i.records })
+        .collect();
     let out = py.allow_threads(|| {
         let mut written = Vec::new();
-        for img in &images {
+        for &ImageView { image, file, kind, records } in &views {
             // The packager's key set: `file` first, then the others in the
             // order given; `file` and `kind` are not written as records.
             let mut keys: Vec<&str> = vec!["file"];
-            keys.extend(img.kind.as_ref().map(|_| "kind"));
-            keys.extend(img.records.iter().map(|(k, _)| k.as_str()));
+            keys.extend(kind.map(|_| "kind"));
+            keys.extend(records.iter().map(|(k, _)| k.as_str()));
             let strings: Vec<(&[u8], &[u8])> = dense_map_order(&keys)
                 .into_iter()
-                .filter_map(|i| img.records.iter().find(|(k, _)| Some(k.as_str()) == keys.get(i).copied()))
+                .filter_map(|i| records.iter().find(|(k, _)| Some(k.as_str()) == keys.get(i).copied()))
                 .map(|(k, v)| (k.as_bytes(), v.as_bytes()))
                 .collect();
             written.push(Image {
-                image_kind: ImageKind::infer(&img.file, &img.image),
-                offload_kind: img.kind.as_deref().map_or(OffloadKind::None, OffloadKind::from_name),
+                image_kind: ImageKind::infer(file, image),
+                offload_kind: kind.map_or(OffloadKind::None, OffloadKind::from_name),
                 flags: 0,
                 strings,
-                image: &img.image,
+                image,
             });
         }
         let plan = write_plan(&written).map_err(|e| Failure::Format(e.to_string()))?;
