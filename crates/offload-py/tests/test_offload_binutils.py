@@ -250,3 +250,23 @@ def test_type_stubs_are_installed_and_complete():
         assert hasattr(ob, name), name
     public = {n for n in dir(ob) if not n.startswith("_")} - {"offload_binutils"}
     assert public <= names, public - names
+
+
+@pytest.mark.parametrize("path", FILES[:2])
+def test_damaged_input_raises_only_offload_errors(path):
+    original = read(path)
+    for at in range(len(original)):
+        data = bytearray(original)
+        data[at] ^= 0xFF
+        data = bytes(data)
+        for call in (
+            lambda: ob.scan(data),
+            lambda: ob.verify(data),
+            lambda: [ob.extract(data, c) for c in ob.scan(data)],
+            lambda: ob.select(data, gpu="gfx906"),
+            lambda: ob.unbundle(data, SAMPLE_TARGETS[1:], allow_missing=True),
+        ):
+            try:
+                call()
+            except ob.Error:
+                pass
