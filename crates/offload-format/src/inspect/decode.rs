@@ -1,0 +1,268 @@
+//! Producing the bytes of many code objects at once, over several cores,
+//! with bounded memory.
+//!
+//! A compressed bundle is decoded as a whole (its hash covers the whole
+//! decompressed bundle), so the code objects asked for are grouped by the
+//! compressed bundle holding them: each bundle is decompressed once, by one
+//! worker, its objects are handed to the caller, and the buffer is dropped
+//! before the worker takes the next bundle. At most one decompressed bundle
+//! per worker is alive at any time, and the number of workers is lowered so
+//! that the largest bundles of all workers together fit in
+//! [`MEMORY_BUDGET`].
+
+use super::{BytesError, Inventory, Payload};
+use crate::bundle::compressed::{Blob, BlobDecoder, CompressedError, Hasher, read_blob};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// How many bytes of decompressed bundles all workers together may hold
+/// (going by the sizes their headers declare). One worker always runs,
+/// however large its bundle.
+pub const MEMORY_BUDGET: u64 = 384 << 20;
+
+/// The size of the pieces a bundle is decoded and hashed in: small enough
+/// to be hashed while still in the cache, large enough that the per-piece
+/// overhead does not show.
+const PIECE: usize = 1 << 20;
+
+/// What a call of [`visit_objects`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Worker threads used.
+    pub workers: usize,
+    /// Compressed bundles decompressed.
+    pub bundles_decoded: usize,
+    /// The most decompressed bundles held in memory at the same time.
+    pub peak_buffers: usize,
+}
+
+/// The number of workers to use when the caller leaves it open (0): one per
+/// core.
+pub fn default_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// How many workers to run for `jobs` jobs when the largest holds
+/// `largest` decompressed bytes: at most `wanted` (0: one per core), at most
+/// one per job, and few enough for [`MEMORY_BUDGET`].
+pub(crate) fn worker_count(wanted: usize, jobs: usize, largest: u64) -> usize {
+    let wanted = if wanted == 0 { default_workers() } else { wanted };
+    let fit = usize::try_from(MEMORY_BUDGET / largest.max(1)).unwrap_or(usize::MAX).max(1);
+    wanted.min(jobs).min(fit).max(1)
+}
+
+/// Decompresses a blob in pieces, hashing each piece as it comes (while it
+/// is in the cache). Returns the data and its truncated MD5, which the
+/// caller compares with the stored hash. Memory grows with the data
+/// actually produced, never with the declared size alone.
+pub(crate) fn decode(blob: &Blob) -> Result<(Vec<u8>, u64), CompressedError> {
+    let mut decoder = BlobDecoder::new(blob)?;
+    let mut hasher = Hasher::default();
+    let (mut out, mut piece) = (Vec::new(), Vec::new());
+    while decoder.next_chunk(&mut piece, PIECE)? {
+        hasher.update(&piece);
+        // Exact growth: large blocks are moved by the allocator without
+        // copying, and a bomb that inflates past the memory there is fails
+        // cleanly instead of aborting.
+        out.try_reserve_exact(piece.len()).map_err(|e| CompressedError::Decompress(e.to_string()))?;
+        out.extend_from_slice(&piece);
+    }
+    Ok((out, hasher.finish()))
+}
+
+/// Decompresses a blob and checks its size and hash.
+pub(crate) fn decode_checked(blob: &Blob) -> Result<Vec<u8>, CompressedError> {
+    let (data, computed) = decode(blob)?;
+    if computed != blob.header.hash {
+        return Err(CompressedError::HashMismatch { stored: blob.header.hash, computed });
+    }
+    Ok(data)
+}
+
+/// Runs `work(i)` for every `i < jobs` on `workers` threads, each thread
+/// taking the next job when it is done with one; the results come back in
+/// job order, whatever order they were computed in.
+pub(crate) fn run_jobs<R: Send>(jobs: usize, workers: usize, work: impl Fn(usize) -> R + Sync) -> Vec<R> {
+    if workers <= 1 || jobs <= 1 {
+        return (0..jobs).map(&work).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let (work, next) = (&work, &next);
+    let mut done: Vec<(usize, R)> = std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..workers.min(jobs))
+            .map(|_| {
+                scope.spawn(move || {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= jobs {
+                            break mine;
+                        }
+                        mine.push((i, work(i)));
+                    }
+                })
+            })
+            .collect();
+        threads.into_iter().flat_map(|t| t.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
+    });
+    done.sort_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
+}
+
+/// Counts the decompressed bundles alive, and the most at once.
+#[derive(Default)]
+struct Live {
+    now: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+/// A decompressed bundle, counted while it lives.
+struct Counted<'l> {
+    data: Vec<u8>,
+    live: &'l Live,
+}
+
+impl<'l> Counted<'l> {
+    fn new(data: Vec<u8>, live: &'l Live) -> Self {
+        let now = live.now.fetch_add(1, Ordering::SeqCst) + 1;
+        live.peak.fetch_max(now, Ordering::SeqCst);
+        Counted { data, live }
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.live.now.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Where the bytes of one group of requested objects come from.
+enum Source<'b> {
+    /// Stored as is: one object.
+    Plain(&'b [u8]),
+    /// The compressed bundle (header included) holding every object of the
+    /// group.
+    Compressed(&'b [u8]),
+    /// Not an object of the inventory: one position.
+    Missing,
+}
+
+struct Group<'b> {
+    source: Source<'b>,
+    /// Positions in the caller's list, in increasing order.
+    positions: Vec<usize>,
+}
+
+/// Hands the bytes of every code object in `wanted` (indices into
+/// `inv.objects`) to `visit`, with the object's index: `Ok(bytes)`, or why
+/// its bytes cannot be produced (a compressed bundle that does not
+/// decompress or whose hash does not match). Up to `workers` threads (0:
+/// one per core) call `visit` at the same time, for different objects, in
+/// no particular order; each compressed bundle is decompressed once and
+/// dropped as soon as its objects have been visited.
+///
+/// When `visit` fails, the call stops taking new work and returns the
+/// failure of the object that comes first in `wanted` (the same one a
+/// one-by-one loop would stop at), with its position in `wanted`.
+pub fn visit_objects<'a, E: Send>(
+    inv: &Inventory<'a>,
+    wanted: &[usize],
+    workers: usize,
+    visit: impl Fn(usize, Result<&[u8], BytesError>) -> Result<(), E> + Sync,
+) -> Result<Stats, (usize, E)> {
+    let groups = group(inv, wanted);
+    let largest = groups
+        .iter()
+        .filter_map(|g| match g.source {
+            Source::Compressed(blob) => read_blob(blob).ok().map(|b| b.header.uncompressed_size),
+            Source::Plain(_) | Source::Missing => None,
+        })
+        .max()
+        .unwrap_or(0);
+    let workers = worker_count(workers, groups.len(), largest);
+    let live = Live::default();
+    let decoded = AtomicUsize::new(0);
+    // The position of the first failure found so far: groups that start
+    // after it are skipped, groups before it still run, so the failure
+    // reported is the first in `wanted` order, however the work was spread.
+    let first_failure = AtomicUsize::new(usize::MAX);
+    let visit_one = |position: usize, bytes: Result<&[u8], BytesError>| -> Result<(), E> {
+        let index = wanted.get(position).copied().unwrap_or(usize::MAX);
+        visit(index, bytes).inspect_err(|_| {
+            first_failure.fetch_min(position, Ordering::SeqCst);
+        })
+    };
+    let results = run_jobs(groups.len(), workers, |g| -> Option<(usize, E)> {
+        let group = groups.get(g)?;
+        let start = *group.positions.first()?;
+        if start > first_failure.load(Ordering::SeqCst) {
+            return None;
+        }
+        match group.source {
+            Source::Plain(bytes) => visit_one(start, Ok(bytes)).err().map(|e| (start, e)),
+            Source::Missing => visit_one(start, Err(BytesError::OutOfRange)).err().map(|e| (start, e)),
+            Source::Compressed(blob) => {
+                let data = read_blob(blob).map_err(BytesError::from).and_then(|b| Ok(decode_checked(&b)?));
+                decoded.fetch_add(1, Ordering::Relaxed);
+                let data = data.map(|d| Counted::new(d, &live));
+                for &p in &group.positions {
+                    let bytes = match &data {
+                        Ok(d) => object_range(inv, wanted.get(p).copied(), &d.data),
+                        Err(e) => Err(e.clone()),
+                    };
+                    if let Err(e) = visit_one(p, bytes) {
+                        return Some((p, e));
+                    }
+                }
+                None
+            }
+        }
+    });
+    match results.into_iter().flatten().min_by_key(|(p, _)| *p) {
+        Some(failure) => Err(failure),
+        None => Ok(Stats { workers, bundles_decoded: decoded.into_inner(), peak_buffers: live.peak.into_inner() }),
+    }
+}
+
+/// The bytes of a compressed object inside its decompressed bundle.
+fn object_range<'d>(inv: &Inventory, index: Option<usize>, data: &'d [u8]) -> Result<&'d [u8], BytesError> {
+    let Some(Payload::Compressed { start, len, .. }) = index.and_then(|i| inv.objects.get(i)).map(|o| o.payload) else {
+        return Err(BytesError::OutOfRange);
+    };
+    let range = usize::try_from(start)
+        .ok()
+        .zip(usize::try_from(len).ok())
+        .and_then(|(s, l)| Some(s..s.checked_add(l)?))
+        .ok_or(BytesError::OutOfRange)?;
+    data.get(range).ok_or(BytesError::OutOfRange)
+}
+
+/// Groups the requested objects by compressed bundle, in the order of each
+/// group's first object.
+fn group<'i>(inv: &'i Inventory, wanted: &[usize]) -> Vec<Group<'i>> {
+    let mut groups: Vec<Group> = Vec::new();
+    let mut by_blob: HashMap<(usize, usize), usize> = HashMap::new();
+    for (position, &index) in wanted.iter().enumerate() {
+        let Some(object) = inv.objects.get(index) else {
+            groups.push(Group { source: Source::Missing, positions: vec![position] });
+            continue;
+        };
+        match object.payload {
+            Payload::Plain(b) => {
+                groups.push(Group { source: Source::Plain(inv.resolve(b)), positions: vec![position] })
+            }
+            Payload::Compressed { blob, .. } => {
+                let blob = inv.resolve(blob);
+                let key = (blob.as_ptr() as usize, blob.len());
+                match by_blob.get(&key).and_then(|&g| groups.get_mut(g)) {
+                    Some(g) => g.positions.push(position),
+                    None => {
+                        by_blob.insert(key, groups.len());
+                        groups.push(Group { source: Source::Compressed(blob), positions: vec![position] });
+                    }
+                }
+            }
+        }
+    }
+    groups
+}
