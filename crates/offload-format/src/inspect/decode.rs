@@ -10,6 +10,8 @@
 //! that the largest bundles of all workers together fit in
 //! [`MEMORY_BUDGET`].
 
+#[cfg(test)]
+use super::Severity;
 use super::{BytesError, Inventory, Payload};
 use crate::bundle::compressed::{Blob, BlobDecoder, CompressedError, Hasher, read_blob};
 use std::collections::HashMap;
@@ -265,4 +267,147 @@ fn group<'i>(inv: &'i Inventory, wanted: &[usize]) -> Vec<Group<'i>> {
         }
     }
     groups
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bundle::compressed::{CompressOptions, compress};
+    use crate::inspect::{Options, scan};
+    use std::num::NonZeroU64;
+    use std::sync::Mutex;
+
+    /// The device payload `e` of bundle `b`: distinct bytes for every pair.
+    fn payload(b: usize, e: usize) -> Vec<u8> {
+        (0..3000 + 97 * b + e).map(|i| (i * (b + 3) + e * 31) as u8).collect()
+    }
+
+    /// `count` compressed bundles back to back (4096-aligned), each a host
+    /// entry and two device entries; the stored hash of those in `damaged`
+    /// is wrong.
+    fn library(count: usize, damaged: &[usize]) -> Vec<u8> {
+        let mut data = Vec::new();
+        for b in 0..count {
+            let (p0, p1) = (payload(b, 0), payload(b, 1));
+            let entries: [(&[u8], &[u8]); 3] = [
+                (b"host-x86_64-unknown-linux-gnu-", b""),
+                (b"hipv4-amdgcn-amd-amdhsa--gfx906", &p0),
+                (b"hipv4-amdgcn-amd-amdhsa--gfx90a", &p1),
+            ];
+            let raw = crate::bundle::binary::write(&entries, NonZeroU64::new(64).unwrap()).to_vec();
+            let mut blob = compress(&raw, &CompressOptions::default()).unwrap().bytes;
+            if damaged.contains(&b) {
+                blob[16] ^= 0xff; // the hash of a version 2 header
+            }
+            data.extend_from_slice(&blob);
+            data.resize(data.len().next_multiple_of(4096), 0);
+        }
+        data
+    }
+
+    #[test]
+    fn every_object_gets_its_bytes_and_each_bundle_is_decoded_once() {
+        let data = library(12, &[]);
+        let inv = scan(&data, "lib", &Options::default());
+        assert_eq!(inv.objects.len(), 36);
+        let wanted: Vec<usize> = (0..inv.objects.len()).collect();
+        let seen = Mutex::new(vec![None; wanted.len()]);
+        let stats = visit_objects(&inv, &wanted, 3, |i, bytes| -> Result<(), ()> {
+            seen.lock().unwrap()[i] = Some(bytes.unwrap().to_vec());
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(stats.bundles_decoded, 12);
+        for (i, got) in seen.into_inner().unwrap().into_iter().enumerate() {
+            let expected = match i % 3 {
+                0 => Vec::new(),
+                e => payload(i / 3, e - 1),
+            };
+            assert_eq!(got.as_deref(), Some(&expected[..]), "object {i}");
+        }
+    }
+
+    /// Not a timed test: the visitor holds each worker for a while, so the
+    /// workers overlap, and the count of live decompressed bundles shows
+    /// that no more than one per worker was ever held.
+    #[test]
+    fn memory_holds_at_most_one_decompressed_bundle_per_worker() {
+        let data = library(16, &[]);
+        let inv = scan(&data, "lib", &Options::default());
+        let wanted: Vec<usize> = (0..inv.objects.len()).filter(|i| i % 3 != 0).collect();
+        for workers in [1, 2, 4] {
+            let stats = visit_objects(&inv, &wanted, workers, |_, bytes| -> Result<(), ()> {
+                assert!(bytes.is_ok());
+                std::thread::sleep(std::time::Duration::from_millis(2));
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(stats.workers, workers);
+            assert_eq!(stats.bundles_decoded, 16);
+            assert!(stats.peak_buffers >= 1 && stats.peak_buffers <= workers, "{workers}: {stats:?}");
+        }
+    }
+
+    #[test]
+    fn the_first_failure_in_request_order_is_reported_whatever_the_threads() {
+        let data = library(10, &[3, 7]);
+        let inv = scan(&data, "lib", &Options::default());
+        // Requested in reverse: the first failure in request order is in
+        // bundle 7.
+        let wanted: Vec<usize> = (0..inv.objects.len()).rev().collect();
+        for round in 0..20 {
+            let workers = 1 + round % 4;
+            let failure = visit_objects(&inv, &wanted, workers, |i, bytes| bytes.map(|_| ()).map_err(|e| (i, e)));
+            let (position, (index, error)) = failure.unwrap_err();
+            assert_eq!(wanted[position], index);
+            assert_eq!(index, 7 * 3 + 2, "workers {workers}");
+            assert!(matches!(error, BytesError::Compressed(CompressedError::HashMismatch { .. })), "{error}");
+        }
+    }
+
+    #[test]
+    fn plain_objects_and_bad_indices_are_visited_too() {
+        let entries: [(&[u8], &[u8]); 2] =
+            [(b"host-x86_64-unknown-linux-gnu-", b""), (b"hip-amdgcn-amd-amdhsa--gfx906", b"CODE")];
+        let data = crate::bundle::binary::write(&entries, NonZeroU64::new(8).unwrap()).to_vec();
+        let inv = scan(&data, "b", &Options::default());
+        let got = Mutex::new(Vec::new());
+        visit_objects(&inv, &[1], 0, |i, b| -> Result<(), ()> {
+            got.lock().unwrap().push((i, b.unwrap().to_vec()));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(got.into_inner().unwrap(), vec![(1, b"CODE".to_vec())]);
+        let bad = visit_objects(&inv, &[1, 99], 2, |_, b| b.map(|_| ()));
+        assert_eq!(bad.unwrap_err(), (1, BytesError::OutOfRange));
+    }
+
+    #[test]
+    fn worker_counts_respect_the_memory_budget() {
+        assert_eq!(worker_count(8, 100, 1 << 20), 8);
+        assert_eq!(worker_count(8, 3, 1 << 20), 3);
+        assert_eq!(worker_count(8, 100, MEMORY_BUDGET / 2), 2);
+        assert_eq!(worker_count(8, 100, u64::MAX), 1);
+        assert_eq!(worker_count(8, 0, 0), 1);
+        assert!(worker_count(0, 100, 1) >= 1);
+    }
+
+    #[test]
+    fn deep_scans_report_the_same_findings_in_the_same_order_on_any_number_of_cores() {
+        let data = library(9, &[1, 4, 8]);
+        let (one, prechecked) =
+            crate::inspect::scan::scan_counted(&data, "lib", &Options { deep: true, workers: 1, ..Options::default() });
+        assert_eq!(prechecked, 9, "every bundle is checked before the deep scan, none twice");
+        let errors: Vec<_> = one.diagnostics.iter().filter(|d| d.severity == Severity::Error).collect();
+        assert_eq!(errors.len(), 3, "{:?}", one.diagnostics);
+        let offsets: Vec<Option<u64>> = errors.iter().map(|d| d.offset).collect();
+        let mut sorted = offsets.clone();
+        sorted.sort();
+        assert_eq!(offsets, sorted, "findings in file order");
+        for round in 0..10 {
+            let many = scan(&data, "lib", &Options { deep: true, workers: 2 + round % 3, ..Options::default() });
+            assert_eq!(many.diagnostics, one.diagnostics);
+            assert_eq!(many.objects, one.objects);
+        }
+    }
 }

@@ -34,6 +34,10 @@ struct Outcome {
 pub(super) struct Checked(HashMap<(usize, usize), Outcome>);
 
 impl Checked {
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
     /// The findings for `blob`, if it was checked at the same place.
     pub fn take(&mut self, blob: &Blob, at: Option<u64>, loc: &Location) -> Option<Vec<Diagnostic>> {
         let outcome = self.0.remove(&key(blob))?;

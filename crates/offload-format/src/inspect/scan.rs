@@ -19,7 +19,14 @@ use std::sync::Arc;
 /// Finds every code object in `data`. `name` is the file's name, used for
 /// archive locations (`member <name>(<member>)`).
 pub fn scan<'a>(data: &'a [u8], name: &str, opts: &Options) -> Inventory<'a> {
+    scan_counted(data, name, opts).0
+}
+
+/// [`scan`], and how many compressed bundles a deep scan took as checked in
+/// parallel beforehand.
+pub(crate) fn scan_counted<'a>(data: &'a [u8], name: &str, opts: &Options) -> (Inventory<'a>, usize) {
     let mut s = Scanner::new(data, opts);
+    let mut prechecked = 0;
     if opts.deep {
         // The compressed bundles are found by a headers-only scan first, and
         // checked in parallel; the deep scan then takes their diagnostics
@@ -29,9 +36,10 @@ pub fn scan<'a>(data: &'a [u8], name: &str, opts: &Options) -> Inventory<'a> {
         finder.found = Some(Vec::new());
         finder.run(name);
         s.checked = deep::check_all(finder.found.unwrap_or_default(), opts.workers);
+        prechecked = s.checked.len();
     }
     s.run(name);
-    s.inv
+    (s.inv, prechecked - s.checked.len())
 }
 
 /// The buffer a slice being scanned belongs to: the file, or a buffer the
