@@ -20,10 +20,10 @@ Then, alternately, several times:
   `zstd -d` of each, and one `clang-offload-bundler -unbundle` (LLVM 19) per
   bundle writing every entry. No step checks the bundles' MD5; ours does.
 
-Peak memory is reported two ways: total RSS (ru_maxrss; it counts the
-pages of the memory-mapped input that were read, which are page cache, not
-allocations) and anonymous RSS (RssAnon of /proc/PID/status sampled every
-millisecond: the memory the process allocated). For the pipeline, the
+Peak memory is reported two ways (bench/measure.py): total RSS (ru_maxrss;
+it counts the pages of the memory-mapped input that were read, which are
+page cache, not allocations) and anonymous RSS (RssAnon of /proc/PID/status
+sampled every millisecond: the memory the process allocated). For the pipeline, the
 largest peak of any of its processes. Our extracted files are checked to be
 byte-identical to LLVM's before anything is reported.
 
@@ -44,8 +44,9 @@ import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
+
+import measure
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LLVM19 = os.environ.get("OFFLOAD_LLVM19_BIN", "/usr/lib/llvm-19/bin")
@@ -124,41 +125,9 @@ def build_library(work, bundles, payloads, payload_mib):
     return lib
 
 
-def status_kib(pid, field):
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith(field + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
 def run_measured(cmd, cwd, env=None):
-    """Runs cmd; returns (wall s, peak total RSS MiB, peak anonymous RSS MiB)."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    peak_anon = [0]
-    done = threading.Event()
-
-    def sample():
-        while not done.is_set():
-            peak_anon[0] = max(peak_anon[0], status_kib(proc.pid, "RssAnon"))
-            time.sleep(0.001)
-
-    sampler = threading.Thread(target=sample)
-    sampler.start()
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    done.set()
-    sampler.join()
-    err = proc.stderr.read().decode(errors="replace")
-    proc.stderr.close()
-    code = os.waitstatus_to_exitcode(status)
-    if code != 0:
-        sys.exit(f"command failed ({code}): {' '.join(cmd)}\n{err}")
-    return wall, usage.ru_maxrss / 1024.0, peak_anon[0] / 1024.0
+    """(wall s, peak total RSS MiB, peak anonymous RSS MiB, CPU s); see measure.py."""
+    return tuple(measure.run(cmd, cwd, env))
 
 
 def split_section(section, folder):
@@ -184,7 +153,8 @@ def split_section(section, folder):
 
 def llvm_pipeline(lib, folder, ids):
     """The LLVM tools doing what `extract --all` does; returns (wall s, peak
-    total RSS MiB, peak anonymous RSS MiB) of the whole."""
+    total RSS MiB, peak anonymous RSS MiB, CPU s) of the whole (the split,
+    done in this script, counts in the wall time only)."""
     start = time.perf_counter()
     peaks = []
     section = os.path.join(folder, "section.bin")
@@ -199,7 +169,7 @@ def llvm_pipeline(lib, folder, ids):
         peaks.append(run_measured([os.path.join(LLVM19, "clang-offload-bundler"), "-type=o", "-unbundle",
                                    f"-input={bundle}", "-targets=" + ",".join(targets), *outs], folder))
     wall = time.perf_counter() - start
-    return wall, max(p[1] for p in peaks), max(p[2] for p in peaks)
+    return wall, max(p[1] for p in peaks), max(p[2] for p in peaks), sum(p[3] for p in peaks)
 
 
 def fresh(folder):
@@ -245,6 +215,7 @@ def main():
     print(f"# {lib}: {os.path.getsize(lib) / (1 << 20):.0f} MiB, {args.bundles} CCOB v3 bundles of "
           f"{args.payloads} payloads of ~{args.payload_mib} MiB", file=sys.stderr, flush=True)
 
+    load_before = os.getloadavg()[0]
     results = {"extract": [], "verify": [], "pipeline": []}
     for r in range(args.runs):
         jobs = ["pipeline", "extract", "verify"]
@@ -278,14 +249,14 @@ def main():
         return statistics.median(x[k] for x in results[job])
 
     pt = med("pipeline", 0)
-    print(f"{'run':22} {'time s':>8} {'ratio':>6} {'total RSS MiB':>14} {'anon RSS MiB':>13}")
+    print(f"{'run':22} {'time s':>8} {'ratio':>6} {'CPU s':>7} {'total RSS MiB':>14} {'anon RSS MiB':>13}")
     for job, name in [("pipeline", "LLVM pipeline"), ("extract", "offload extract --all"), ("verify", "offload verify")]:
         t = med(job, 0)
-        print(f"{name:22} {t:8.3f} {t / pt:6.2f} {med(job, 1):14.1f} {med(job, 2):13.1f}")
+        print(f"{name:22} {t:8.3f} {t / pt:6.2f} {med(job, 3):7.2f} {med(job, 1):14.1f} {med(job, 2):13.1f}")
     print(f"# medians of {args.runs} alternating runs; extracted files byte-identical to LLVM 19's")
     print(f"# decompressed: {total / (1 << 30):.2f} GiB; on one core, MD5 (OpenSSL) takes {md5_s:.3f} s "
           f"({total / md5_s / (1 << 20):.0f} MiB/s), zstd -d to /dev/null {zstd_s:.3f} s; "
-          f"cores: {os.cpu_count()}")
+          f"cores: {os.cpu_count()}, load average before: {load_before:.1f}")
 
 
 def check_same(lib, ours_dir, llvm_dir, offload, work, ids, bundles):

@@ -13,7 +13,7 @@
 #[cfg(test)]
 use super::Severity;
 use super::{BytesError, Inventory, Payload};
-use crate::bundle::compressed::{Blob, BlobDecoder, CompressedError, Hasher, read_blob};
+use crate::bundle::compressed::{Blob, BlobDecoder, CompressedError, Hasher, Method, read_blob, truncated_md5};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -53,14 +53,40 @@ pub(crate) fn worker_count(wanted: usize, jobs: usize, largest: u64) -> usize {
     wanted.min(jobs).min(fit).max(1)
 }
 
-/// Decompresses a blob in pieces, hashing each piece as it comes (while it
-/// is in the cache). Returns the data and its truncated MD5, which the
-/// caller compares with the stored hash. Memory grows with the data
-/// actually produced, never with the declared size alone.
-pub(crate) fn decode(blob: &Blob) -> Result<(Vec<u8>, u64), CompressedError> {
+/// Compressed bundles declaring more than this many times their compressed
+/// size are decoded piece by piece, growing with the data actually
+/// produced; below it, the declared size is reserved up front and decoded
+/// into in one go. Real bundles compress 2 to 20 times.
+const MAX_RATIO_UP_FRONT: u64 = 1 << 10;
+
+/// Decompresses a blob into `out` (replacing its contents, reusing its
+/// memory) and returns the truncated MD5 of the data, which the caller
+/// compares with the stored hash.
+///
+/// A zstd bundle whose declared size is plausible for its compressed size
+/// is decoded in one call straight into `out`: no window buffer, no copy,
+/// and no page faults when `out` is reused. Anything else, and anything
+/// that fails that way, goes through the piecewise decoder, which never
+/// trusts the declared size for memory and gives the error (so messages do
+/// not depend on the path taken).
+pub(crate) fn decode_into(blob: &Blob, out: &mut Vec<u8>) -> Result<u64, CompressedError> {
+    out.clear();
+    let declared = blob.header.uncompressed_size;
+    let plausible = declared <= (blob.data.len() as u64).saturating_mul(MAX_RATIO_UP_FRONT);
+    if blob.header.method == Method::Zstd
+        && plausible
+        && let Ok(size) = usize::try_from(declared)
+        && out.try_reserve_exact(size).is_ok()
+        && let Ok(mut decompressor) = zstd::bulk::Decompressor::new()
+        && let Ok(n) = decompressor.decompress_to_buffer(blob.data, out)
+        && n == size
+    {
+        return Ok(truncated_md5(out));
+    }
+    out.clear();
     let mut decoder = BlobDecoder::new(blob)?;
     let mut hasher = Hasher::default();
-    let (mut out, mut piece) = (Vec::new(), Vec::new());
+    let mut piece = Vec::new();
     while decoder.next_chunk(&mut piece, PIECE)? {
         hasher.update(&piece);
         // Exact growth: large blocks are moved by the allocator without
@@ -69,24 +95,30 @@ pub(crate) fn decode(blob: &Blob) -> Result<(Vec<u8>, u64), CompressedError> {
         out.try_reserve_exact(piece.len()).map_err(|e| CompressedError::Decompress(e.to_string()))?;
         out.extend_from_slice(&piece);
     }
-    Ok((out, hasher.finish()))
+    Ok(hasher.finish())
 }
 
-/// Decompresses a blob and checks its size and hash.
-pub(crate) fn decode_checked(blob: &Blob) -> Result<Vec<u8>, CompressedError> {
-    let (data, computed) = decode(blob)?;
+/// Decompresses a blob into `out` and checks its size and hash.
+pub(crate) fn decode_checked_into(blob: &Blob, out: &mut Vec<u8>) -> Result<(), CompressedError> {
+    let computed = decode_into(blob, out)?;
     if computed != blob.header.hash {
         return Err(CompressedError::HashMismatch { stored: blob.header.hash, computed });
     }
-    Ok(data)
+    Ok(())
 }
 
-/// Runs `work(i)` for every `i < jobs` on `workers` threads, each thread
-/// taking the next job when it is done with one; the results come back in
+/// Runs `work(state, i)` for every `i < jobs` on `workers` threads, each
+/// thread taking the next job when it is done with one and keeping its own
+/// `state` (a buffer to reuse) from job to job; the results come back in
 /// job order, whatever order they were computed in.
-pub(crate) fn run_jobs<R: Send>(jobs: usize, workers: usize, work: impl Fn(usize) -> R + Sync) -> Vec<R> {
+pub(crate) fn run_jobs<S: Default, R: Send>(
+    jobs: usize,
+    workers: usize,
+    work: impl Fn(&mut S, usize) -> R + Sync,
+) -> Vec<R> {
     if workers <= 1 || jobs <= 1 {
-        return (0..jobs).map(&work).collect();
+        let mut state = S::default();
+        return (0..jobs).map(|i| work(&mut state, i)).collect();
     }
     let next = AtomicUsize::new(0);
     let (work, next) = (&work, &next);
@@ -94,13 +126,13 @@ pub(crate) fn run_jobs<R: Send>(jobs: usize, workers: usize, work: impl Fn(usize
         let threads: Vec<_> = (0..workers.min(jobs))
             .map(|_| {
                 scope.spawn(move || {
-                    let mut mine = Vec::new();
+                    let (mut state, mut mine) = (S::default(), Vec::new());
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         if i >= jobs {
                             break mine;
                         }
-                        mine.push((i, work(i)));
+                        mine.push((i, work(&mut state, i)));
                     }
                 })
             })
@@ -118,17 +150,16 @@ struct Live {
     peak: AtomicUsize,
 }
 
-/// A decompressed bundle, counted while it lives.
+/// A worker's decompressed bundle, counted while it is in use.
 struct Counted<'l> {
-    data: Vec<u8>,
     live: &'l Live,
 }
 
 impl<'l> Counted<'l> {
-    fn new(data: Vec<u8>, live: &'l Live) -> Self {
+    fn new(live: &'l Live) -> Self {
         let now = live.now.fetch_add(1, Ordering::SeqCst) + 1;
         live.peak.fetch_max(now, Ordering::SeqCst);
-        Counted { data, live }
+        Counted { live }
     }
 }
 
@@ -194,7 +225,8 @@ pub fn visit_objects<'a, E: Send>(
             first_failure.fetch_min(position, Ordering::SeqCst);
         })
     };
-    let results = run_jobs(groups.len(), workers, |g| -> Option<(usize, E)> {
+    // Each worker decodes into one buffer, reused from bundle to bundle.
+    let results = run_jobs(groups.len(), workers, |buffer: &mut Vec<u8>, g| -> Option<(usize, E)> {
         let group = groups.get(g)?;
         let start = *group.positions.first()?;
         if start > first_failure.load(Ordering::SeqCst) {
@@ -204,12 +236,15 @@ pub fn visit_objects<'a, E: Send>(
             Source::Plain(bytes) => visit_one(start, Ok(bytes)).err().map(|e| (start, e)),
             Source::Missing => visit_one(start, Err(BytesError::OutOfRange)).err().map(|e| (start, e)),
             Source::Compressed(blob) => {
-                let data = read_blob(blob).map_err(BytesError::from).and_then(|b| Ok(decode_checked(&b)?));
+                let _in_use = Counted::new(&live);
+                let data = read_blob(blob)
+                    .and_then(|b| decode_checked_into(&b, buffer))
+                    .map(|()| buffer.as_slice())
+                    .map_err(BytesError::from);
                 decoded.fetch_add(1, Ordering::Relaxed);
-                let data = data.map(|d| Counted::new(d, &live));
                 for &p in &group.positions {
                     let bytes = match &data {
-                        Ok(d) => object_range(inv, wanted.get(p).copied(), &d.data),
+                        Ok(d) => object_range(inv, wanted.get(p).copied(), d),
                         Err(e) => Err(e.clone()),
                     };
                     if let Err(e) = visit_one(p, bytes) {
@@ -380,6 +415,30 @@ mod tests {
         assert_eq!(got.into_inner().unwrap(), vec![(1, b"CODE".to_vec())]);
         let bad = visit_objects(&inv, &[1, 99], 2, |_, b| b.map(|_| ()));
         assert_eq!(bad.unwrap_err(), (1, BytesError::OutOfRange));
+    }
+
+    /// Both ways of decoding (up front into the buffer, or piece by piece for
+    /// an implausible ratio) give the data, its hash, and for lying sizes
+    /// the error the piecewise decoder of `bundle::compressed` gives.
+    #[test]
+    fn both_decoding_paths_agree_with_the_reference_decoder() {
+        let varied: Vec<u8> = (0..3u32 << 20).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+        let zeros = vec![0u8; 8 << 20]; // compresses far more than 1024 times
+        let mut buffer = vec![1u8; 100]; // reused: old contents must go
+        for data in [&varied, &zeros] {
+            for method in [Method::Zstd, Method::Zlib] {
+                let c = compress(data, &CompressOptions { method, ..Default::default() }).unwrap().bytes;
+                let blob = read_blob(&c).unwrap();
+                assert_eq!(decode_into(&blob, &mut buffer).unwrap(), truncated_md5(data));
+                assert!(buffer == *data);
+                for delta in [-1i64, 1] {
+                    let mut lying = blob;
+                    lying.header.uncompressed_size = (data.len() as i64 + delta) as u64;
+                    let reference = crate::bundle::compressed::decompress_unverified(&lying).unwrap_err();
+                    assert_eq!(decode_into(&lying, &mut buffer).unwrap_err(), reference);
+                }
+            }
+        }
     }
 
     #[test]

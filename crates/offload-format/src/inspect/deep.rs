@@ -53,9 +53,10 @@ fn key(blob: &Blob) -> (usize, usize) {
 pub(super) fn check_all(found: Vec<Found>, workers: usize) -> Checked {
     let largest = found.iter().map(|f| f.blob.header.uncompressed_size).max().unwrap_or(0);
     let workers = decode::worker_count(workers, found.len(), largest);
-    let outcomes = decode::run_jobs(found.len(), workers, |i| {
+    // Each worker decodes into one buffer, reused from bundle to bundle.
+    let outcomes = decode::run_jobs(found.len(), workers, |buffer: &mut Vec<u8>, i| {
         let f = found.get(i)?;
-        let (diagnostics, nested) = check(&f.blob, f.at, &f.location);
+        let (diagnostics, nested) = check(&f.blob, f.at, &f.location, buffer);
         Some(Outcome { at: f.at, location: f.location.to_string(), diagnostics, nested: nested.is_some() })
     });
     let mut checked = Checked::default();
@@ -71,17 +72,51 @@ pub(super) fn check_all(found: Vec<Found>, workers: usize) -> Checked {
 /// entry ID, and the payload's start and length in the bundle.
 pub(super) type Nested = Vec<(String, u64, usize)>;
 
-/// Checks one compressed bundle: the findings, and, when the bundle holds
-/// payloads to open, its decompressed bytes and where those payloads lie.
-pub(super) fn check(blob: &Blob, at: Option<u64>, loc: &Location) -> (Vec<Diagnostic>, Option<(Vec<u8>, Nested)>) {
-    let mut out = Vec::new();
-    let Some(data) = checks::decompress(blob, at, loc, &mut out) else {
-        return (out, None);
+/// Decompresses a compressed bundle into `data` and checks its size and
+/// hash; false when it cannot be decompressed.
+fn decompress(blob: &Blob, data: &mut Vec<u8>, at: Option<u64>, loc: &Location, out: &mut Vec<Diagnostic>) -> bool {
+    let diag = |severity, message| Diagnostic { severity, offset: at, location: loc.to_string(), message };
+    let computed = match decode::decode_into(blob, data) {
+        Ok(hash) => hash,
+        Err(e) => {
+            out.push(diag(Severity::Error, format!("compressed bundle{}: {e}", checks::at(at))));
+            return false;
+        }
     };
+    if computed != blob.header.hash {
+        let (severity, what) = if blob.header.hash == 0 {
+            (Severity::Warning, "has no hash (zero)")
+        } else {
+            (Severity::Error, "is corrupt: its hash does not match")
+        };
+        let msg = format!(
+            "compressed bundle{} {what} (stored {:#018x}, computed {computed:#018x})",
+            checks::at(at),
+            blob.header.hash
+        );
+        out.push(diag(severity, msg));
+    }
+    true
+}
+
+/// Checks one compressed bundle, decompressing it into `buffer`: the
+/// findings, and, when the bundle holds payloads to open, its decompressed
+/// bytes (taken from `buffer`) and where those payloads lie.
+pub(super) fn check(
+    blob: &Blob,
+    at: Option<u64>,
+    loc: &Location,
+    buffer: &mut Vec<u8>,
+) -> (Vec<Diagnostic>, Option<(Vec<u8>, Nested)>) {
+    let mut out = Vec::new();
+    if !decompress(blob, buffer, at, loc, &mut out) {
+        return (out, None);
+    }
+    let data = buffer.as_slice();
     let ctx = checks::Context::compressed(at, loc);
     let mut nested = Vec::new();
     if data.starts_with(BUNDLE_MAGIC) {
-        let parsed = checks::read_bundle(&data);
+        let parsed = checks::read_bundle(data);
         if let Some(problem) = &parsed.problem {
             let msg = format!("compressed bundle{}: {}", checks::at(at), problem.describe(None));
             out.push(Diagnostic { severity: Severity::Error, offset: at, location: loc.to_string(), message: msg });
@@ -93,13 +128,13 @@ pub(super) fn check(blob: &Blob, at: Option<u64>, loc: &Location) -> (Vec<Diagno
                 nested.push((String::from_utf8_lossy(e.id).into_owned(), e.start, p.len()));
             }
         }
-    } else if let Some(comment) = ccob::text_comment(&data, data.len()) {
-        let (entries, _) = ccob::text_entries(&data, comment);
+    } else if let Some(comment) = ccob::text_comment(data, data.len()) {
+        let (entries, _) = ccob::text_entries(data, comment);
         let views: Vec<EntryView> = entries
             .iter()
-            .map(|e| EntryView { id: &e.id, start: e.start, len: e.len, payload: checks::slice(&data, e.start, e.len) })
+            .map(|e| EntryView { id: &e.id, start: e.start, len: e.len, payload: checks::slice(data, e.start, e.len) })
             .collect();
         checks::entries(&views, &ctx, &mut out);
     }
-    if nested.is_empty() { (out, None) } else { (out, Some((data, nested))) }
+    if nested.is_empty() { (out, None) } else { (out, Some((std::mem::take(buffer), nested))) }
 }

@@ -273,7 +273,8 @@ impl<'a> Inventory<'a> {
             Payload::Plain(b) => Ok(Cow::Borrowed(self.resolve(b))),
             Payload::Compressed { blob, start, len } => {
                 let blob = crate::bundle::compressed::read_blob(self.resolve(blob))?;
-                let mut data = decode::decode_checked(&blob)?;
+                let mut data = Vec::new();
+                decode::decode_checked_into(&blob, &mut data)?;
                 let range = usize::try_from(start)
                     .ok()
                     .zip(usize::try_from(len).ok())

@@ -519,7 +519,7 @@ impl<'a> Scanner<'a> {
     fn deep_compressed(&mut self, blob: &compressed::Blob, at: Option<u64>, loc: &Location, depth: usize) {
         let (out, nested) = match self.checked.take(blob, at, loc) {
             Some(diagnostics) => (diagnostics, None),
-            None => deep::check(blob, at, loc),
+            None => deep::check(blob, at, loc, &mut Vec::new()),
         };
         self.inv.diagnostics.extend(out);
         let Some((data, nested)) = nested else { return };
