@@ -204,7 +204,7 @@ def main():
         lm, om = statistics.median(mems["llvm"]), statistics.median(mems["ours"])
         la, oa = statistics.median(anons["llvm"]), statistics.median(anons["ours"])
         rows.append((name, lt, ot, lm, om))
-        print(f"{name:26} {lt:8.3f} {ot:8.3f} {ot / lt:6.2f} {lm:6.0f}/{la:6.0f} {om:6.0f}/{oa:6.0f} "
+        print(f"{name:26} {lt:8.3f} {ot:8.3f} {ot / lt:6.2f} {lm:6.0f}/{la:6.1f} {om:6.0f}/{oa:6.1f} "
               f"{om / lm:4.2f}/{oa / max(la, 1):4.2f}", flush=True)
     print("# all outputs byte-identical to LLVM 19's; medians of", args.runs, "alternating runs")
     compressed = [r for r in rows if r[0] == "unbundle one compressed"]

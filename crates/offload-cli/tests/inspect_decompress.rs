@@ -236,3 +236,65 @@ fn verify_reports_every_damaged_bundle_in_file_order_every_time() {
         "{text}"
     );
 }
+
+/// Runs `offload args`; returns its exit code and peak RSS in KiB (wait4
+/// reports the child's own peak).
+#[allow(clippy::zombie_processes)]
+fn run_peak_rss(args: &[&str]) -> (i32, u64) {
+    use std::os::unix::process::ExitStatusExt;
+    let child = Command::new(env!("CARGO_BIN_EXE_offload"))
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut status = 0;
+    // SAFETY: wait4 writes the status and the usage into the locals passed;
+    // the child is ours and has not been waited for.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        let pid = libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage);
+        assert_eq!(pid, child.id() as libc::pid_t);
+        usage
+    };
+    (std::process::ExitStatus::from_raw(status).code().unwrap_or(-1), usage.ru_maxrss as u64)
+}
+
+/// Not a timed test. 32 compressed bundles of 24 MiB each (768 MiB
+/// decompressed) from which one small object each is extracted: every
+/// bundle must be decoded, and a run that kept them all (as extract did)
+/// peaks above 768 MiB. Decoding holds at most one bundle per worker, and
+/// no more than the 384 MiB budget in all, whatever the number of cores.
+#[test]
+fn extract_memory_stays_within_the_decoding_budget() {
+    let d = tempfile::tempdir().unwrap();
+    // Mostly zeros with a varying byte every 64: about 100:1, cheap to make.
+    let big: Vec<u8> = (0..24usize << 20).map(|i| if i % 64 == 0 { (i >> 6) as u8 } else { 0 }).collect();
+    let small = payload(0, 1);
+    let (big_id, small_id) = (id("gfx906"), id("gfx90a"));
+    let entries: [(&[u8], &[u8]); 3] =
+        [(HOST.as_bytes(), b""), (big_id.as_bytes(), &big), (small_id.as_bytes(), &small)];
+    let raw = offload_format::bundle::binary::write(&entries, NonZeroU64::new(4096).unwrap()).to_vec();
+    let blob = compress(&raw, &CompressOptions::default()).unwrap().bytes;
+    let mut data = Vec::new();
+    for _ in 0..32 {
+        data.extend_from_slice(&blob);
+        data.resize(data.len().next_multiple_of(4096), 0);
+    }
+    let f = write(d.path(), "lib.so", &data);
+    let out_dir = d.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    let (code, peak_kib) = run_peak_rss(&[
+        "extract",
+        "--target-id",
+        "gfx90a",
+        "--output-dir",
+        out_dir.to_str().unwrap(),
+        f.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(names_in(&out_dir).len(), 32);
+    let peak_mib = peak_kib >> 10;
+    // The budget, the mapped input (about 8 MiB) and the program itself.
+    assert!(peak_mib < 384 + 64, "peak RSS {peak_mib} MiB");
+}
