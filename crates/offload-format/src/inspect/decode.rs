@@ -442,6 +442,12 @@ mod tests {
     }
 
     #[test]
+    fn inventories_can_be_shared_between_threads() {
+        fn shared<T: Send + Sync>() {}
+        shared::<Inventory<'static>>();
+    }
+
+    #[test]
     fn worker_counts_respect_the_memory_budget() {
         assert_eq!(worker_count(8, 100, 1 << 20), 8);
         assert_eq!(worker_count(8, 3, 1 << 20), 3);
