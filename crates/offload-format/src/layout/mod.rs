@@ -156,10 +156,17 @@ impl FileMap {
             if version != 1 {
                 return Err(LayoutError::Version { record, version });
             }
-            let addr = seg_addr + record as u64 * RECORD_SIZE;
-            let (storage, pointer) = pointers::resolve(&file, relocs.get(&(addr + 8)), word(8), record)?;
+            // Addresses come from the file: wrapping, never overflowing.
+            let addr = seg_addr.wrapping_add(record as u64 * RECORD_SIZE);
+            let (storage, pointer) = pointers::resolve(&file, relocs.get(&addr.wrapping_add(8)), word(8), record)?;
             let target = map.target_of(&storage, pointer, fat_index, relocatable);
-            map.wrappers.push(Wrapper { offset: seg.offset + addr - seg_addr, addr, storage, pointer, target });
+            map.wrappers.push(Wrapper {
+                offset: seg.offset + record as u64 * RECORD_SIZE,
+                addr,
+                storage,
+                pointer,
+                target,
+            });
         }
         Ok(map)
     }

@@ -141,3 +141,25 @@ fn non_hip_files_say_why() {
     data[18] = 183; // EM_AARCH64
     assert!(matches!(FileMap::read(&data), Err(LayoutError::Unsupported(_))));
 }
+
+#[test]
+fn the_inspector_walks_past_long_zero_runs() {
+    // A zero-mode output: fat binaries separated by megabytes of zeros.
+    let b = crate::bundle::binary::write(
+        &[
+            (b"host-x86_64-unknown-linux-gnu-".as_slice(), b"".as_slice()),
+            (b"hipv4-amdgcn-amd-amdhsa--gfx906", b"CODE"),
+        ],
+        std::num::NonZeroU64::new(4096).unwrap(),
+    )
+    .to_vec();
+    let mut region = b.clone();
+    for gap in [3usize << 20, 5000, 1 << 20] {
+        region.resize(region.len() + gap, 0);
+        region.extend_from_slice(&b);
+    }
+    region.resize(region.len() + (2 << 20), 0);
+    let inv = crate::inspect::scan(&region, "f", &Default::default());
+    assert_eq!(inv.units.len(), 4, "{:?}", inv.diagnostics);
+    assert!(!inv.has_errors(), "{:?}", inv.diagnostics);
+}
