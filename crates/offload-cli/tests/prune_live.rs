@@ -154,6 +154,20 @@ impl Tools {
     }
 }
 
+/// A folder where `libamdhip64.so` is Debian's real HIP runtime
+/// (`apt-get install libamdhip64-5`), if it is installed.
+fn real_runtime(t: &Tools) -> Option<PathBuf> {
+    let lib = Path::new("/usr/lib/x86_64-linux-gnu/libamdhip64.so.5");
+    if !lib.exists() {
+        eprintln!("note: libamdhip64-5 is not installed; the pruned programs run with the stub runtime only");
+        return None;
+    }
+    let dir = t.dir.path().join("real-runtime");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink(lib, dir.join("libamdhip64.so")).unwrap();
+    Some(dir)
+}
+
 /// Trace lines that do not depend on which entries a bundle holds.
 fn comparable(trace: &str, dropped: &[String]) -> Vec<String> {
     trace
@@ -180,6 +194,7 @@ fn pruned_programs_register_the_same_code_minus_the_dropped_entries() {
         ("lld-so-rdc-compress", Flavour { rdc: true, compress: true, ..plain }, "lld", Output::Shared, false, "gfx90a"),
         ("lld-pie-rdc-relr", Flavour { rdc: true, ..plain }, "lld", Output::Pie, true, "gfx90a:xnack+"),
     ];
+    let real_runtime = real_runtime(&t);
     for (name, flavour, ld, output, relr, keep) in variants {
         let (target, program, dir) = t.link(name, flavour, ld, output, relr);
         let before = t.trace(&program, &dir);
@@ -209,6 +224,18 @@ fn pruned_programs_register_the_same_code_minus_the_dropped_entries() {
         // The same registrations and entries, minus the dropped ones.
         assert_eq!(comparable(&after, &[]), comparable(&before, &dropped), "{name}:\n{before}\n---\n{after}");
         assert!(!dropped.iter().any(|id| after.contains(&format!(" entry {id} "))), "{name}: {after}");
+
+        if let Some(real) = &real_runtime {
+            // Debian's libamdhip64.so.5 registers the pruned code (there is
+            // no GPU here, so nothing is launched).
+            let libs = match output {
+                Output::Shared => format!("{}:{}", dir.join("pruned").display(), real.display()),
+                _ => real.display().to_string(),
+            };
+            let run = if matches!(output, Output::Shared) { program.clone() } else { pruned.clone() };
+            let o = check(Command::new(&run).env("LD_LIBRARY_PATH", libs));
+            assert_eq!(String::from_utf8_lossy(&o.stdout), "host: 1 2\n", "{name} with the real runtime");
+        }
 
         // The ELF structure reads without a warning.
         let re = check(Command::new(&t.readelf).args(["-lS", "--dyn-relocations", s(&pruned)]));
