@@ -136,20 +136,21 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
     };
     let plan = pruned.output_plan(data);
     let mut outputs = io::Outputs::new();
-    if args.verify {
-        // The output is checked from its own bytes, as a reader would see it.
-        let bytes = match io::materialize(&plan, &[&input]) {
-            Ok(b) => b,
-            Err(e) => return fail(&io::error_text(&e)),
-        };
-        if let Err(e) = prune::verify(&bytes, data, &map, &pruned) {
-            return fail(&e);
-        }
-        if let Err(e) = outputs.stage(out_path, &offload_format::plan::Plan::borrowed(&bytes), &[&input]) {
-            return fail(&e);
-        }
-    } else if let Err(e) = outputs.stage(out_path, &plan, &[&input]) {
+    if let Err(e) = outputs.stage(out_path, &plan, &[&input]) {
         return fail(&e);
+    }
+    if args.verify {
+        // Checked from the staged file itself, as a reader will see it,
+        // without holding a second copy of a large file in memory.
+        let check = outputs.staged_file(0).ok_or_else(|| "the staged output is missing".to_string()).and_then(|f| {
+            // SAFETY: a private read-only map of our own staging file,
+            // which nothing else writes to.
+            let written = unsafe { memmap2::Mmap::map(f) }.map_err(|e| io::error_text(&e))?;
+            prune::verify(&written, data, &map, &pruned).map_err(|e| e.to_string())
+        });
+        if let Err(e) = check {
+            return fail(&e);
+        }
     }
     if let Err(e) = outputs.commit() {
         return fail(&e);
