@@ -144,3 +144,31 @@ fn dangling_wrappers_stop_the_prune() {
     let map = FileMap::read(&d).unwrap();
     assert!(matches!(plan(&d, &map, &keep(&["gfx906"])), Err(PruneError::Dangling { record: 0, .. })));
 }
+
+#[test]
+fn version_1_compressed_bundles_come_back_as_version_2() {
+    // The rdc fixture with its compressed bundle rewritten as version 1,
+    // which records no total size (the HIP runtime cannot size it).
+    let mut data = fixture("rdc_ccob_lld.so");
+    let map = FileMap::read(&data).unwrap();
+    let u = map.units[0];
+    let at = u.offset as usize;
+    let blob = compressed::read_blob(&data[at..]).unwrap();
+    let (hash, size, payload) = (blob.header.hash, blob.header.uncompressed_size, blob.data.to_vec());
+    let mut v1 = b"CCOB".to_vec();
+    v1.extend_from_slice(&1u16.to_le_bytes());
+    v1.extend_from_slice(&1u16.to_le_bytes()); // zstd
+    v1.extend_from_slice(&(size as u32).to_le_bytes());
+    v1.extend_from_slice(&hash.to_le_bytes());
+    v1.extend_from_slice(&payload);
+    data[at..at + u.used as usize].fill(0);
+    data[at..at + v1.len()].copy_from_slice(&v1);
+    let map = FileMap::read(&data).unwrap();
+    assert_eq!(map.units[0].kind, UnitKind::Compressed { version: 1 });
+    assert_eq!(map.units[0].used, v1.len() as u64, "a v1 zstd frame knows its own length");
+    let (out, _, changes) = prune_ok(&data, &keep(&["gfx906"]));
+    assert_eq!(changes[0].new_version, Some(2));
+    let back = compressed::read_blob(&out[at..]).unwrap();
+    assert_eq!(back.header.version, 2);
+    assert_eq!(back.header.total_size, Some(changes[0].new_used));
+}

@@ -139,6 +139,9 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
     if let Err(e) = outputs.stage(out_path, &plan, &[&input]) {
         return fail(&e);
     }
+    if let Some(file) = outputs.staged_file(0) {
+        punch_holes(file, &pruned);
+    }
     if args.verify {
         // Checked from the staged file itself, as a reader will see it,
         // without holding a second copy of a large file in memory.
@@ -158,6 +161,30 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
     keep_mode(path, out_path);
     report(path, &pruned, args.json, false);
     0
+}
+
+/// Gives the zeroed pages of each rewritten fat binary back to the file
+/// system (`FALLOC_FL_PUNCH_HOLE`), so the output takes less disk space
+/// where the file system allows it. The bytes read as zeros either way,
+/// so an error (no support, a pipe) changes nothing.
+fn punch_holes(file: &std::fs::File, pruned: &Pruned) {
+    use std::os::fd::AsRawFd;
+    const PAGE: u64 = 4096;
+    for u in pruned.units.iter().filter(|u| u.changed()) {
+        let start = (u.unit.offset + u.new_used).div_ceil(PAGE) * PAGE;
+        let end = (u.unit.offset + u.unit.extent) / PAGE * PAGE;
+        if end > start {
+            // SAFETY: fallocate only reads its arguments; the descriptor is open.
+            unsafe {
+                libc::fallocate(
+                    file.as_raw_fd(),
+                    libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                    start as libc::off_t,
+                    (end - start) as libc::off_t,
+                );
+            }
+        }
+    }
 }
 
 /// Gives the output the input's permission bits: a pruned executable or
