@@ -172,3 +172,27 @@ fn version_1_compressed_bundles_come_back_as_version_2() {
     assert_eq!(back.header.version, 2);
     assert_eq!(back.header.total_size, Some(changes[0].new_used));
 }
+
+#[test]
+fn damaged_inputs_are_refused_or_pruned_into_outputs_that_pass_the_check() {
+    for name in ["gnu_rela.so", "rdc_ccob_lld.so", "tu1.o"] {
+        let data = fixture(name);
+        let (mut seed, mut pruned) = (0x2545_f491_4f6c_dd1du64, 0);
+        for round in 0..400 {
+            let mut d = data.clone();
+            for _ in 0..1 + round % 3 {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let at = (seed % d.len() as u64) as usize;
+                d[at] = (seed >> 40) as u8;
+            }
+            let Ok(map) = FileMap::read(&d) else { continue };
+            let Ok(p) = plan(&d, &map, &keep(&["gfx90a"])) else { continue };
+            let out = p.output_plan(&d).to_vec();
+            verify(&out, &d, &map, &p).unwrap_or_else(|e| panic!("{name} round {round}: {e}"));
+            pruned += 1;
+        }
+        assert!(pruned > 100, "{name}: only {pruned} mutated copies could be pruned");
+    }
+}
