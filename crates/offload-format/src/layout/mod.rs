@@ -9,6 +9,7 @@
 
 pub mod fatbin;
 mod pointers;
+mod segments;
 
 pub use fatbin::{FatBinary, UnitKind, skip_zeros};
 pub use pointers::Storage;
@@ -35,6 +36,12 @@ pub enum LayoutError {
     NoFatbin,
     #[error(".hip_fatbin has no contents in the file (SHT_NOBITS): its device code was moved out, e.g. by kpack")]
     FatbinNotInFile,
+    #[error("{0} sections are named .hip_fatbin; which one the wrappers mean is unclear")]
+    SeveralFatbins(usize),
+    #[error(
+        ".hip_fatbin (address {addr:#x}, {size} bytes at offset {offset:#x}) is not where a PT_LOAD segment maps it: the section headers disagree with the program headers"
+    )]
+    NotMapped { addr: u64, offset: u64, size: u64 },
     #[error("fat binary at offset {offset:#x}: {reason}")]
     BadFatBinary { offset: u64, reason: String },
     #[error(".hipFatBinSegment is {0} bytes, not a whole number of 24-byte wrapper records")]
@@ -114,13 +121,22 @@ impl FileMap {
         }
         let find = |wanted: &[u8]| (1..file.sections.len()).find(|&i| file.section_name(i).ok() == Some(wanted));
         let fat_index = find(b".hip_fatbin").ok_or(LayoutError::NoFatbin)?;
+        let named = (1..file.sections.len()).filter(|&i| file.section_name(i).ok() == Some(b".hip_fatbin")).count();
+        if named > 1 {
+            return Err(LayoutError::SeveralFatbins(named));
+        }
         let fat = file.sections[fat_index];
         if fat.sh_type == SHT_NOBITS {
             return Err(LayoutError::FatbinNotInFile);
         }
         let fat_data = file.section_data(fat_index).map_err(LayoutError::Elf)?;
-        let units = fatbin::walk(fat_data, fat.offset)?;
         let relocatable = file.header.e_type == ET_REL;
+        // The runtime reaches the bytes through the segments; a rewrite by
+        // section offsets is only right where both agree.
+        if !relocatable && !segments::maps(data, fat.addr, fat.offset, fat.size) {
+            return Err(LayoutError::NotMapped { addr: fat.addr, offset: fat.offset, size: fat.size });
+        }
+        let units = fatbin::walk(fat_data, fat.offset)?;
         let mut map = FileMap {
             fatbin_offset: fat.offset,
             fatbin_size: fat.size,

@@ -163,3 +163,19 @@ fn the_inspector_walks_past_long_zero_runs() {
     assert_eq!(inv.units.len(), 4, "{:?}", inv.diagnostics);
     assert!(!inv.has_errors(), "{:?}", inv.diagnostics);
 }
+
+#[test]
+fn section_headers_that_disagree_with_the_segments_are_refused() {
+    let data = fixture("gnu_rela.so");
+    let file = crate::elf::ElfFile::parse(&data).unwrap();
+    let index = (1..file.sections.len()).find(|&i| file.section_name(i).ok() == Some(b".hip_fatbin")).unwrap();
+    // Move the section's file offset by a page: the PT_LOAD still maps the
+    // old bytes, so a rewrite by section offsets would miss what is loaded.
+    let shoff = u64::from_le_bytes(data[40..48].try_into().unwrap()) as usize;
+    let at = shoff + index * 64 + 24;
+    let mut d = data.clone();
+    let moved = file.sections[index].offset + 4096;
+    d[at..at + 8].copy_from_slice(&moved.to_le_bytes());
+    assert!(matches!(FileMap::read(&d), Err(LayoutError::NotMapped { .. })));
+    assert!(FileMap::read(&data).is_ok());
+}

@@ -76,6 +76,12 @@ fn report(path: &str, pruned: &Pruned, json: bool, dry_run: bool) {
     if !rows.is_empty() {
         print!("{}", output::table(&["FAT BINARY", "FORMAT", "ID", "SIZE", "FATE"], &rows));
     }
+    if !pruned.unreferenced.is_empty() {
+        eprintln!(
+            "warning: {path}: {} fat binaries are pointed at by no wrapper record (pruned all the same)",
+            pruned.unreferenced.len()
+        );
+    }
     let verb = if dry_run { "would rewrite" } else { "rewrote" };
     println!(
         "{path}: {verb} {} of {} fat binaries; {} bytes of code objects dropped, {} bytes zeroed",
