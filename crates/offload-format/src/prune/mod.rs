@@ -167,6 +167,27 @@ fn alignment(entries: &[binary::BinaryEntry]) -> NonZeroU64 {
     NonZeroU64::new(align).unwrap_or(NonZeroU64::MIN)
 }
 
+/// A unit's entry IDs and sizes, read from headers only.
+fn entry_infos(data: &[u8], unit: &FatBinary) -> Result<Vec<EntryInfo>, PruneError> {
+    let bytes = unit_bytes(data, unit)?;
+    let fail = |reason: String| PruneError::Unit { offset: unit.offset, reason };
+    match unit.kind {
+        UnitKind::Bundle => Ok(infos(&binary::read(bytes).map_err(|e| fail(e.to_string()))?.unwrap_or_default())),
+        UnitKind::Compressed { .. } => {
+            let blob = compressed::read_blob(bytes).map_err(|e| fail(e.to_string()))?;
+            let inner = crate::inspect::ccob::peek(&blob).map_err(fail)?;
+            if inner.text {
+                return Err(fail("holds a text bundle, which a HIP runtime does not load".into()));
+            }
+            Ok(inner
+                .entries
+                .into_iter()
+                .map(|e| EntryInfo { id: String::from_utf8_lossy(&e.id).into_owned(), size: e.len })
+                .collect())
+        }
+    }
+}
+
 fn infos(entries: &[binary::BinaryEntry]) -> Vec<EntryInfo> {
     entries
         .iter()
@@ -182,17 +203,12 @@ pub fn plan<'a>(data: &'a [u8], map: &FileMap, rules: &Rules) -> Result<Pruned<'
             return Err(PruneError::Dangling { record, offset: w.offset, pointer: w.pointer });
         }
     }
-    let contents: Vec<Contents<'a>> = map.units.iter().map(|u| read_contents(data, u)).collect::<Result<_, _>>()?;
-    let all: Vec<Vec<EntryInfo>> = contents
-        .iter()
-        .map(|c| match c {
-            Contents::Bundle(entries) => infos(entries),
-            Contents::Compressed { inner, .. } => infos(&binary::read(inner).ok().flatten().unwrap_or_default()),
-        })
-        .collect();
+    // Headers only: a compressed bundle is decoded just far enough to read
+    // its table, so deciding (and --dry-run) costs little for any size.
+    let all: Vec<Vec<EntryInfo>> = map.units.iter().map(|u| entry_infos(data, u)).collect::<Result<_, _>>()?;
     let decisions = rules.decide(&all);
     let mut units = Vec::with_capacity(map.units.len());
-    for (((unit, content), infos), keep) in map.units.iter().zip(&contents).zip(all).zip(decisions) {
+    for ((unit, infos), keep) in map.units.iter().zip(all).zip(decisions) {
         let entries: Vec<EntryFate> =
             infos.into_iter().zip(&keep).map(|(i, &kept)| EntryFate { id: i.id, size: i.size, kept }).collect();
         let device: Vec<&EntryFate> =
@@ -209,21 +225,23 @@ pub fn plan<'a>(data: &'a [u8], map: &FileMap, rules: &Rules) -> Result<Pruned<'
             units.push(change);
             continue;
         }
-        let rebuilt = match content {
+        // One unit decompressed at a time: memory stays bounded by the
+        // largest fat binary, not the sum of them.
+        let rebuilt = match read_contents(data, unit)? {
             Contents::Bundle(list) => {
                 let kept: Vec<(&[u8], &'a [u8])> =
                     list.iter().zip(&keep).filter(|(_, k)| **k).map(|(e, _)| (e.id, e.payload)).collect();
-                binary::write(&kept, alignment(list))
+                binary::write(&kept, alignment(&list))
             }
             Contents::Compressed { inner, method, version } => {
-                let list = binary::read(inner).ok().flatten().unwrap_or_default();
+                let list = binary::read(&inner).ok().flatten().unwrap_or_default();
                 let kept: Vec<(&[u8], &[u8])> =
                     list.iter().zip(&keep).filter(|(_, k)| **k).map(|(e, _)| (e.id, e.payload)).collect();
                 let bundle = binary::write(&kept, alignment(&list)).to_vec();
                 let opts = compressed::CompressOptions {
-                    method: *method,
-                    level: if *method == compressed::Method::Zstd { 3 } else { 6 },
-                    version: (*version).max(2),
+                    method,
+                    level: if method == compressed::Method::Zstd { 3 } else { 6 },
+                    version: version.max(2),
                     threads: 0,
                 };
                 let out = compressed::compress(&bundle, &opts)
