@@ -26,9 +26,13 @@ pub(super) fn maps(data: &[u8], addr: u64, offset: u64, size: u64) -> bool {
     }
     let Ok(phoff) = usize::try_from(phoff) else { return false };
     (0..usize::from(count)).any(|i| {
-        let Some(at) = phoff.checked_add(i * PHDR_SIZE) else { return false };
+        // The whole 56-byte entry must lie in the file (e_phoff is input).
+        let Some(entry) = phoff.checked_add(i * PHDR_SIZE).and_then(|at| data.get(at..at.checked_add(PHDR_SIZE)?))
+        else {
+            return false;
+        };
         let (Some(kind), Some(p_offset), Some(p_vaddr), Some(p_filesz)) =
-            (u32_at(data, at), u64_at(data, at + 8), u64_at(data, at + 16), u64_at(data, at + 32))
+            (u32_at(entry, 0), u64_at(entry, 8), u64_at(entry, 16), u64_at(entry, 32))
         else {
             return false;
         };

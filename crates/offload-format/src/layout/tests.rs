@@ -179,3 +179,11 @@ fn section_headers_that_disagree_with_the_segments_are_refused() {
     assert!(matches!(FileMap::read(&d), Err(LayoutError::NotMapped { .. })));
     assert!(FileMap::read(&data).is_ok());
 }
+
+#[test]
+fn a_program_header_table_at_the_end_of_the_address_space_is_no_panic() {
+    // Found by the prune_zero fuzz target: e_phoff near usize::MAX.
+    let mut d = fixture("gnu_rela.so");
+    d[32..40].copy_from_slice(&(u64::MAX - 20).to_le_bytes());
+    assert!(matches!(FileMap::read(&d), Err(LayoutError::NotMapped { .. })));
+}
