@@ -115,3 +115,20 @@ fn bad_command_lines_exit_2() {
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
     }
 }
+
+#[test]
+fn prunes_to_standard_output_and_over_its_own_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("lib.so");
+    std::fs::copy(fixture("lld_relr.so"), &copy).unwrap();
+    let to_stdout = offload(&["prune", "--keep", "gfx906", p(&copy), "-o", "-"]);
+    assert!(to_stdout.status.success(), "{}", stderr(&to_stdout));
+    // The same path as input and output: the input is mapped while the
+    // output is staged, then renamed over it.
+    let o = offload(&["prune", "--keep", "gfx906", p(&copy), "-o", p(&copy)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&copy).unwrap(), to_stdout.stdout, "both runs write the same bytes");
+    assert_ne!(std::fs::read(&copy).unwrap(), std::fs::read(fixture("lld_relr.so")).unwrap());
+    let list = offload(&["list", p(&copy)]);
+    assert!(!String::from_utf8_lossy(&list.stdout).contains("gfx90a"));
+}

@@ -165,7 +165,10 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
         return fail(&e);
     }
     keep_mode(path, out_path);
-    report(path, &pruned, args.json, false);
+    // With `-o -` the pruned file is standard output: no report there.
+    if out_path != "-" {
+        report(path, &pruned, args.json, false);
+    }
     0
 }
 
