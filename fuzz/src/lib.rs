@@ -808,3 +808,21 @@ pub fn inspect_scan(data: &[u8]) {
         }
     }
 }
+
+/// `offload prune`'s library side (the file map and zero mode): any input
+/// is refused with an error or pruned into an output that passes the
+/// check the CLI runs before committing.
+pub fn prune_zero(data: &[u8]) {
+    use offload_format::{layout::FileMap, prune};
+    let Ok(map) = FileMap::read(data) else { return };
+    let _ = (map.unreferenced(), map.dangling());
+    for targets in [&["gfx90a"][..], &["gfx906", "gfx942:xnack-"]] {
+        let keep = targets.iter().map(|t| prune::parse_target(t).expect("a valid target")).collect();
+        let rules = prune::Rules { keep, ..Default::default() };
+        let Ok(pruned) = prune::plan(data, &map, &rules) else { continue };
+        let Some(out) = pruned.output_plan(data).try_to_vec() else { continue };
+        if let Err(e) = prune::verify(&out, data, &map, &pruned) {
+            panic!("a pruned output fails its check: {e}");
+        }
+    }
+}

@@ -351,6 +351,16 @@ impl Outputs {
         Ok(())
     }
 
+    /// The staging file of the output staged `handle`-th (0 is the first),
+    /// to read back what was written before it is committed (`offload
+    /// prune` checks its output from the file, not from a copy in memory).
+    pub fn staged_file(&self, handle: usize) -> Option<&File> {
+        match self.staged.get(handle)? {
+            Staged::Renamed { tmp, .. } => Some(tmp.as_file()),
+            Staged::Stdout(data) | Staged::Direct { data, .. } => Some(data),
+        }
+    }
+
     /// Stages an empty output to be filled piecewise with
     /// [`Outputs::write_at`] (for payloads written while a compressed input
     /// streams by); returns its handle.

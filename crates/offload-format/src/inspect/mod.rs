@@ -24,7 +24,7 @@
 //! decompressed and checked, and every entry is checked against what it
 //! claims to be: that is what `offload verify` runs.
 
-mod ccob;
+pub(crate) mod ccob;
 mod checks;
 pub mod decode;
 mod deep;

@@ -286,10 +286,9 @@ impl<'a> Scanner<'a> {
         let mut pos = 0usize;
         let mut spans = Vec::new();
         let mut ob_unit = None;
-        // Padding between payloads is short (alignment); a long run of zeros
-        // ends the region without being read to its end.
-        const MAX_PADDING: usize = 1 << 20;
-        while let Some(skip) = data.get(pos..).and_then(|rest| rest.iter().take(MAX_PADDING).position(|&b| b != 0)) {
+        // Zero runs of any length are padding: a pruned .hip_fatbin is
+        // mostly zeros between its fat binaries.
+        while let Some(skip) = data.get(pos..).map(crate::layout::skip_zeros).filter(|&s| pos + s < data.len()) {
             pos += skip;
             let rest = &data[pos..];
             let (objects, units) = (self.inv.objects.len(), self.inv.units.len());

@@ -17,6 +17,8 @@ commands:
   extract FILTER... [-o FILE | --output-dir DIR] FILE
                                      write code objects to files
   verify FILE...                     deep structural check of every payload
+  prune --keep T[,T...] IN -o OUT    drop the device code of other GPU targets
+                                     from a HIP host binary (README: offload prune)
 
 options:
   --json               machine-readable output (schema in the README)
@@ -68,8 +70,70 @@ pub enum Command {
         json: bool,
         files: Vec<String>,
     },
+    Prune(PruneArgs),
     Help,
     Version,
+}
+
+/// `offload prune`'s options.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PruneArgs {
+    pub keep: Vec<String>,
+    pub drop: Vec<String>,
+    pub keep_gpu: Vec<Gpu>,
+    pub allow_empty: bool,
+    pub dry_run: bool,
+    pub json: bool,
+    pub verify: bool,
+    /// `--mode cut`: parsed, refused by the command (not implemented yet).
+    pub cut: bool,
+    pub input: String,
+    pub output: Option<String>,
+}
+
+/// Parses `prune`'s arguments; targets are checked by the command.
+fn parse_prune(rest: &[String]) -> Result<Command, String> {
+    let mut args = Args { items: rest.iter() };
+    let mut p = PruneArgs { verify: true, ..Default::default() };
+    let mut files = Vec::new();
+    let list = |v: String| v.split(',').filter(|t| !t.is_empty()).map(str::to_string).collect::<Vec<_>>();
+    while let Some(arg) = args.items.next() {
+        if arg == "-" || !arg.starts_with('-') {
+            files.push(arg.clone());
+            continue;
+        }
+        let (opt, inline) = match arg.split_once('=') {
+            Some((o, v)) if o.starts_with("--") => (o, Some(v)),
+            _ => (arg.as_str(), None),
+        };
+        let flag = inline.is_none();
+        match opt {
+            "-h" | "--help" => return Ok(Command::Help),
+            "--keep" => p.keep.extend(list(args.value(opt, inline)?)),
+            "--drop" => p.drop.extend(list(args.value(opt, inline)?)),
+            "--keep-gpu" => p.keep_gpu.push(parse_gpu(&args.value(opt, inline)?)?),
+            "--mode" => match args.value(opt, inline)?.as_str() {
+                "zero" => {}
+                "cut" => p.cut = true,
+                m => return Err(format!("--mode: '{m}' is not zero or cut")),
+            },
+            "--allow-empty" if flag => p.allow_empty = true,
+            "--dry-run" if flag => p.dry_run = true,
+            "--json" if flag => p.json = true,
+            "--no-verify" if flag => p.verify = false,
+            "-o" | "--output" => p.output = Some(args.value(opt, inline)?),
+            _ => return Err(format!("unknown option '{arg}' for 'prune'")),
+        }
+    }
+    if p.keep.is_empty() && p.drop.is_empty() && p.keep_gpu.is_empty() {
+        return Err("'prune' needs --keep, --keep-gpu or --drop".into());
+    }
+    let [input] = files.as_slice() else { return Err("'prune' takes exactly one input file".into()) };
+    p.input = input.clone();
+    if p.output.is_none() && !p.dry_run {
+        return Err("'prune' needs -o OUT (or --dry-run)".into());
+    }
+    Ok(Command::Prune(p))
 }
 
 /// Splits `--opt=value`, and takes the value of `--opt value` from `rest`.
@@ -110,6 +174,7 @@ pub fn parse(argv: &[String]) -> Result<Command, String> {
         "-h" | "--help" | "help" => return Ok(Command::Help),
         "--version" => return Ok(Command::Version),
         "list" | "select" | "extract" | "verify" => {}
+        "prune" => return parse_prune(rest),
         other => return Err(format!("unknown command '{other}'")),
     }
     let mut args = Args { items: rest.iter() };

@@ -4,6 +4,7 @@
 
 mod args;
 mod output;
+mod prune;
 
 use args::{Command, Filter};
 use offload_cli::{diag, io};
@@ -38,6 +39,7 @@ fn main() -> ExitCode {
         Ok(Command::List { json, files }) => list(&argv0, &files, json),
         Ok(Command::Select { gpu, runtime, json, files }) => select_cmd(&argv0, &files, &gpu, runtime, json),
         Ok(Command::Verify { json, files }) => verify(&argv0, &files, json),
+        Ok(Command::Prune(args)) => prune::run(&argv0, &args),
         Ok(Command::Extract { filters, gpu, runtime, output, dir, json, file }) => {
             extract(&argv0, &file, &filters, gpu.as_ref(), runtime, output, dir, json)
         }

@@ -1,0 +1,210 @@
+//! `offload prune`: drops the device code of unwanted GPU targets from a
+//! HIP host binary in zero mode (the library's `prune` module does the
+//! work). The output is checked from its own bytes before it replaces
+//! anything, and written atomically; the input is never modified.
+
+use crate::args::PruneArgs;
+use crate::output::{self, Object, Value};
+use offload_cli::io;
+use offload_format::layout::{FileMap, UnitKind};
+use offload_format::prune::{self, PruneError, Pruned, Rules};
+
+fn kind_name(kind: UnitKind, version: Option<u16>) -> String {
+    match (kind, version) {
+        (UnitKind::Bundle, _) => "bundle".into(),
+        (UnitKind::Compressed { version: old }, Some(new)) if new != old => format!("compressed v{old}->v{new}"),
+        (UnitKind::Compressed { version }, _) => format!("compressed v{version}"),
+    }
+}
+
+/// A rendered JSON object with array members (already rendered) appended.
+fn with_arrays(object: &str, arrays: &[(&str, String)]) -> String {
+    let mut out = object.strip_suffix('}').unwrap_or(object).to_string();
+    for (key, value) in arrays {
+        out.push_str(&format!(", {}: {value}", output::string(key)));
+    }
+    out.push('}');
+    out
+}
+
+fn report(path: &str, pruned: &Pruned, json: bool, dry_run: bool) {
+    if json {
+        let units: Vec<String> = pruned
+            .units
+            .iter()
+            .map(|u| {
+                let ids = |kept: bool| {
+                    let v: Vec<String> =
+                        u.entries.iter().filter(|e| e.kept == kept).map(|e| output::string(&e.id)).collect();
+                    format!("[{}]", v.join(", "))
+                };
+                let head = Object::default()
+                    .add("offset", Value::Num(u.unit.offset))
+                    .add("format", Value::Str(kind_name(u.unit.kind, u.new_version)))
+                    .add("old_size", Value::Num(u.unit.used))
+                    .add("new_size", Value::Num(u.new_used))
+                    .add("dropped_bytes", Value::Num(u.dropped_bytes()))
+                    .add("freed_bytes", Value::Num(u.freed_bytes()))
+                    .render();
+                with_arrays(&head, &[("kept", ids(true)), ("dropped", ids(false))])
+            })
+            .collect();
+        let top = Object::default()
+            .add("file", Value::Str(path.to_string()))
+            .add("dry_run", Value::Bool(dry_run))
+            .add("fat_binaries", Value::Num(pruned.units.len() as u64))
+            .add("rewritten", Value::Num(pruned.changed() as u64))
+            .add("unreferenced", Value::Num(pruned.unreferenced.len() as u64))
+            .add("dropped_bytes", Value::Num(pruned.dropped_bytes()))
+            .add("freed_bytes", Value::Num(pruned.freed_bytes()))
+            .render();
+        println!("{}", with_arrays(&top, &[("units", format!("[{}]", units.join(", ")))]));
+        return;
+    }
+    let mut rows = Vec::new();
+    for u in &pruned.units {
+        for e in &u.entries {
+            rows.push(vec![
+                format!("{:#x}", u.unit.offset),
+                kind_name(u.unit.kind, u.new_version),
+                e.id.clone(),
+                e.size.to_string(),
+                if e.kept { "kept".into() } else { "dropped".into() },
+            ]);
+        }
+    }
+    if !rows.is_empty() {
+        print!("{}", output::table(&["FAT BINARY", "FORMAT", "ID", "SIZE", "FATE"], &rows));
+    }
+    if !pruned.unreferenced.is_empty() {
+        eprintln!(
+            "warning: {path}: {} fat binaries are pointed at by no wrapper record (pruned all the same)",
+            pruned.unreferenced.len()
+        );
+    }
+    let verb = if dry_run { "would rewrite" } else { "rewrote" };
+    println!(
+        "{path}: {verb} {} of {} fat binaries; {} bytes of code objects dropped, {} bytes zeroed",
+        pruned.changed(),
+        pruned.units.len(),
+        pruned.dropped_bytes(),
+        pruned.freed_bytes()
+    );
+}
+
+fn rules(args: &PruneArgs) -> Result<Rules, PruneError> {
+    let parse = |list: &[String]| list.iter().map(|t| prune::parse_target(t)).collect::<Result<Vec<_>, _>>();
+    Ok(Rules {
+        keep: parse(&args.keep)?,
+        drop: parse(&args.drop)?,
+        keep_gpu: args.keep_gpu.clone(),
+        allow_empty: args.allow_empty,
+    })
+}
+
+/// Runs the command; returns the exit status.
+pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
+    let rules = match rules(args) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{argv0}: error: {e}");
+            return 2;
+        }
+    };
+    if args.cut {
+        eprintln!("{argv0}: error: --mode cut is not implemented yet; --mode zero (the default) keeps the file's size");
+        return 1;
+    }
+    let path = &args.input;
+    let input = match io::Input::open(path) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("{argv0}: error: '{path}': {}", io::error_text(&e));
+            return 1;
+        }
+    };
+    let data = input.bytes();
+    let fail = |e: &dyn std::fmt::Display| {
+        eprintln!("{argv0}: error: {path}: {e}");
+        1
+    };
+    let map = match FileMap::read(data) {
+        Ok(m) => m,
+        Err(e) => return fail(&e),
+    };
+    let pruned = match prune::plan(data, &map, &rules) {
+        Ok(p) => p,
+        Err(e) => return fail(&e),
+    };
+    let Some(out_path) = args.output.as_deref().filter(|_| !args.dry_run) else {
+        report(path, &pruned, args.json, true);
+        return 0;
+    };
+    let plan = pruned.output_plan(data);
+    let mut outputs = io::Outputs::new();
+    if let Err(e) = outputs.stage(out_path, &plan, &[&input]) {
+        return fail(&e);
+    }
+    if let Some(file) = outputs.staged_file(0) {
+        punch_holes(file, &pruned);
+    }
+    if args.verify {
+        // Checked from the staged file itself, as a reader will see it,
+        // without holding a second copy of a large file in memory.
+        let check = outputs.staged_file(0).ok_or_else(|| "the staged output is missing".to_string()).and_then(|f| {
+            // SAFETY: a private read-only map of our own staging file,
+            // which nothing else writes to.
+            let written = unsafe { memmap2::Mmap::map(f) }.map_err(|e| io::error_text(&e))?;
+            prune::verify(&written, data, &map, &pruned).map_err(|e| e.to_string())
+        });
+        if let Err(e) = check {
+            return fail(&e);
+        }
+    }
+    if let Err(e) = outputs.commit() {
+        return fail(&e);
+    }
+    keep_mode(path, out_path);
+    // With `-o -` the pruned file is standard output: no report there.
+    if out_path != "-" {
+        report(path, &pruned, args.json, false);
+    }
+    0
+}
+
+/// Gives the zeroed pages of each rewritten fat binary back to the file
+/// system (`FALLOC_FL_PUNCH_HOLE`), so the output takes less disk space
+/// where the file system allows it. The bytes read as zeros either way,
+/// so an error (no support, a pipe) changes nothing.
+fn punch_holes(file: &std::fs::File, pruned: &Pruned) {
+    use std::os::fd::AsRawFd;
+    const PAGE: u64 = 4096;
+    for u in pruned.units.iter().filter(|u| u.changed()) {
+        let start = (u.unit.offset + u.new_used).div_ceil(PAGE) * PAGE;
+        let end = (u.unit.offset + u.unit.extent) / PAGE * PAGE;
+        if end > start {
+            // SAFETY: fallocate only reads its arguments; the descriptor is open.
+            unsafe {
+                libc::fallocate(
+                    file.as_raw_fd(),
+                    libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                    start as libc::off_t,
+                    (end - start) as libc::off_t,
+                );
+            }
+        }
+    }
+}
+
+/// Gives the output the input's permission bits: a pruned executable or
+/// library must stay executable (staged outputs get the default mode).
+fn keep_mode(input: &str, output: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    if output == "-" || input == "-" {
+        return;
+    }
+    let (Ok(src), Ok(dst)) = (std::fs::metadata(input), std::fs::metadata(output)) else { return };
+    if dst.is_file() && src.permissions().mode() != dst.permissions().mode() {
+        let _ = std::fs::set_permissions(output, std::fs::Permissions::from_mode(src.permissions().mode() & 0o7777));
+    }
+}

@@ -1,0 +1,134 @@
+//! `offload prune` on the clang-built HIP fixtures of the library crate
+//! (`offload-format/tests/fixtures/prune`): exit statuses, atomic output,
+//! and that `list`/`verify` read the result. `prune_live.rs` builds and
+//! runs programs.
+
+mod common;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn offload(args: &[&str]) -> Output {
+    common::run(Command::new(env!("CARGO_BIN_EXE_offload")).args(args))
+}
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../offload-format/tests/fixtures/prune").join(name)
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn p(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+#[test]
+fn prunes_and_the_result_lists_and_verifies() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("pruned.so");
+    let input = fixture("gnu_rela.so");
+    let before = std::fs::read(&input).unwrap();
+    let o = offload(&["prune", "--keep", "gfx90a:xnack+,gfx906", p(&input), "-o", p(&out)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&input).unwrap(), before, "the input is never modified");
+    let after = std::fs::read(&out).unwrap();
+    assert_eq!(after.len(), before.len());
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&out).unwrap().permissions().mode() & 0o111, 0o111, "stays executable");
+    let list = offload(&["list", "--json", p(&out)]);
+    assert!(list.status.success(), "{}", stderr(&list));
+    let rows: Vec<Value> = serde_json::from_slice(&list.stdout).unwrap();
+    let ids: Vec<&str> = rows.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    let unit =
+        ["host-x86_64-unknown-linux--", "hipv4-amdgcn-amd-amdhsa--gfx906", "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+"];
+    assert_eq!(ids, [unit, unit].concat());
+    let verify = offload(&["verify", p(&out)]);
+    assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stdout));
+}
+
+#[test]
+fn dry_run_reports_in_json_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("never");
+    let o = offload(&[
+        "prune",
+        "--keep-gpu",
+        "gfx90a:sramecc+:xnack-",
+        "--dry-run",
+        "--json",
+        p(&fixture("rdc_ccob_lld.so")),
+        "-o",
+        p(&out),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!out.exists());
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["dry_run"], true);
+    assert_eq!(v["fat_binaries"], 1);
+    assert_eq!(v["rewritten"], 1);
+    let unit = &v["units"][0];
+    assert_eq!(unit["format"], "compressed v2");
+    assert_eq!(unit["dropped"].as_array().unwrap().len(), 2);
+    assert_eq!(unit["kept"][1], "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-");
+    assert!(v["dropped_bytes"].as_u64().unwrap() > 0);
+    assert!(unit["new_size"].as_u64().unwrap() < unit["old_size"].as_u64().unwrap());
+}
+
+#[test]
+fn failures_exit_1_and_leave_the_output_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::write(&out, b"precious").unwrap();
+    let text = dir.path().join("text");
+    std::fs::write(&text, b"no ELF here").unwrap();
+    let gnu = fixture("gnu_rela.so");
+    let cases: [(&[&str], &str); 3] = [
+        (&["--keep", "gfx942", p(&gnu)], "--allow-empty"),
+        (&["--keep", "gfx906", p(&text)], "malformed ELF"),
+        (&["--mode", "cut", "--keep", "gfx906", p(&gnu)], "not implemented yet"),
+    ];
+    for (args, says) in cases {
+        let mut all = vec!["prune"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["-o", p(&out)]);
+        let o = offload(&all);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("error:") && stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+        assert_eq!(std::fs::read(&out).unwrap(), b"precious");
+    }
+}
+
+#[test]
+fn bad_command_lines_exit_2() {
+    let gnu = fixture("gnu_rela.so");
+    for args in [
+        vec!["prune", p(&gnu), "-o", "x"],
+        vec!["prune", "--keep", "gfx9000", p(&gnu), "-o", "x"],
+        vec!["prune", "--keep", "gfx906", p(&gnu)],
+        vec!["prune", "--keep", "gfx906", "--mode", "fast", p(&gnu), "-o", "x"],
+        vec!["prune", "--keep-gpu", "gfx9-generic", p(&gnu), "-o", "x"],
+    ] {
+        let o = offload(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn prunes_to_standard_output_and_over_its_own_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("lib.so");
+    std::fs::copy(fixture("lld_relr.so"), &copy).unwrap();
+    let to_stdout = offload(&["prune", "--keep", "gfx906", p(&copy), "-o", "-"]);
+    assert!(to_stdout.status.success(), "{}", stderr(&to_stdout));
+    // The same path as input and output: the input is mapped while the
+    // output is staged, then renamed over it.
+    let o = offload(&["prune", "--keep", "gfx906", p(&copy), "-o", p(&copy)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&copy).unwrap(), to_stdout.stdout, "both runs write the same bytes");
+    assert_ne!(std::fs::read(&copy).unwrap(), std::fs::read(fixture("lld_relr.so")).unwrap());
+    let list = offload(&["list", p(&copy)]);
+    assert!(!String::from_utf8_lossy(&list.stdout).contains("gfx90a"));
+}

@@ -1,0 +1,210 @@
+//! The file map of a HIP host binary (ELF x86-64): where every fat binary
+//! lies in `.hip_fatbin` and which wrapper records of `.hipFatBinSegment`
+//! point at it, with how each pointer is stored. `prune` rewrites from this
+//! map; `list`, `verify` and `check` can share it.
+//!
+//! Facts from `shared/reference/prune-spec.md` §1: one 24-byte record per
+//! translation unit (`HIPF`, version 1, pointer, reserved word); the HIP
+//! runtime reads only the pointer and the bundle header.
+
+pub mod fatbin;
+mod pointers;
+mod segments;
+
+pub use fatbin::{FatBinary, UnitKind, skip_zeros};
+pub use pointers::Storage;
+
+use crate::elf::{ElfError, ElfFile, SHT_NOBITS};
+
+/// "HIPF" as the little-endian u32 the runtime compares with.
+pub const HIPF: u32 = 0x4849_5046;
+/// "HIPK": device code moved out by TheRock's kpack.
+pub const HIPK: u32 = 0x4B50_4948;
+/// Bytes of one wrapper record.
+pub const RECORD_SIZE: u64 = 24;
+const EM_X86_64: u16 = 62;
+const ET_REL: u16 = 1;
+
+/// Why a file has no usable map.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LayoutError {
+    #[error(transparent)]
+    Elf(ElfError),
+    #[error("only 64-bit little-endian x86-64 ELF files are supported (this is {0})")]
+    Unsupported(String),
+    #[error("no .hip_fatbin section: not a HIP host binary (or its section headers were stripped)")]
+    NoFatbin,
+    #[error(".hip_fatbin has no contents in the file (SHT_NOBITS): its device code was moved out, e.g. by kpack")]
+    FatbinNotInFile,
+    #[error("{0} sections are named .hip_fatbin; which one the wrappers mean is unclear")]
+    SeveralFatbins(usize),
+    #[error(
+        ".hip_fatbin (address {addr:#x}, {size} bytes at offset {offset:#x}) is not where a PT_LOAD segment maps it: the section headers disagree with the program headers"
+    )]
+    NotMapped { addr: u64, offset: u64, size: u64 },
+    #[error("fat binary at offset {offset:#x}: {reason}")]
+    BadFatBinary { offset: u64, reason: String },
+    #[error(".hipFatBinSegment is {0} bytes, not a whole number of 24-byte wrapper records")]
+    RecordSize(u64),
+    #[error("wrapper record {record} has magic HIPK: its device code lives in a kpack archive, outside this file")]
+    Kpack { record: usize },
+    #[error("wrapper record {record}: magic {magic:#010x} is not HIPF")]
+    Magic { record: usize, magic: u32 },
+    #[error("wrapper record {record}: version {version} (only version 1 is known)")]
+    Version { record: usize, version: u32 },
+    #[error("wrapper record {record}: {reason}")]
+    Pointer { record: usize, reason: String },
+}
+
+/// One wrapper record of `.hipFatBinSegment`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Wrapper {
+    /// File offset of the record.
+    pub offset: u64,
+    /// Address of the record (in a relocatable object: its offset in the
+    /// section).
+    pub addr: u64,
+    pub storage: Storage,
+    /// The address the pointer holds at run time, before the load bias.
+    pub pointer: u64,
+    /// What the pointer leads to.
+    pub target: Target,
+}
+
+/// Where a wrapper's pointer leads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// The start of `units[i]`.
+    Unit(usize),
+    /// Inside `.hip_fatbin` (at this section offset) but not at the start
+    /// of a fat binary: the runtime would read garbage.
+    InsideFatbin(u64),
+    /// Outside `.hip_fatbin`.
+    Elsewhere,
+}
+
+/// The map of one file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileMap {
+    /// File offset and size of `.hip_fatbin`.
+    pub fatbin_offset: u64,
+    pub fatbin_size: u64,
+    /// Address of `.hip_fatbin` (0 in relocatable objects).
+    pub fatbin_addr: u64,
+    pub relocatable: bool,
+    pub units: Vec<FatBinary>,
+    pub wrappers: Vec<Wrapper>,
+}
+
+impl FileMap {
+    /// Indices of units no wrapper points at.
+    pub fn unreferenced(&self) -> Vec<usize> {
+        (0..self.units.len()).filter(|&u| !self.wrappers.iter().any(|w| w.target == Target::Unit(u))).collect()
+    }
+
+    /// Indices of wrappers that lead to no fat binary.
+    pub fn dangling(&self) -> Vec<usize> {
+        (0..self.wrappers.len()).filter(|&w| !matches!(self.wrappers[w].target, Target::Unit(_))).collect()
+    }
+
+    /// Builds the map of an ELF x86-64 file.
+    pub fn read(data: &[u8]) -> Result<FileMap, LayoutError> {
+        let file = ElfFile::parse(data).map_err(LayoutError::Elf)?;
+        if !file.codec.is64 || file.codec.big || file.header.machine != EM_X86_64 {
+            let what = format!(
+                "{}-bit {}-endian, machine {}",
+                if file.codec.is64 { 64 } else { 32 },
+                if file.codec.big { "big" } else { "little" },
+                file.header.machine
+            );
+            return Err(LayoutError::Unsupported(what));
+        }
+        let find = |wanted: &[u8]| (1..file.sections.len()).find(|&i| file.section_name(i).ok() == Some(wanted));
+        let fat_index = find(b".hip_fatbin").ok_or(LayoutError::NoFatbin)?;
+        let named = (1..file.sections.len()).filter(|&i| file.section_name(i).ok() == Some(b".hip_fatbin")).count();
+        if named > 1 {
+            return Err(LayoutError::SeveralFatbins(named));
+        }
+        let fat = file.sections[fat_index];
+        if fat.sh_type == SHT_NOBITS {
+            return Err(LayoutError::FatbinNotInFile);
+        }
+        let fat_data = file.section_data(fat_index).map_err(LayoutError::Elf)?;
+        let relocatable = file.header.e_type == ET_REL;
+        // The runtime reaches the bytes through the segments; a rewrite by
+        // section offsets is only right where both agree.
+        if !relocatable && !segments::maps(data, fat.addr, fat.offset, fat.size) {
+            return Err(LayoutError::NotMapped { addr: fat.addr, offset: fat.offset, size: fat.size });
+        }
+        let units = fatbin::walk(fat_data, fat.offset)?;
+        let mut map = FileMap {
+            fatbin_offset: fat.offset,
+            fatbin_size: fat.size,
+            fatbin_addr: fat.addr,
+            relocatable,
+            units,
+            wrappers: Vec::new(),
+        };
+        let Some(seg_index) = find(b".hipFatBinSegment") else { return Ok(map) };
+        let seg = file.sections[seg_index];
+        let seg_data = file.section_data(seg_index).map_err(LayoutError::Elf)?;
+        if seg.size % RECORD_SIZE != 0 {
+            return Err(LayoutError::RecordSize(seg.size));
+        }
+        let (seg_addr, seg_size) = (seg.addr, seg.size);
+        let is_pointer_word =
+            move |at: u64| at.checked_sub(seg_addr).is_some_and(|rel| rel < seg_size && rel % RECORD_SIZE == 8);
+        let relocs = pointers::relocations(&file, relocatable, seg_index, &is_pointer_word)?;
+        for (record, raw) in seg_data.chunks_exact(RECORD_SIZE as usize).enumerate() {
+            let word = |i: usize| {
+                let mut w = [0u8; 8];
+                w.copy_from_slice(&raw[i..i + 8]);
+                u64::from_le_bytes(w)
+            };
+            let magic = (word(0) & 0xffff_ffff) as u32;
+            let version = (word(0) >> 32) as u32;
+            if magic == HIPK {
+                return Err(LayoutError::Kpack { record });
+            }
+            if magic != HIPF {
+                return Err(LayoutError::Magic { record, magic });
+            }
+            if version != 1 {
+                return Err(LayoutError::Version { record, version });
+            }
+            // Addresses come from the file: wrapping, never overflowing.
+            let addr = seg_addr.wrapping_add(record as u64 * RECORD_SIZE);
+            let (storage, pointer) = pointers::resolve(&file, relocs.get(&addr.wrapping_add(8)), word(8), record)?;
+            let target = map.target_of(&storage, pointer, fat_index, relocatable);
+            map.wrappers.push(Wrapper {
+                offset: seg.offset + record as u64 * RECORD_SIZE,
+                addr,
+                storage,
+                pointer,
+                target,
+            });
+        }
+        Ok(map)
+    }
+
+    fn target_of(&self, storage: &Storage, pointer: u64, fat_index: usize, relocatable: bool) -> Target {
+        // In an object, only a symbol of .hip_fatbin leads into it, and
+        // its value is an offset in the section.
+        let in_section = if relocatable {
+            match storage {
+                Storage::Symbolic { section, .. } if usize::from(*section) == fat_index => Some(pointer),
+                _ => None,
+            }
+        } else {
+            pointer.checked_sub(self.fatbin_addr).filter(|&rel| rel < self.fatbin_size)
+        };
+        let Some(rel) = in_section else { return Target::Elsewhere };
+        match self.units.iter().position(|u| u.section_offset == rel) {
+            Some(u) => Target::Unit(u),
+            None => Target::InsideFatbin(rel),
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

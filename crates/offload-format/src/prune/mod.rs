@@ -1,0 +1,269 @@
+//! `prune` in zero mode: drop the code objects of unwanted GPU targets from
+//! a HIP host binary without moving anything (prune-spec §4 (a), §6.3).
+//!
+//! Each fat binary is rewritten at its own address, in its old extent:
+//! a bundle gets a new header and its kept payloads, laid out as LLVM's
+//! bundler lays them out (original order, the input's payload alignment,
+//! so the header stays well under the 4 KiB the runtime reads and the last
+//! entry ends where the bundle ends); a compressed bundle is decompressed
+//! (hash checked), rebuilt the same way and recompressed with the input's
+//! format version (version 1 becomes 2: the runtime needs the total size)
+//! and zstd level 3 with long-distance matching, LLVM's default. The rest
+//! of the extent is zeroed. No pointer, relocation, program or section
+//! header changes, so every byte outside the rewritten fat binaries stays.
+
+mod check;
+pub mod rules;
+
+pub use check::verify;
+pub use rules::{EntryInfo, Rules, parse_target};
+
+use crate::bundle::{binary, compressed};
+use crate::layout::{FatBinary, FileMap, LayoutError, Target, UnitKind};
+use crate::plan::Plan;
+use std::num::NonZeroU64;
+
+/// Why a file cannot be pruned.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PruneError {
+    #[error(transparent)]
+    Layout(#[from] LayoutError),
+    #[error("bad target: {0}")]
+    BadTarget(String),
+    #[error(
+        "wrapper record {record} (offset {offset:#x}) points at {pointer:#x}, which is not the start of a fat binary"
+    )]
+    Dangling { record: usize, offset: u64, pointer: u64 },
+    #[error("fat binary at offset {offset:#x}: {reason}")]
+    Unit { offset: u64, reason: String },
+    #[error(
+        "fat binary at offset {offset:#x} would keep no device code (it holds {held}); use --allow-empty to allow this"
+    )]
+    Empty { offset: u64, held: String },
+    #[error(
+        "fat binary at offset {offset:#x}: the recompressed bundle needs {needed} bytes but only {extent} are free in place"
+    )]
+    DoesNotFit { offset: u64, needed: u64, extent: u64 },
+    #[error("the pruned output fails its check: {0}")]
+    Verify(String),
+}
+
+/// One entry of a unit and its fate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EntryFate {
+    pub id: String,
+    /// Payload bytes (uncompressed).
+    pub size: u64,
+    pub kept: bool,
+}
+
+/// What happens to one fat binary.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnitChange<'a> {
+    pub unit: FatBinary,
+    pub entries: Vec<EntryFate>,
+    /// Bytes the unit occupies after pruning (`unit.used` when unchanged).
+    pub new_used: u64,
+    /// The compressed format version written (compressed units only).
+    pub new_version: Option<u16>,
+    /// The unit's new extent (exactly `unit.extent` bytes), when it changes.
+    pub replacement: Option<Plan<'a>>,
+}
+
+impl UnitChange<'_> {
+    pub fn changed(&self) -> bool {
+        self.replacement.is_some()
+    }
+    /// Payload bytes of the dropped entries.
+    pub fn dropped_bytes(&self) -> u64 {
+        self.entries.iter().filter(|e| !e.kept).map(|e| e.size).sum()
+    }
+    /// File bytes that were part of the unit and are zero now.
+    pub fn freed_bytes(&self) -> u64 {
+        self.unit.used.saturating_sub(self.new_used)
+    }
+}
+
+/// The whole plan for one file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pruned<'a> {
+    pub units: Vec<UnitChange<'a>>,
+    /// Units no wrapper record points at (pruned all the same).
+    pub unreferenced: Vec<usize>,
+}
+
+impl<'a> Pruned<'a> {
+    pub fn dropped_bytes(&self) -> u64 {
+        self.units.iter().map(UnitChange::dropped_bytes).sum()
+    }
+    pub fn freed_bytes(&self) -> u64 {
+        self.units.iter().map(UnitChange::freed_bytes).sum()
+    }
+    pub fn changed(&self) -> usize {
+        self.units.iter().filter(|u| u.changed()).count()
+    }
+
+    /// The output file: the input with each changed unit's extent replaced.
+    pub fn output_plan(&self, input: &'a [u8]) -> Plan<'a> {
+        let mut plan = Plan::new();
+        let mut at = 0usize;
+        for change in &self.units {
+            let Some(rep) = &change.replacement else { continue };
+            // Unit offsets come from the walk of a section inside `input`.
+            let start = change.unit.offset as usize;
+            plan.borrow(input.get(at..start).unwrap_or(&[]));
+            plan.pieces.extend(rep.pieces.iter().cloned());
+            at = start + change.unit.extent as usize;
+        }
+        plan.borrow(input.get(at..).unwrap_or(&[]));
+        plan
+    }
+}
+
+/// The entries of one unit: a bundle's table read in place, or the
+/// decompressed bundle of a compressed one.
+pub(crate) enum Contents<'a> {
+    Bundle(Vec<binary::BinaryEntry<'a>>),
+    Compressed { inner: Vec<u8>, method: compressed::Method, version: u16 },
+}
+
+/// The unit's bytes, `used` long.
+pub(crate) fn unit_bytes<'a>(data: &'a [u8], unit: &FatBinary) -> Result<&'a [u8], PruneError> {
+    let start = usize::try_from(unit.offset).ok();
+    let end = start.and_then(|s| s.checked_add(usize::try_from(unit.used).ok()?));
+    match (start, end) {
+        (Some(s), Some(e)) if e <= data.len() => Ok(&data[s..e]),
+        _ => Err(PruneError::Unit { offset: unit.offset, reason: "lies past the end of the file".into() }),
+    }
+}
+
+pub(crate) fn read_contents<'a>(data: &'a [u8], unit: &FatBinary) -> Result<Contents<'a>, PruneError> {
+    let bytes = unit_bytes(data, unit)?;
+    let fail = |reason: String| PruneError::Unit { offset: unit.offset, reason };
+    match unit.kind {
+        UnitKind::Bundle => {
+            let entries = binary::read(bytes).map_err(|e| fail(e.to_string()))?;
+            Ok(Contents::Bundle(entries.unwrap_or_default()))
+        }
+        UnitKind::Compressed { version } => {
+            let blob = compressed::read_blob(bytes).map_err(|e| fail(e.to_string()))?;
+            let inner = compressed::decompress(&blob).map_err(|e| fail(e.to_string()))?;
+            if !binary::has_magic(&inner) {
+                return Err(fail("the compressed data is not a binary bundle".into()));
+            }
+            binary::read(&inner).map_err(|e| fail(format!("the decompressed bundle: {e}")))?;
+            Ok(Contents::Compressed { inner, method: blob.header.method, version })
+        }
+    }
+}
+
+/// The payload alignment a bundle was written with: the largest power of
+/// two up to 4096 that divides every payload offset (HIP bundles use 4096).
+fn alignment(entries: &[binary::BinaryEntry]) -> NonZeroU64 {
+    let mut align = 4096u64;
+    while align > 1 && entries.iter().any(|e| e.offset % align != 0) {
+        align /= 2;
+    }
+    NonZeroU64::new(align).unwrap_or(NonZeroU64::MIN)
+}
+
+/// A unit's entry IDs and sizes, read from headers only.
+fn entry_infos(data: &[u8], unit: &FatBinary) -> Result<Vec<EntryInfo>, PruneError> {
+    let bytes = unit_bytes(data, unit)?;
+    let fail = |reason: String| PruneError::Unit { offset: unit.offset, reason };
+    match unit.kind {
+        UnitKind::Bundle => Ok(infos(&binary::read(bytes).map_err(|e| fail(e.to_string()))?.unwrap_or_default())),
+        UnitKind::Compressed { .. } => {
+            let blob = compressed::read_blob(bytes).map_err(|e| fail(e.to_string()))?;
+            let inner = crate::inspect::ccob::peek(&blob).map_err(fail)?;
+            if inner.text {
+                return Err(fail("holds a text bundle, which a HIP runtime does not load".into()));
+            }
+            Ok(inner
+                .entries
+                .into_iter()
+                .map(|e| EntryInfo { id: String::from_utf8_lossy(&e.id).into_owned(), size: e.len })
+                .collect())
+        }
+    }
+}
+
+fn infos(entries: &[binary::BinaryEntry]) -> Vec<EntryInfo> {
+    entries
+        .iter()
+        .map(|e| EntryInfo { id: String::from_utf8_lossy(e.id).into_owned(), size: e.payload.len() as u64 })
+        .collect()
+}
+
+/// Decides what to keep in every unit of `map` (a map of `data`) and plans
+/// the rewrite.
+pub fn plan<'a>(data: &'a [u8], map: &FileMap, rules: &Rules) -> Result<Pruned<'a>, PruneError> {
+    for (record, w) in map.wrappers.iter().enumerate() {
+        if !matches!(w.target, Target::Unit(_)) {
+            return Err(PruneError::Dangling { record, offset: w.offset, pointer: w.pointer });
+        }
+    }
+    // Headers only: a compressed bundle is decoded just far enough to read
+    // its table, so deciding (and --dry-run) costs little for any size.
+    let all: Vec<Vec<EntryInfo>> = map.units.iter().map(|u| entry_infos(data, u)).collect::<Result<_, _>>()?;
+    let decisions = rules.decide(&all);
+    let mut units = Vec::with_capacity(map.units.len());
+    for ((unit, infos), keep) in map.units.iter().zip(all).zip(decisions) {
+        let entries: Vec<EntryFate> =
+            infos.into_iter().zip(&keep).map(|(i, &kept)| EntryFate { id: i.id, size: i.size, kept }).collect();
+        let device: Vec<&EntryFate> =
+            entries.iter().filter(|e| crate::inspect::id::split_entry_id(&e.id).kind != "host").collect();
+        if !rules.allow_empty && !device.is_empty() && device.iter().all(|e| !e.kept) {
+            let held = device.iter().map(|e| e.id.as_str()).collect::<Vec<_>>().join(", ");
+            return Err(PruneError::Empty { offset: unit.offset, held });
+        }
+        let mut change = UnitChange { unit: *unit, entries, new_used: unit.used, new_version: None, replacement: None };
+        if let UnitKind::Compressed { version } = unit.kind {
+            change.new_version = Some(version);
+        }
+        if keep.iter().all(|&k| k) {
+            units.push(change);
+            continue;
+        }
+        // One unit decompressed at a time: memory stays bounded by the
+        // largest fat binary, not the sum of them.
+        let rebuilt = match read_contents(data, unit)? {
+            Contents::Bundle(list) => {
+                let kept: Vec<(&[u8], &'a [u8])> =
+                    list.iter().zip(&keep).filter(|(_, k)| **k).map(|(e, _)| (e.id, e.payload)).collect();
+                binary::write(&kept, alignment(&list))
+            }
+            Contents::Compressed { inner, method, version } => {
+                let list = binary::read(&inner).ok().flatten().unwrap_or_default();
+                let kept: Vec<(&[u8], &[u8])> =
+                    list.iter().zip(&keep).filter(|(_, k)| **k).map(|(e, _)| (e.id, e.payload)).collect();
+                let bundle = binary::write(&kept, alignment(&list)).to_vec();
+                let opts = compressed::CompressOptions {
+                    method,
+                    level: if method == compressed::Method::Zstd { 3 } else { 6 },
+                    version: version.max(2),
+                    threads: 0,
+                };
+                let out = compressed::compress(&bundle, &opts)
+                    .map_err(|e| PruneError::Unit { offset: unit.offset, reason: e.to_string() })?;
+                change.new_version = Some(out.version);
+                let mut p = Plan::new();
+                p.own(out.bytes);
+                p
+            }
+        };
+        let needed = rebuilt.len();
+        if needed > unit.extent {
+            return Err(PruneError::DoesNotFit { offset: unit.offset, needed, extent: unit.extent });
+        }
+        let mut rep = rebuilt;
+        rep.zeros(unit.extent - needed);
+        change.new_used = needed;
+        change.replacement = Some(rep);
+        units.push(change);
+    }
+    Ok(Pruned { units, unreferenced: map.unreferenced() })
+}
+
+#[cfg(test)]
+mod tests;

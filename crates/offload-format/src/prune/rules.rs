@@ -1,0 +1,201 @@
+//! Which code objects `prune` keeps: the host entry always; device entries
+//! compatible with a `--keep` target (a feature either side leaves out
+//! matches both settings, so `gfx90a` keeps `gfx90a:xnack+` and
+//! `gfx90a:xnack-`, and `gfx90a:xnack+` keeps `gfx90a` and
+//! `gfx90a:xnack+`), what `offload select` would load on a `--keep-gpu`
+//! GPU, SPIR-V (it serves every GPU) unless dropped by name; everything
+//! a `--drop` target covers goes (`--drop gfx90a` drops every gfx90a
+//! entry, `--drop gfx90a:xnack-` only those built for xnack off).
+
+use super::PruneError;
+use crate::inspect::id::{canonical_target_id, split_entry_id};
+use crate::inspect::select::{Gpu, Runtime, select};
+use crate::inspect::{Bytes, CodeObject, Format, Location, Payload};
+use crate::target_id::parse_format;
+
+/// What to keep and drop.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Rules {
+    /// Canonical target IDs (`gfx90a`, `gfx90a:xnack+`, `gfx9-generic`).
+    pub keep: Vec<String>,
+    pub drop: Vec<String>,
+    pub keep_gpu: Vec<Gpu>,
+    /// Let a fat binary lose all its device code.
+    pub allow_empty: bool,
+}
+
+/// The canonical form of a `--keep`/`--drop` target; `amdgcnspirv` names
+/// the SPIR-V entries.
+pub fn parse_target(text: &str) -> Result<String, PruneError> {
+    if text == "amdgcnspirv" {
+        return Ok(text.to_string());
+    }
+    let tid = text.rsplit_once("--").map_or(text, |(_, t)| t);
+    match canonical_target_id("amdgcn-amd-amdhsa", tid) {
+        Ok(t) if !t.is_empty() => Ok(t),
+        Ok(_) => Err(PruneError::BadTarget(format!("'{text}' names no target"))),
+        Err(e) => Err(PruneError::BadTarget(e.to_string())),
+    }
+}
+
+/// Whether a `--drop` rule covers an entry: same processor, and every
+/// feature the rule fixes fixed the same way by the entry. Dropping
+/// `gfx90a:xnack-` leaves `gfx90a` (any), which xnack+ GPUs still load.
+fn covers(rule: &str, entry: &str) -> bool {
+    let (Ok(r), Ok(e)) = (parse_format(rule), parse_format(entry)) else { return false };
+    r.processor == e.processor && r.features.iter().all(|(name, on)| e.features.get(name) == Some(on))
+}
+
+/// Whether an entry's target ID and a rule's agree: same processor, and no
+/// feature set one way by one and the other way by the other.
+fn agrees(rule: &str, entry: &str) -> bool {
+    let (Ok(r), Ok(e)) = (parse_format(rule), parse_format(entry)) else { return false };
+    r.processor == e.processor && r.features.iter().all(|(name, on)| e.features.get(name).is_none_or(|v| v == on))
+}
+
+/// One entry of a unit as the rules see it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EntryInfo {
+    pub id: String,
+    pub size: u64,
+}
+
+fn canonical(id: &str) -> (bool, String) {
+    let split = split_entry_id(id);
+    let target = canonical_target_id(&split.triple, &split.target).unwrap_or(split.target);
+    (split.kind == "host", target)
+}
+
+impl Rules {
+    fn restricts(&self) -> bool {
+        !self.keep.is_empty() || !self.keep_gpu.is_empty()
+    }
+
+    /// For each unit (a list of entries), whether each entry stays.
+    pub fn decide(&self, units: &[Vec<EntryInfo>]) -> Vec<Vec<bool>> {
+        let chosen = self.gpu_choices(units);
+        units
+            .iter()
+            .enumerate()
+            .map(|(u, entries)| {
+                entries
+                    .iter()
+                    .enumerate()
+                    .map(|(e, entry)| {
+                        let (host, target) = canonical(&entry.id);
+                        if host {
+                            return true;
+                        }
+                        if self.drop.iter().any(|d| covers(d, &target)) {
+                            return false;
+                        }
+                        !self.restricts()
+                            || target == "amdgcnspirv"
+                            || self.keep.iter().any(|k| agrees(k, &target))
+                            || chosen.contains(&(u, e))
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// (unit, entry) pairs the HIP runtime would load on a `--keep-gpu` GPU,
+    /// by `offload select`'s rules.
+    fn gpu_choices(&self, units: &[Vec<EntryInfo>]) -> Vec<(usize, usize)> {
+        if self.keep_gpu.is_empty() {
+            return Vec::new();
+        }
+        let mut objects = Vec::new();
+        let mut index = Vec::new();
+        for (u, entries) in units.iter().enumerate() {
+            for (e, entry) in entries.iter().enumerate() {
+                let split = split_entry_id(&entry.id);
+                let (target_id, target_id_error) = match canonical_target_id(&split.triple, &split.target) {
+                    Ok(t) => (t, None),
+                    Err(err) => (split.target.clone(), Some(err.to_string())),
+                };
+                objects.push(CodeObject {
+                    location: Location::default(),
+                    format: Format::Bundle,
+                    id: entry.id.clone(),
+                    offload_kind: split.kind,
+                    triple: split.triple,
+                    target_id,
+                    target_id_error,
+                    stored_target: split.target,
+                    size: entry.size,
+                    offset: None,
+                    compressed: false,
+                    unit: u,
+                    container: false,
+                    image_kind: None,
+                    payload: Payload::Plain(Bytes::Borrowed(&[])),
+                });
+                index.push((u, e));
+            }
+        }
+        let mut out = Vec::new();
+        for gpu in &self.keep_gpu {
+            for i in select(&objects, gpu, Runtime::Hip).chosen {
+                if let Some(&pair) = index.get(i) {
+                    out.push(pair);
+                }
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn unit(ids: &[&str]) -> Vec<EntryInfo> {
+        ids.iter().map(|id| EntryInfo { id: id.to_string(), size: 1 }).collect()
+    }
+
+    const IDS: [&str; 6] = [
+        "host-x86_64-unknown-linux-gnu-",
+        "hipv4-amdgcn-amd-amdhsa--gfx906",
+        "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+",
+        "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-",
+        "hipv4-amdgcn-amd-amdhsa--gfx90a",
+        "hipv4-amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-",
+    ];
+
+    fn keep(rules: Rules) -> Vec<bool> {
+        rules.decide(&[unit(&IDS)]).remove(0)
+    }
+
+    #[test]
+    fn keep_matches_by_target_id_rules() {
+        let r = Rules { keep: vec![parse_target("gfx90a").unwrap()], ..Default::default() };
+        assert_eq!(keep(r), [true, false, true, true, true, false]);
+        let r = Rules { keep: vec![parse_target("gfx90a:xnack+").unwrap()], ..Default::default() };
+        assert_eq!(keep(r), [true, false, true, false, true, false]);
+        let r = Rules { keep: vec![parse_target("gfx942").unwrap(), "gfx906".into()], ..Default::default() };
+        assert_eq!(keep(r), [true, true, false, false, false, true]);
+    }
+
+    #[test]
+    fn drop_alone_keeps_everything_else() {
+        let r = Rules { drop: vec![parse_target("gfx90a:xnack-").unwrap()], ..Default::default() };
+        assert_eq!(keep(r), [true, true, true, false, true, true]);
+    }
+
+    #[test]
+    fn keep_gpu_keeps_what_select_loads() {
+        let gpu = Gpu::parse("gfx90a:sramecc+:xnack-").unwrap();
+        let r = Rules { keep_gpu: vec![gpu], ..Default::default() };
+        // select prefers the object that fixes more features.
+        assert_eq!(keep(r), [true, false, false, true, false, false]);
+    }
+
+    #[test]
+    fn bad_targets_are_refused() {
+        assert!(parse_target("gfx9000").is_err());
+        assert!(parse_target("gfx90a:xnack").is_err());
+        assert!(parse_target("").is_err());
+        assert_eq!(parse_target("amdgcn-amd-amdhsa--gfx90a:xnack+").unwrap(), "gfx90a:xnack+");
+    }
+}
