@@ -128,6 +128,11 @@ pub enum Format {
     TextBundle,
     /// An OffloadBinary image.
     OffloadBinary,
+    /// An entry of an NVIDIA CUDA fat binary (`.nv_fatbin`,
+    /// `__nv_relfatbin`, `.fatbin` files).
+    CudaFatbin,
+    /// A cubin on its own (an ELF for EM_CUDA).
+    Cubin,
 }
 
 impl Format {
@@ -138,6 +143,8 @@ impl Format {
             Format::CompressedBundle => "compressed-bundle",
             Format::TextBundle => "text-bundle",
             Format::OffloadBinary => "offload-binary",
+            Format::CudaFatbin => "cuda-fatbin",
+            Format::Cubin => "cubin",
         }
     }
 }
@@ -158,6 +165,23 @@ pub enum Payload<'a> {
     /// `len` bytes at `start` of the decompressed contents of the
     /// compressed bundle `blob` (header included).
     Compressed { blob: Bytes<'a>, start: u64, len: u64 },
+    /// `len` bytes at `start` of a CUDA fat binary entry's decoded
+    /// `stream`, which declares `uncompressed` bytes; PTX (`text`) ends at
+    /// its first NUL.
+    Cuda { stream: Bytes<'a>, codec: crate::cuda::Codec, uncompressed: u64, start: u64, len: u64, text: bool },
+}
+
+/// What a CUDA fat binary entry's header says, for the rules that pick one
+/// (`select --kind cuda`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CudaEntry {
+    pub kind: crate::cuda::EntryKind,
+    /// The header's architecture with its `a`/`f` suffix.
+    pub arch: crate::cuda::Arch,
+    pub flags: u64,
+    /// Found in `__nv_relfatbin`: relocatable device code that `nvlink`
+    /// reads, never loaded by the runtime as such.
+    pub relocatable: bool,
 }
 
 /// One code object (or host entry) found in a file.
@@ -196,6 +220,23 @@ pub struct CodeObject<'a> {
     /// OffloadBinary images only: the kind of image.
     pub image_kind: Option<crate::offload_binary::ImageKind>,
     pub payload: Payload<'a>,
+    /// CUDA fat binary entries and cubins only.
+    pub cuda: Option<CudaEntry>,
+}
+
+impl CodeObject<'_> {
+    /// What the image is, for the JSON key `image_kind`: CUDA entries as
+    /// `cuobjdump` names them (`elf`, `ptx`, `nvvm`, `concat`), a lone
+    /// cubin `elf`, OffloadBinary images by LLVM's name for their kind
+    /// (`o`, `bc`, `cubin`, `fatbin`, `s`, `spv`, `none`); bundle entries
+    /// record no kind.
+    pub fn image_kind_name(&self) -> Option<String> {
+        match (&self.cuda, self.image_kind) {
+            (Some(c), _) => Some(c.kind.name()),
+            (None, Some(k)) => Some(k.to_string()),
+            (None, None) => None,
+        }
+    }
 }
 
 /// A set of code objects a runtime registers together.
@@ -239,6 +280,8 @@ pub enum BytesError {
     Compressed(#[from] crate::bundle::compressed::CompressedError),
     #[error("the code object lies outside its decompressed bundle")]
     OutOfRange,
+    #[error(transparent)]
+    Cuda(#[from] crate::cuda::CudaError),
 }
 
 /// Decompressed bundles by the address and length of their compressed bytes.
@@ -288,6 +331,27 @@ impl<'a> Inventory<'a> {
                     .and_then(|(s, l)| Some(s..s.checked_add(l)?))
                     .ok_or(BytesError::OutOfRange)?;
                 data.get(range).map(|b| Cow::Owned(b.to_vec())).ok_or(BytesError::OutOfRange)
+            }
+            Payload::Cuda { stream, codec, uncompressed, start, len, text } => {
+                let stream = self.resolve(stream);
+                let key = (stream.as_ptr() as usize, stream.len());
+                let cached = self.decompressed.borrow().get(&key).cloned();
+                let data = match cached {
+                    Some(d) => d,
+                    None => {
+                        let d: Rc<[u8]> = crate::cuda::decompress(codec, stream, uncompressed)?.into();
+                        self.decompressed.borrow_mut().insert(key, d.clone());
+                        d
+                    }
+                };
+                let range = usize::try_from(start)
+                    .ok()
+                    .zip(usize::try_from(len).ok())
+                    .and_then(|(s, l)| Some(s..s.checked_add(l)?))
+                    .ok_or(BytesError::OutOfRange)?;
+                let part = data.get(range).ok_or(BytesError::OutOfRange)?;
+                let part = if text { crate::cuda::ptx_text(part) } else { part };
+                Ok(Cow::Owned(part.to_vec()))
             }
         }
     }
