@@ -15,7 +15,8 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 fn cuda_bin() -> PathBuf {
-    std::env::var_os("OFFLOAD_CUDA_BIN").map_or_else(|| PathBuf::from("/opt/cuda-wheels/nvidia/cu13/bin"), PathBuf::from)
+    std::env::var_os("OFFLOAD_CUDA_BIN")
+        .map_or_else(|| PathBuf::from("/opt/cuda-wheels/nvidia/cu13/bin"), PathBuf::from)
 }
 
 /// The corpus folder, built once per test run; `None` (skip) without nvcc.
@@ -216,7 +217,10 @@ fn units_are_fat_binaries() {
         ("exe_multi", vec!["section .nv_fatbin #0", "section .nv_fatbin #1", "section .nv_fatbin #2"]),
         ("libtwo.so", vec!["section .nv_fatbin #0", "section .nv_fatbin #1", "section .nv_fatbin #2"]),
         ("exe_rdc", vec!["section .nv_fatbin", "section __nv_relfatbin #0", "section __nv_relfatbin #1"]),
-        ("libplain.a", vec!["member libplain.a(obj_multi.o) section .nv_fatbin", "member libplain.a(two.o) section .nv_fatbin"]),
+        (
+            "libplain.a",
+            vec!["member libplain.a(obj_multi.o) section .nv_fatbin", "member libplain.a(two.o) section .nv_fatbin"],
+        ),
     ] {
         let records = list(&dir.join(file));
         let mut seen: Vec<(u64, String)> = Vec::new();

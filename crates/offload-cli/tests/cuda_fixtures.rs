@@ -1,0 +1,152 @@
+//! CUDA fat binaries without NVIDIA's tools: golden files made by nvcc 13.5
+//! (`fixtures/cuda/COMMANDS.md`), with what `cuobjdump` 13.5 extracted
+//! from them recorded in `expected.tsv` (MD5 of each cubin and PTX file).
+
+mod common;
+mod inspect_support;
+
+use inspect_support::{json, n, offload, s};
+use offload_format::bundle::compressed::truncated_md5;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cuda")
+}
+
+fn path(file: &str) -> String {
+    dir().join(file).to_str().unwrap().to_string()
+}
+
+struct Row {
+    index: usize,
+    location: String,
+    id: String,
+    image_kind: String,
+    target_id: String,
+    size: u64,
+    offset: Option<u64>,
+    compressed: bool,
+    unit: u64,
+    md5: String,
+}
+
+fn expected() -> BTreeMap<String, Vec<Row>> {
+    let text = std::fs::read_to_string(dir().join("expected.tsv")).unwrap();
+    let mut files: BTreeMap<String, Vec<Row>> = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let f: Vec<&str> = line.split('\t').collect();
+        assert_eq!(f.len(), 11, "{line}");
+        files.entry(f[0].to_string()).or_default().push(Row {
+            index: f[1].parse().unwrap(),
+            location: f[2].into(),
+            id: f[3].into(),
+            image_kind: f[4].into(),
+            target_id: f[5].into(),
+            size: f[6].parse().unwrap(),
+            offset: f[7].parse().ok(),
+            compressed: f[8] == "yes",
+            unit: f[9].parse().unwrap(),
+            md5: f[10].into(),
+        });
+    }
+    files
+}
+
+#[test]
+fn listing_and_bytes_match_what_cuobjdump_extracted() {
+    let files = expected();
+    assert_eq!(files.len(), 9);
+    let mut checked = 0;
+    for (file, rows) in &files {
+        let out = offload(&["list", "--json", &path(file)]);
+        assert!(out.status.success(), "{file}: {}", String::from_utf8_lossy(&out.stderr));
+        let records = json(&out);
+        assert_eq!(records.len(), rows.len(), "{file}");
+        for (r, e) in records.iter().zip(rows) {
+            assert_eq!(s(r, "location"), e.location, "{file}: {r}");
+            assert_eq!(s(r, "id"), e.id, "{file}: {r}");
+            assert_eq!(s(r, "format"), if file.ends_with(".cubin") { "cubin" } else { "cuda-fatbin" });
+            assert_eq!(s(r, "image_kind"), e.image_kind, "{file}: {r}");
+            assert_eq!(s(r, "target_id"), e.target_id, "{file}: {r}");
+            assert_eq!(s(r, "offload_kind"), "cuda");
+            assert_eq!(s(r, "triple"), "nvptx64-nvidia-cuda");
+            assert_eq!(n(r, "size"), e.size, "{file}: {r}");
+            assert_eq!(r["offset"].as_u64(), e.offset, "{file}: {r}");
+            assert_eq!(r["compressed"].as_bool(), Some(e.compressed), "{file}: {r}");
+            assert_eq!(n(r, "unit"), e.unit, "{file}: {r}");
+        }
+        // Every entry cuobjdump extracts, by index, in one run.
+        let tmp = tempfile::tempdir().unwrap();
+        let mut args = vec!["extract".to_string(), "--json".into(), "--output-dir".into()];
+        args.push(tmp.path().to_str().unwrap().into());
+        for e in rows.iter().filter(|e| e.md5 != "-") {
+            args.extend(["--index".to_string(), e.index.to_string()]);
+        }
+        args.push(path(file));
+        let out = offload(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(out.status.success(), "{file}: {}", String::from_utf8_lossy(&out.stderr));
+        let data = std::fs::read(dir().join(file)).unwrap();
+        let written = json(&out);
+        let wanted: Vec<&Row> = rows.iter().filter(|e| e.md5 != "-").collect();
+        assert_eq!(written.len(), wanted.len(), "{file}");
+        for (w, e) in written.iter().zip(wanted) {
+            let bytes = std::fs::read(s(w, "path")).unwrap();
+            assert_eq!(format!("{:016x}", truncated_md5(&bytes)), e.md5, "{file}: {w}");
+            if let Some(off) = e.offset {
+                let stored = &data[off as usize..(off + e.size) as usize];
+                assert!(stored == bytes, "{file}: the bytes at the listed offset differ: {w}");
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 29);
+}
+
+#[test]
+fn obfuscated_nvvm_is_listed_but_not_extracted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dest = tmp.path().join("lto.nvvm");
+    let out = offload(&["extract", "--index", "0", "-o", dest.to_str().unwrap(), &path("obj_lto.o")]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("obfuscated"), "{err}");
+    assert!(!dest.exists(), "a failed extraction leaves no file");
+}
+
+#[test]
+fn verify_accepts_every_fixture() {
+    for file in expected().keys() {
+        let out = offload(&["verify", &path(file)]);
+        assert!(
+            out.status.success() && out.stderr.is_empty(),
+            "{file}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn verify_finds_a_patched_arch_and_a_damaged_stream() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = std::fs::read(dir().join("kern_nocompress.fatbin")).unwrap();
+    // The first entry's arch field (fat header 16 + 0x1c): sm_75 becomes
+    // sm_76, which the cubin inside contradicts.
+    let mut patched = data.clone();
+    patched[16 + 0x1c] = 76;
+    let p = tmp.path().join("arch.fatbin");
+    std::fs::write(&p, &patched).unwrap();
+    let out = offload(&["verify", p.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(text.contains("the header says sm_76 but the cubin is for sm_75"), "{text}");
+
+    // A byte of the first zstd stream flipped.
+    let mut damaged = std::fs::read(dir().join("kern_zstd_all.fatbin")).unwrap();
+    damaged[16 + 64 + 20] ^= 0xff;
+    let p = tmp.path().join("zstd.fatbin");
+    std::fs::write(&p, &damaged).unwrap();
+    let out = offload(&["verify", p.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
+}
