@@ -150,3 +150,45 @@ fn verify_finds_a_patched_arch_and_a_damaged_stream() {
     let out = offload(&["verify", p.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
 }
+
+/// `select --gpu G FILE` (the CUDA rules by default for NVIDIA GPUs): exit
+/// status, chosen IDs, and each other entry's (ID, reason code).
+fn select(file: &str, gpu: &str) -> (i32, Vec<String>, Vec<(String, String)>) {
+    let out = offload(&["select", "--json", "--gpu", gpu, &path(file)]);
+    let (mut chosen, mut others) = (Vec::new(), Vec::new());
+    for r in json(&out) {
+        if r["selected"].as_bool() == Some(true) {
+            chosen.push(s(&r, "id").to_string());
+        } else {
+            others.push((s(&r, "id").to_string(), s(&r, "reason_code").to_string()));
+        }
+    }
+    (out.status.code().unwrap(), chosen, others)
+}
+
+#[test]
+fn select_follows_the_cuda_driver_rules() {
+    // a/f targets: nothing runs on 8.6 (exit 1); sm_90a on 9.0.
+    let (rc, chosen, others) = select("suffix.fatbin", "sm_86");
+    assert_eq!((rc, chosen.len()), (1, 0));
+    assert_eq!(others[0], ("cuda-elf-sm_90a".into(), "arch-specific".into()));
+    assert_eq!(select("suffix.fatbin", "9.0").1, ["cuda-elf-sm_90a"]);
+    // sm_100f serves 10.3; the compute_120 PTX is JIT-compiled on 12.1,
+    // where the sm_120 cubin wins instead.
+    assert_eq!(select("suffix.fatbin", "compute_103").1, ["cuda-elf-sm_100f"]);
+    let (rc, chosen, others) = select("suffix.fatbin", "sm_121");
+    assert_eq!((rc, chosen), (0, vec!["cuda-elf-sm_120".to_string()]));
+    assert!(others.contains(&("cuda-ptx-sm_120".into(), "ptx-not-needed".into())), "{others:?}");
+    // The nearest compatible cubin of a concatenated entry: sm_86 on 8.9.
+    let (rc, chosen, others) = select("concat.fatbin", "sm_89");
+    assert_eq!((rc, chosen), (0, vec!["cuda-elf-sm_86".to_string()]));
+    assert!(others.contains(&("cuda-elf-sm_80".into(), "not-chosen".into())), "{others:?}");
+    // PTX for a GPU newer than every cubin.
+    assert_eq!(select("libsmall.so", "sm_120").1, ["cuda-ptx-sm_90"]);
+    assert_eq!(select("libsmall.so", "sm_86").0, 1);
+    // Relocatable code and LTO IR are never loaded.
+    let (rc, chosen, others) = select("obj_lto.o", "sm_90");
+    assert_eq!((rc, chosen.len()), (1, 0));
+    let codes: Vec<&str> = others.iter().map(|(_, c)| c.as_str()).collect();
+    assert_eq!(codes, ["lto-ir", "relocatable", "relocatable"]);
+}

@@ -30,6 +30,7 @@ mod elf_flags;
 pub mod id;
 mod scan;
 pub mod select;
+pub mod select_cuda;
 
 use std::borrow::Cow;
 use std::cell::RefCell;

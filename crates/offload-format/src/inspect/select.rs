@@ -38,6 +38,8 @@ use std::fmt;
 pub enum Runtime {
     Hip,
     OpenMp,
+    /// The CUDA driver loading fat binaries (rules in `select_cuda`).
+    Cuda,
 }
 
 impl Runtime {
@@ -45,6 +47,7 @@ impl Runtime {
         match s {
             "hip" => Some(Runtime::Hip),
             "openmp" => Some(Runtime::OpenMp),
+            "cuda" => Some(Runtime::Cuda),
             _ => None,
         }
     }
@@ -53,6 +56,7 @@ impl Runtime {
         match self {
             Runtime::Hip => "hip",
             Runtime::OpenMp => "openmp",
+            Runtime::Cuda => "cuda",
         }
     }
 
@@ -60,6 +64,7 @@ impl Runtime {
         match self {
             Runtime::Hip => matches!(kind, "hip" | "hipv4" | "hcc"),
             Runtime::OpenMp => kind == "openmp",
+            Runtime::Cuda => kind == "cuda",
         }
     }
 
@@ -67,6 +72,7 @@ impl Runtime {
         match self {
             Runtime::Hip => "hip, hipv4 and hcc",
             Runtime::OpenMp => "openmp",
+            Runtime::Cuda => "cuda",
         }
     }
 }
@@ -90,6 +96,8 @@ pub enum GpuError {
     TargetId(#[from] TargetIdError),
     #[error("'{0}': NVIDIA GPUs have no target-ID features")]
     NvptxFeatures(String),
+    #[error("'{0}': a GPU has no a/f suffix (those name code); give its compute capability, e.g. sm_90 or 9.0")]
+    NvidiaSuffix(String),
 }
 
 impl Gpu {
@@ -97,6 +105,9 @@ impl Gpu {
     /// (an HSA ISA name), `fiji` or `sm_80`.
     pub fn parse(text: &str) -> Result<Gpu, GpuError> {
         let tid = text.rsplit_once("--").map_or(text, |(_, t)| t);
+        if let Some(arch) = nvidia_gpu(tid) {
+            return arch.map(|processor| Gpu { arch: "nvptx64", processor, xnack: None, sramecc: None });
+        }
         if tid.starts_with("sm_") {
             let parts = parse_format(tid)?;
             if !parts.features.is_empty() {
@@ -142,6 +153,20 @@ impl fmt::Display for Gpu {
     }
 }
 
+/// An NVIDIA GPU given as `compute_86` or `8.6` (`sm_86` itself is parsed
+/// as a target ID), as `sm_86`; `None` when `text` is neither form.
+fn nvidia_gpu(text: &str) -> Option<Result<String, GpuError>> {
+    if !(text.starts_with("compute_") || text.contains('.') || text.starts_with("sm_") && text.ends_with(['a', 'f'])) {
+        return None;
+    }
+    let arch = crate::cuda::Arch::parse(text)?;
+    Some(if arch.suffix == crate::cuda::Suffix::None {
+        Ok(format!("sm_{}", arch.number))
+    } else {
+        Err(GpuError::NvidiaSuffix(text.to_string()))
+    })
+}
+
 /// The generic target the HIP runtime falls back to for a processor (its
 /// `TargetGenericMap`, restricted to the targets LLVM 19 knows).
 pub fn generic_target(processor: &str) -> Option<&'static str> {
@@ -161,6 +186,10 @@ pub enum Tier {
     Native,
     Generic,
     SpirV,
+    /// CUDA: a cubin of the same major and a lower minor version.
+    Compatible,
+    /// CUDA: PTX, JIT-compiled when loaded.
+    Jit,
 }
 
 /// Why a code object is not loaded.
@@ -188,6 +217,8 @@ pub enum Rejection {
     },
     /// (feature, what the code object requires, what the GPU has).
     Features(Vec<(String, bool, Option<bool>)>),
+    /// The CUDA driver's rules (`select_cuda`).
+    Cuda(super::select_cuda::CudaRejection),
 }
 
 impl Rejection {
@@ -203,6 +234,7 @@ impl Rejection {
             Rejection::OtherProcessor { .. } => "other-processor",
             Rejection::Features(f) if f.first().is_some_and(|(n, _, _)| n == "sramecc") => "sramecc-mismatch",
             Rejection::Features(_) => "xnack-mismatch",
+            Rejection::Cuda(r) => r.code(),
         }
     }
 
@@ -240,6 +272,7 @@ impl Rejection {
                 })
                 .collect::<Vec<_>>()
                 .join("; "),
+            Rejection::Cuda(r) => r.explain(gpu),
         }
     }
 }
@@ -340,6 +373,9 @@ fn evaluate(o: &CodeObject, gpu: &Gpu, runtime: Runtime) -> Result<(Tier, usize)
 
 /// Judges every code object for `gpu` under `runtime`.
 pub fn select(objects: &[CodeObject], gpu: &Gpu, runtime: Runtime) -> Selection {
+    if runtime == Runtime::Cuda {
+        return super::select_cuda::select(objects, gpu);
+    }
     let mut sel = Selection { verdicts: vec![None; objects.len()], ..Default::default() };
     let units = objects.iter().map(|o| o.unit + 1).max().unwrap_or(0);
     // Per unit, the best (rank, object) so far; lower ranks are better.

@@ -21,8 +21,11 @@ commands:
 options:
   --json               machine-readable output (schema in the README)
   --gpu GPU            a target ID: gfx90a:xnack+, gfx90a:sramecc+:xnack-,
-                       amdgcn-amd-amdhsa--gfx906, fiji, sm_80
-  --kind hip|openmp    the runtime that loads the code (default hip)
+                       amdgcn-amd-amdhsa--gfx906, fiji, sm_80 (also
+                       compute_80, 8.0)
+  --kind hip|openmp|cuda
+                       the runtime that loads the code (default hip; cuda
+                       for an NVIDIA GPU)
   extract filters (any number, combined with 'or'):
     --all  --id ID  --target-id TARGET-ID  --index N  --gpu GPU
   -o, --output FILE    extract: the file to write (exactly one match)
@@ -126,7 +129,7 @@ pub fn parse(argv: &[String]) -> Result<Command, String> {
             }
             "--kind" if command == "select" || extract => {
                 let v = args.value(opt, inline)?;
-                runtime = Some(Runtime::parse(&v).ok_or_else(|| format!("--kind: '{v}' is not hip or openmp"))?);
+                runtime = Some(Runtime::parse(&v).ok_or_else(|| format!("--kind: '{v}' is not hip, openmp or cuda"))?);
             }
             "--all" if extract && inline.is_none() => filters.push(Filter::All),
             "--id" if extract => filters.push(Filter::Id(args.value(opt, inline)?)),
@@ -144,7 +147,9 @@ pub fn parse(argv: &[String]) -> Result<Command, String> {
         return Err(format!("'{command}' needs at least one file"));
     }
     let runtime_given = runtime.is_some();
-    let runtime = runtime.unwrap_or(Runtime::Hip);
+    // An NVIDIA GPU is served by the CUDA driver unless --kind says otherwise.
+    let runtime =
+        runtime.unwrap_or(if gpu.as_ref().is_some_and(|g| g.arch == "nvptx64") { Runtime::Cuda } else { Runtime::Hip });
     Ok(match command.as_str() {
         "list" => Command::List { json, files },
         "verify" => Command::Verify { json, files },

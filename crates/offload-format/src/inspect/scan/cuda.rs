@@ -66,7 +66,8 @@ impl<'a> Scanner<'a> {
             let entry_at = fat_at.map(|o| o + entry.offset as u64);
             self.header_checks(&entry, entry_at, loc);
             let kind = entry.header.kind();
-            if matches!(kind, EntryKind::Elf | EntryKind::Ptx | EntryKind::Nvvm)
+            if self.opts.deep
+                && matches!(kind, EntryKind::Elf | EntryKind::Ptx | EntryKind::Nvvm)
                 && let Some(first) = seen.insert((kind, entry.header.arch()), number)
             {
                 let msg = format!(
