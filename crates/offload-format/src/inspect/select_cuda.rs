@@ -91,9 +91,12 @@ fn gpu_number(gpu: &Gpu) -> Option<u32> {
     Arch::parse(&gpu.processor).map(|a| a.number)
 }
 
-/// Cubin or PTX, and the key that orders compatible entries (lower is
-/// better), or why the entry does not load.
-fn evaluate(o: &CodeObject, gpu: u32) -> Result<(Tier, (u8, std::cmp::Reverse<u32>, u8)), CudaRejection> {
+/// Orders compatible entries, lower first: PTX after cubins, then the
+/// highest architecture, then cubins without the sm_100+ flag.
+type Rank = (u8, std::cmp::Reverse<u32>, u8);
+
+/// Cubin or PTX, and its rank, or why the entry does not load.
+fn evaluate(o: &CodeObject, gpu: u32) -> Result<(Tier, Rank), CudaRejection> {
     let Some(c) = o.cuda.filter(|_| matches!(o.format, Format::CudaFatbin | Format::Cubin)) else {
         return Err(if o.image_kind.is_some() { CudaRejection::Relocatable } else { CudaRejection::NotFatBinary });
     };
@@ -142,13 +145,13 @@ pub fn select(objects: &[CodeObject], gpu: &Gpu) -> Selection {
     let Some(gpu_no) = gpu_number(gpu) else {
         for (i, o) in objects.iter().enumerate() {
             let kind = o.offload_kind.clone();
-            sel.verdicts[i] = (!o.container).then(|| Verdict::Rejected(Rejection::OtherKind { kind }));
+            sel.verdicts[i] = (!o.container).then_some(Verdict::Rejected(Rejection::OtherKind { kind }));
         }
         return sel;
     };
     let units = objects.iter().map(|o| o.unit + 1).max().unwrap_or(0);
     // Per unit, the best (key, position tie-break, index) so far.
-    type Key = ((u8, std::cmp::Reverse<u32>, u8), usize);
+    type Key = (Rank, usize);
     let mut best: Vec<Option<(Key, usize)>> = vec![None; units];
     let mut relevant = vec![false; units];
     let mut compatible = Vec::new();
