@@ -167,9 +167,9 @@ pub enum Payload<'a> {
     /// compressed bundle `blob` (header included).
     Compressed { blob: Bytes<'a>, start: u64, len: u64 },
     /// `len` bytes at `start` of a CUDA fat binary entry's decoded
-    /// `stream`, which declares `uncompressed` bytes; PTX (`text`) ends at
-    /// its first NUL.
-    Cuda { stream: Bytes<'a>, codec: crate::cuda::Codec, uncompressed: u64, start: u64, len: u64, text: bool },
+    /// `stream`, which declares `uncompressed` bytes (for PTX, the text
+    /// without the NUL that ends the stream).
+    Cuda { stream: Bytes<'a>, codec: crate::cuda::Codec, uncompressed: u64, start: u64, len: u64 },
 }
 
 /// What a CUDA fat binary entry's header says, for the rules that pick one
@@ -333,7 +333,7 @@ impl<'a> Inventory<'a> {
                     .ok_or(BytesError::OutOfRange)?;
                 data.get(range).map(|b| Cow::Owned(b.to_vec())).ok_or(BytesError::OutOfRange)
             }
-            Payload::Cuda { stream, codec, uncompressed, start, len, text } => {
+            Payload::Cuda { stream, codec, uncompressed, start, len } => {
                 let stream = self.resolve(stream);
                 let key = (stream.as_ptr() as usize, stream.len());
                 let cached = self.decompressed.borrow().get(&key).cloned();
@@ -350,9 +350,7 @@ impl<'a> Inventory<'a> {
                     .zip(usize::try_from(len).ok())
                     .and_then(|(s, l)| Some(s..s.checked_add(l)?))
                     .ok_or(BytesError::OutOfRange)?;
-                let part = data.get(range).ok_or(BytesError::OutOfRange)?;
-                let part = if text { crate::cuda::ptx_text(part) } else { part };
-                Ok(Cow::Owned(part.to_vec()))
+                data.get(range).map(|b| Cow::Owned(b.to_vec())).ok_or(BytesError::OutOfRange)
             }
         }
     }

@@ -92,8 +92,7 @@ impl<'a> Scanner<'a> {
                         codec,
                         uncompressed: declared,
                         start: 0,
-                        len: declared,
-                        text: kind == EntryKind::Ptx,
+                        len: size,
                     };
                     (size, payload, None)
                 }
@@ -172,7 +171,6 @@ impl<'a> Scanner<'a> {
                 uncompressed: entry.header.uncompressed_size,
                 start: 0,
                 len: entry.header.uncompressed_size,
-                text: false,
             },
             None => Payload::Plain(self.bytes_of(base, entry.stored)),
         };
@@ -212,7 +210,6 @@ impl<'a> Scanner<'a> {
                         uncompressed: entry.header.uncompressed_size,
                         start: child.start,
                         len: child.len,
-                        text: false,
                     },
                     None,
                 ),
