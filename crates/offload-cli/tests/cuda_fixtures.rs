@@ -192,3 +192,27 @@ fn select_follows_the_cuda_driver_rules() {
     let codes: Vec<&str> = others.iter().map(|(_, c)| c.as_str()).collect();
     assert_eq!(codes, ["lto-ir", "relocatable", "relocatable"]);
 }
+
+/// Offsets of the `.nvFatBinSegment` records (magic `b1 43 62 46`, 24-byte
+/// stride) in a file.
+fn wrapper_records(data: &[u8]) -> Vec<usize> {
+    let first = data.windows(4).position(|w| w == [0xb1, 0x43, 0x62, 0x46]).expect("a registration record");
+    (first..data.len()).step_by(24).take_while(|&at| data[at..].starts_with(&[0xb1, 0x43, 0x62, 0x46])).collect()
+}
+
+#[test]
+fn a_registration_record_pointing_at_no_fat_binary_is_an_error() {
+    let data = std::fs::read(dir().join("libsmall.so")).unwrap();
+    let records = wrapper_records(&data);
+    assert_eq!(records.len(), 1);
+    let tmp = tempfile::tempdir().unwrap();
+    let mut patched = data.clone();
+    let address = u64::from_le_bytes(patched[records[0] + 8..records[0] + 16].try_into().unwrap());
+    patched[records[0] + 8..records[0] + 16].copy_from_slice(&(address + 8).to_le_bytes());
+    let p = tmp.path().join("libsmall.so");
+    std::fs::write(&p, &patched).unwrap();
+    let out = offload(&["verify", p.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("CUDA registration record at 0x0 points at no fat binary"), "{text}");
+}

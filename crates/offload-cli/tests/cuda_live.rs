@@ -254,3 +254,30 @@ fn verify_passes_on_every_corpus_file() {
         );
     }
 }
+
+#[test]
+fn fat_binaries_no_record_registers_are_not_loaded() {
+    let Some(dir) = corpus() else { return };
+    // libtwo.so: three fat binaries, three records. Point the first record
+    // at the second fat binary: the first is then registered by nobody.
+    let mut data = std::fs::read(dir.join("libtwo.so")).unwrap();
+    let first = data.windows(4).position(|w| w == [0xb1, 0x43, 0x62, 0x46]).unwrap();
+    let records: Vec<usize> =
+        (first..data.len()).step_by(24).take_while(|&at| data[at..].starts_with(&[0xb1, 0x43, 0x62, 0x46])).collect();
+    assert_eq!(records.len(), 3);
+    let addresses: Vec<u64> =
+        records.iter().map(|&r| u64::from_le_bytes(data[r + 8..r + 16].try_into().unwrap())).collect();
+    let lowest = *addresses.iter().min().unwrap();
+    let second = *addresses.iter().filter(|&&a| a != lowest).min().unwrap();
+    let which = addresses.iter().position(|&a| a == lowest).unwrap();
+    data[records[which] + 8..records[which] + 16].copy_from_slice(&second.to_le_bytes());
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("libtwo.so");
+    std::fs::write(&p, &data).unwrap();
+    let out = offload(&["select", "--json", "--gpu", "sm_86", p.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for r in json(&out) {
+        let first_unit = n(&r, "unit") == 0;
+        assert_eq!(r["reason_code"].as_str() == Some("unregistered"), first_unit, "{r}");
+    }
+}

@@ -22,6 +22,7 @@
 mod cubin;
 mod decode;
 mod fatbin;
+pub mod wrapper;
 
 pub use cubin::{Cubin, cubin_extent, is_cubin};
 pub use decode::{code_object_bytes, decompress, ptx_text};

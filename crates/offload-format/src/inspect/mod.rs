@@ -183,6 +183,12 @@ pub struct CudaEntry {
     /// Found in `__nv_relfatbin`: relocatable device code that `nvlink`
     /// reads, never loaded by the runtime as such.
     pub relocatable: bool,
+    /// Absolute offset of the fat binary's header in the scanned file, when
+    /// it lies there.
+    pub fatbin: Option<u64>,
+    /// In an executable or shared library whose `.nvFatBinSegment` records
+    /// point at other fat binaries only: the runtime never registers it.
+    pub unregistered: bool,
 }
 
 /// One code object (or host entry) found in a file.

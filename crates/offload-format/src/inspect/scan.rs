@@ -227,6 +227,7 @@ impl<'a> Scanner<'a> {
                 }
             }
         }
+        self.cuda_wrappers(base, &file, data, loc);
         if self.opts.deep && !bundle_sections.is_empty() {
             let in_file = base.owned.is_none();
             let views: Vec<EntryView> = bundle_sections

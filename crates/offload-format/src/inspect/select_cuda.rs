@@ -6,7 +6,9 @@
 //!    on exactly A.B; `sm_ABf` on A = X with B ≤ Y. PTX `compute_AB` is
 //!    JIT-compiled for any GPU at or above A.B; `compute_ABa` only on A.B;
 //!    `compute_ABf` as `sm_ABf`. NVVM (LTO) entries and relocatable code
-//!    (`__nv_relfatbin`, relocatable cubins) are never loaded as such.
+//!    (`__nv_relfatbin`, relocatable cubins) are never loaded as such, nor
+//!    are fat binaries of a linked image that no `.nvFatBinSegment` record
+//!    registers.
 //! 2. A compatible cubin is used before any PTX.
 //! 3. Among entries of the chosen kind, the nearest (highest) architecture.
 //! 4. Ties: a cubin without flag 0x1000000 first, then file order; PTX the
@@ -41,6 +43,8 @@ pub enum CudaRejection {
     UnknownKind { kind: String },
     /// Device code of kind `cuda` outside a fat binary.
     NotFatBinary,
+    /// In a fat binary no `.nvFatBinSegment` record registers.
+    Unregistered,
 }
 
 impl CudaRejection {
@@ -55,6 +59,7 @@ impl CudaRejection {
             CudaRejection::Relocatable => "relocatable",
             CudaRejection::UnknownKind { .. } => "unknown-kind",
             CudaRejection::NotFatBinary => "not-fatbin",
+            CudaRejection::Unregistered => "unregistered",
         }
     }
 
@@ -81,6 +86,9 @@ impl CudaRejection {
             CudaRejection::UnknownKind { kind } => format!("entry kind {kind} has no known loading rule"),
             CudaRejection::NotFatBinary => {
                 "CUDA device code outside a fat binary: the CUDA runtime loads fat binaries".to_string()
+            }
+            CudaRejection::Unregistered => {
+                "no .nvFatBinSegment record points at its fat binary: the runtime never registers it".to_string()
             }
         }
     }
@@ -110,6 +118,9 @@ fn evaluate(o: &CodeObject, gpu: u32) -> Result<(Tier, Rank), CudaRejection> {
     }
     if c.relocatable {
         return Err(CudaRejection::Relocatable);
+    }
+    if c.unregistered {
+        return Err(CudaRejection::Unregistered);
     }
     let ptx = c.kind == EntryKind::Ptx;
     let shown = name(if ptx { "compute_" } else { "sm_" });
@@ -168,7 +179,9 @@ pub fn select(objects: &[CodeObject], gpu: &Gpu) -> Selection {
             sel.verdicts[i] = Some(Verdict::Rejected(r));
             continue;
         }
-        if o.cuda.is_some_and(|c| !c.relocatable && matches!(c.kind, EntryKind::Elf | EntryKind::Ptx)) {
+        if o.cuda
+            .is_some_and(|c| !c.relocatable && !c.unregistered && matches!(c.kind, EntryKind::Elf | EntryKind::Ptx))
+        {
             relevant[o.unit] = true;
         }
         match evaluate(o, gpu_no) {

@@ -9,7 +9,8 @@
 use super::{Base, Scanner};
 use crate::cuda::{self, Child, Codec, Entry, EntryKind, FatBinary};
 use crate::inspect::{CodeObject, CudaEntry, Format, Location, Payload, Severity, Step};
-use std::collections::HashMap;
+use object::{Object, ObjectSection, ObjectSymbol};
+use std::collections::{HashMap, HashSet};
 
 /// The triple `offload` reports for CUDA device code.
 const TRIPLE: &str = "nvptx64-nvidia-cuda";
@@ -77,7 +78,14 @@ impl<'a> Scanner<'a> {
                 );
                 self.diag(Severity::Warning, entry_at, loc, msg);
             }
-            let info = CudaEntry { kind, arch: entry.header.arch(), flags: entry.header.flags, relocatable };
+            let info = CudaEntry {
+                kind,
+                arch: entry.header.arch(),
+                flags: entry.header.flags,
+                relocatable,
+                fatbin: fat_at,
+                unregistered: false,
+            };
             if kind == EntryKind::Concat {
                 self.concat(base, &entry, entry_at, info, unit, &loc.with(Step::Entry(number.to_string())));
                 continue;
@@ -196,12 +204,8 @@ impl<'a> Scanner<'a> {
         };
         for child in children {
             let cloc = loc.with(Step::Image(child.index));
-            let cinfo = CudaEntry {
-                kind: child.header.kind(),
-                arch: child.header.arch(),
-                flags: child.header.flags,
-                relocatable: info.relocatable,
-            };
+            let cinfo =
+                CudaEntry { kind: child.header.kind(), arch: child.header.arch(), flags: child.header.flags, ..info };
             let (payload, offset) = match codec {
                 Some(codec) => (
                     Payload::Cuda {
@@ -253,6 +257,8 @@ impl<'a> Scanner<'a> {
             arch: cuda::Arch { number: header.sm(), suffix: cuda::Suffix::None },
             flags: 0,
             relocatable: header.elf_type == 1,
+            fatbin: None,
+            unregistered: false,
         };
         let offset = self.offset_of(base, object);
         let payload = Payload::Plain(self.bytes_of(base, object));
@@ -374,4 +380,93 @@ impl Scanner<'_> {
             Some(_) => {}
         }
     }
+}
+
+impl Scanner<'_> {
+    /// Reads an object's `.nvFatBinSegment` records (spec §2): each must
+    /// point at the start of a fat binary listed from this object (an
+    /// error otherwise, as the runtime would register garbage). In an
+    /// executable or shared library, fat binaries of `.nv_fatbin` that no
+    /// record points at are marked unregistered: the runtime never loads
+    /// them (cuRAND's first fat binary is one).
+    pub(super) fn cuda_wrappers(&mut self, base: &Base, file: &object::File, data: &[u8], loc: &Location) {
+        let Some(object_at) = self.offset_of(base, data) else { return };
+        let Some(section) = file.section_by_name(cuda::wrapper::WRAPPER_SECTION) else { return };
+        let sloc = loc.with(Step::Section(cuda::wrapper::WRAPPER_SECTION.into()));
+        let Ok(records) = section.data() else {
+            return self.diag(Severity::Error, Some(object_at), &sloc, "section data cannot be read".into());
+        };
+        let starts: HashSet<u64> = self.inv.objects.iter().filter_map(|o| o.cuda?.fatbin).collect();
+        let relocatable = file.kind() == object::ObjectKind::Relocatable;
+        let relocations: HashMap<u64, (Option<u64>, i64)> = if relocatable {
+            section
+                .relocations()
+                .map(|(offset, r)| {
+                    let target = match r.target() {
+                        object::RelocationTarget::Section(i) => Some(i),
+                        object::RelocationTarget::Symbol(i) => {
+                            file.symbol_by_index(i).ok().and_then(|s| s.section_index())
+                        }
+                        _ => None,
+                    };
+                    let start =
+                        target.and_then(|i| file.section_by_index(i).ok()).and_then(|s| s.file_range()).map(|r| r.0);
+                    (offset, (start, r.addend()))
+                })
+                .collect()
+        } else {
+            HashMap::new()
+        };
+        let mut registered = HashSet::new();
+        for w in cuda::wrapper::wrappers(records) {
+            let at = self.offset_of(base, records).map(|o| o + w.offset as u64);
+            if !w.is_valid() {
+                let msg = format!(
+                    "CUDA registration record at {:#x}: magic {:#010x} version {} (expected 0x466243b1, version 1 or 2)",
+                    w.offset, w.magic, w.version
+                );
+                self.diag(Severity::Error, at, &sloc, msg);
+                continue;
+            }
+            let target = if relocatable {
+                relocations.get(&(w.offset as u64 + 8)).and_then(|&(start, addend)| start?.checked_add_signed(addend))
+            } else {
+                file_offset(file, w.address)
+            };
+            match target.map(|t| object_at + t) {
+                Some(t) if starts.contains(&t) => {
+                    registered.insert(t);
+                }
+                _ => {
+                    let msg = format!(
+                        "CUDA registration record at {:#x} points at no fat binary (address {:#x})",
+                        w.offset, w.address
+                    );
+                    self.diag(Severity::Error, at, &sloc, msg);
+                }
+            }
+        }
+        if relocatable || registered.is_empty() {
+            return;
+        }
+        for o in &mut self.inv.objects {
+            if let Some(c) = o.cuda.as_mut()
+                && !c.relocatable
+                && c.fatbin.is_some_and(|f| f >= object_at && f < object_at + data.len() as u64)
+                && !c.fatbin.is_some_and(|f| registered.contains(&f))
+            {
+                c.unregistered = true;
+            }
+        }
+    }
+}
+
+/// The file offset (within the object) of a link-time address, through the
+/// section holding it.
+fn file_offset(file: &object::File, address: u64) -> Option<u64> {
+    file.sections().find_map(|s| {
+        let (start, size) = s.file_range()?;
+        let delta = address.checked_sub(s.address())?;
+        (delta < size.min(s.size())).then_some(start + delta)
+    })
 }
