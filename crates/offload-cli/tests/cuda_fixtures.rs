@@ -216,3 +216,42 @@ fn a_registration_record_pointing_at_no_fat_binary_is_an_error() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("CUDA registration record at 0x0 points at no fat binary"), "{text}");
 }
+
+#[test]
+fn a_fat_binary_inside_an_offload_binary_is_opened() {
+    // clang's new driver links CUDA device code into a fat binary and can
+    // carry it as an OffloadBinary image of kind cuda.
+    let tmp = tempfile::tempdir().unwrap();
+    let pkg = tmp.path().join("pkg.out");
+    let image = format!("--image=file={},triple=nvptx64-nvidia-cuda,arch=sm_80,kind=cuda", path("kern_lz4.fatbin"));
+    let out = common::run(std::process::Command::new(env!("CARGO_BIN_EXE_clang-offload-packager")).args([
+        "-o",
+        pkg.to_str().unwrap(),
+        &image,
+    ]));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let records = json(&offload(&["list", "--json", pkg.to_str().unwrap()]));
+    let kinds: Vec<(&str, &str, &str)> =
+        records.iter().map(|r| (s(r, "format"), s(r, "location"), s(r, "target_id"))).collect();
+    assert_eq!(
+        kinds,
+        [
+            ("offload-binary", "file", "sm_80"),
+            ("cuda-fatbin", "file image 0", "sm_75"),
+            ("cuda-fatbin", "file image 0", "sm_80"),
+            ("cuda-fatbin", "file image 0", "sm_90"),
+            ("cuda-fatbin", "file image 0", "sm_90"),
+        ]
+    );
+    assert_eq!(s(&records[0], "image_kind"), "fatbin");
+    let (rc, chosen, _) = {
+        let out = offload(&["select", "--json", "--gpu", "sm_86", pkg.to_str().unwrap()]);
+        let chosen: Vec<String> = json(&out)
+            .iter()
+            .filter(|r| r["selected"].as_bool() == Some(true))
+            .map(|r| s(r, "id").to_string())
+            .collect();
+        (out.status.code().unwrap(), chosen, ())
+    };
+    assert_eq!((rc, chosen), (0, vec!["cuda-elf-sm_80".to_string()]));
+}
