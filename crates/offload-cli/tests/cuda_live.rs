@@ -281,3 +281,35 @@ fn fat_binaries_no_record_registers_are_not_loaded() {
         assert_eq!(r["reason_code"].as_str() == Some("unregistered"), first_unit, "{r}");
     }
 }
+
+#[test]
+fn select_matches_the_spec_examples() {
+    let Some(dir) = corpus() else { return };
+    let chosen = |file: &str, gpu: &str| -> (i32, Vec<(u64, String)>) {
+        let out = offload(&["select", "--json", "--gpu", gpu, dir.join(file).to_str().unwrap()]);
+        let picked = json(&out)
+            .iter()
+            .filter(|r| r["selected"].as_bool() == Some(true))
+            .map(|r| (n(r, "unit"), s(r, "id").to_string()))
+            .collect();
+        (out.status.code().unwrap(), picked)
+    };
+    // cuda-fatbin-spec.md §9: obj_multi.o on sm_86 loads the sm_80 cubin.
+    assert_eq!(chosen("obj_multi.o", "sm_86"), (0, vec![(0, "cuda-elf-sm_80".to_string())]));
+    // libtwo.so's two.cu unit (sm_75 and sm_86 cubins, compute_86 PTX):
+    // the sm_86 cubin on 8.6, the PTX on 9.0 (the other units have sm_90).
+    let (rc, picked) = chosen("libtwo.so", "sm_86");
+    assert_eq!(rc, 0);
+    assert!(picked.contains(&(2, "cuda-elf-sm_86".to_string())), "{picked:?}");
+    let (rc, picked) = chosen("libtwo.so", "sm_90");
+    assert_eq!(rc, 0);
+    assert!(picked.contains(&(2, "cuda-ptx-sm_86".to_string())), "{picked:?}");
+    assert_eq!(picked.len(), 3);
+    // obj_suffix.o: nothing on 8.6 (exit 1), the sm_90a cubin on 9.0.
+    assert_eq!(chosen("obj_suffix.o", "sm_86").0, 1);
+    assert_eq!(chosen("obj_suffix.o", "sm_90"), (0, vec![(0, "cuda-elf-sm_90a".to_string())]));
+    // compute_80 PTX only: JIT-compiled on 8.0 and 12.0.
+    for gpu in ["sm_80", "sm_120"] {
+        assert_eq!(chosen("ptx_only.fatbin", gpu), (0, vec![(0, "cuda-ptx-sm_80".to_string())]), "{gpu}");
+    }
+}
