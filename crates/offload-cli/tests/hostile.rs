@@ -232,6 +232,11 @@ fn cuda_lies(v: &mut Vec<(&'static str, String, Vec<u8>, Vec<Mode>)>) {
         put32(&mut d, at, val);
         v.push(("CUDA fat binary", what.into(), d, modes()));
     }
+    // A header size past the end and no entries (found by fuzzing: it
+    // sliced past the input).
+    let mut d = vec![0x50, 0xed, 0x55, 0xba, 1, 0, 0x00, 0x40];
+    d.extend_from_slice(&0u64.to_le_bytes());
+    v.push(("CUDA fat binary", "header size 0x4000, fat size 0".into(), d, modes()));
     // The concatenated entry is the second one of concat.fatbin.
     let concat = fixture("cuda/concat.fatbin");
     let first = 16 + u32::from_le_bytes(concat[20..24].try_into().unwrap()) as usize;

@@ -31,7 +31,10 @@ impl<'a> FatBinary<'a> {
         if usize::from(header_size) < FATBIN_HEADER_SIZE {
             return Err(CudaError::BadHeaderSize { at, size: header_size });
         }
-        let available = data.len() - usize::from(header_size).min(data.len());
+        if usize::from(header_size) > data.len() {
+            return Err(CudaError::ShortHeader { at, needed: usize::from(header_size), available: data.len() });
+        }
+        let available = data.len() - usize::from(header_size);
         let end = usize::try_from(fat_size)
             .ok()
             .filter(|&n| n <= available)

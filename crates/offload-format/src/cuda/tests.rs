@@ -130,6 +130,10 @@ fn damaged_headers_are_typed_errors() {
     bad[16 + 4] = 8;
     let (_, fb) = fat_binaries(&bad).next().unwrap().unwrap();
     assert!(matches!(fb.entries().next(), Some(Err(CudaError::BadEntryHeaderSize { .. }))));
+    // A header size past the end with no entries (found by fuzzing).
+    let mut bad = fatbin(&[]);
+    bad[6..8].copy_from_slice(&0x4000u16.to_le_bytes());
+    assert!(matches!(fat_binaries(&bad).next(), Some(Err(CudaError::ShortHeader { needed: 0x4000, .. }))));
     // Garbage after a fat binary.
     let mut bad = good;
     bad.extend_from_slice(b"garbage!");
