@@ -221,4 +221,25 @@ mod tests {
         assert!(p(&["extract", "--all", "--kind", "hip", "f"]).is_err());
         assert!(p(&["list", "--json=1", "f"]).is_err());
     }
+
+    #[test]
+    fn nvidia_gpus_default_to_the_cuda_runtime() {
+        for (gpu, kind, want) in [
+            ("sm_80", None, Runtime::Cuda),
+            ("8.6", None, Runtime::Cuda),
+            ("compute_90", None, Runtime::Cuda),
+            ("sm_80", Some("openmp"), Runtime::OpenMp),
+            ("gfx906", None, Runtime::Hip),
+        ] {
+            let mut args = vec!["select", "--gpu", gpu];
+            if let Some(k) = kind {
+                args.extend(["--kind", k]);
+            }
+            args.push("f");
+            let Command::Select { runtime, .. } = p(&args).unwrap() else { panic!("{args:?}") };
+            assert_eq!(runtime, want, "{args:?}");
+        }
+        assert!(p(&["select", "--gpu", "sm_90a", "f"]).unwrap_err().contains("suffix"));
+        assert!(p(&["select", "--gpu", "sm_80", "--kind", "opencl", "f"]).unwrap_err().contains("cuda"));
+    }
 }
