@@ -83,6 +83,12 @@ impl TargetId {
     /// the features the processor supports are allowed. For other triples
     /// the processor is taken as is and no feature is allowed.
     pub fn parse(triple: &Triple, id: &str) -> Result<TargetId, TargetIdError> {
+        TargetId::parse_in(amdgpu::Table::Llvm19, triple, id)
+    }
+
+    /// [`TargetId::parse`] with the processors of `table` (the inspector
+    /// reads with [`amdgpu::Table::Current`]).
+    pub fn parse_in(table: amdgpu::Table, triple: &Triple, id: &str) -> Result<TargetId, TargetIdError> {
         let parts = parse_format(id)?;
         let unknown = || TargetIdError::UnknownProcessor {
             id: id.to_string(),
@@ -90,7 +96,7 @@ impl TargetId {
             triple: triple.as_str().to_string(),
         };
         let (processor, xnack, sramecc) = if triple.is_amdgcn() {
-            let p = amdgpu::amdgcn_processor(parts.processor).ok_or_else(unknown)?;
+            let p = table.amdgcn_processor(parts.processor).ok_or_else(unknown)?;
             (p.name, p.xnack, p.sramecc)
         } else if triple.is_r600() {
             (amdgpu::r600_canonical(parts.processor).ok_or_else(unknown)?, false, false)

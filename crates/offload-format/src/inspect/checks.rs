@@ -4,7 +4,7 @@
 //! hashes, and whether each code object is what its ID says).
 
 use super::elf_flags::{self, Setting};
-use super::id::{canonical_target_id, split_entry_id};
+use super::id::{canonical_target_id, split_entry_id, unknown_processor};
 use super::{Diagnostic, Location, Severity};
 use crate::bundle::compressed::{self, Blob};
 use crate::offload_binary::OffloadBinary;
@@ -226,9 +226,7 @@ pub(crate) fn entries(views: &[EntryView], ctx: &Context, out: &mut Vec<Diagnost
             let msg = format!("entry '{id}': unknown architecture in triple '{}'", split.triple);
             ctx.push(out, Severity::Error, Some(v.start), msg);
         }
-        if let Err(e) = canonical_target_id(&split.triple, &split.target) {
-            ctx.push(out, Severity::Error, Some(v.start), format!("entry '{id}': {e}"));
-        }
+        target_id(&format!("entry '{id}'"), &split.triple, &split.target, Some(v.start), ctx, out);
         if split.kind == "host" {
             hosts += 1;
         } else {
@@ -246,6 +244,19 @@ pub(crate) fn entries(views: &[EntryView], ctx: &Context, out: &mut Vec<Diagnost
             "target IDs '{a}' and '{b}' conflict (LLVM 19 refuses to bundle them together; runtimes take the first compatible one in file order)"
         );
         ctx.push(out, Severity::Warning, None, msg);
+    }
+}
+
+/// An invalid target ID is an error; a processor missing from the table
+/// (a GPU newer than this tool) only a warning, as the file may be fine.
+fn target_id(what: &str, triple: &str, target: &str, at: Option<u64>, ctx: &Context, out: &mut Vec<Diagnostic>) {
+    if let Err(e) = canonical_target_id(triple, target) {
+        ctx.push(out, Severity::Error, at, format!("{what}: {e}"));
+    } else if let Some(processor) = unknown_processor(triple, target) {
+        let msg = format!(
+            "{what}: processor '{processor}' is not in this tool's processor table; its target ID and code object were not checked"
+        );
+        ctx.push(out, Severity::Warning, at, msg);
     }
 }
 
@@ -289,7 +300,8 @@ fn code_object(
         ctx.push(out, Severity::Error, Some(start), msg);
         return;
     }
-    let Ok(tid) = crate::target_id::TargetId::parse(&Triple::parse(triple), target) else { return };
+    let table = crate::amdgpu::Table::Current;
+    let Ok(tid) = crate::target_id::TargetId::parse_in(table, &Triple::parse(triple), target) else { return };
     match elf.processor {
         Some(p) if p != tid.processor => {
             let msg = format!(
@@ -300,13 +312,22 @@ fn code_object(
             return;
         }
         None => {
-            let msg = format!("entry '{id}': ELF e_flags {:#x} name a processor LLVM 19 does not know", elf.flags);
+            let msg = format!(
+                "entry '{id}': ELF e_flags {:#x} name a processor that is not in this tool's processor table",
+                elf.flags
+            );
             ctx.push(out, Severity::Warning, Some(start), msg);
             return;
         }
         _ => {}
     }
+    // Only target-ID features are compared: a processor without one cannot
+    // say "any" for it in its ID, whatever its ELF header records.
+    let supported = table.target_id_features(&Triple::parse(triple), &tid.processor);
     for (feature, setting) in [("xnack", elf.xnack), ("sramecc", elf.sramecc)] {
+        if !supported.contains(&feature) {
+            continue;
+        }
         let wanted = tid.features.get(feature).copied();
         let bad = match (wanted, setting) {
             (_, Setting::Unknown) => false,
@@ -370,9 +391,7 @@ pub(crate) fn offload_binary(b: &OffloadBinary, at: Option<u64>, loc: &Location,
     if !Triple::parse(&triple).is_known_arch() {
         ctx.push(out, Severity::Error, Some(0), format!("{what}: unknown architecture in triple '{triple}'"));
     }
-    if let Err(e) = canonical_target_id(&triple, &arch) {
-        ctx.push(out, Severity::Error, Some(0), format!("{what}: {e}"));
-    }
+    target_id(&what, &triple, &arch, Some(0), &ctx, out);
     if b.version() != 1 {
         let msg = format!("{what}: OffloadBinary version {} (LLVM 15 to 19 read version 1 only)", b.version());
         ctx.push(out, Severity::Warning, Some(0), msg);

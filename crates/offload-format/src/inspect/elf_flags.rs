@@ -3,67 +3,14 @@
 //! sramecc settings it was built for. `verify` compares these with the
 //! bundle entry ID, because runtimes choose by the ID and then load the ELF.
 //!
-//! The processor numbers are LLVM 19's; they were read back from objects
-//! that `llc -mtriple=amdgcn-amd-amdhsa -mcpu=<processor>` wrote for every
-//! processor LLVM 19 knows.
+//! The processor numbers come from the current processor table
+//! ([`crate::amdgpu`]), so code objects for GPUs newer than LLVM 19
+//! (gfx950, gfx1250, ...) are recognised.
 
 /// `EM_AMDGPU`.
 pub(crate) const EM_AMDGPU: u16 = 224;
 /// `ELFOSABI_AMDGPU_HSA`.
 const ELFOSABI_AMDGPU_HSA: u8 = 64;
-
-static MACH: [(u8, &str); 50] = [
-    (0x20, "gfx600"),
-    (0x21, "gfx601"),
-    (0x22, "gfx700"),
-    (0x23, "gfx701"),
-    (0x24, "gfx702"),
-    (0x25, "gfx703"),
-    (0x26, "gfx704"),
-    (0x28, "gfx801"),
-    (0x29, "gfx802"),
-    (0x2a, "gfx803"),
-    (0x2b, "gfx810"),
-    (0x2c, "gfx900"),
-    (0x2d, "gfx902"),
-    (0x2e, "gfx904"),
-    (0x2f, "gfx906"),
-    (0x30, "gfx908"),
-    (0x31, "gfx909"),
-    (0x32, "gfx90c"),
-    (0x33, "gfx1010"),
-    (0x34, "gfx1011"),
-    (0x35, "gfx1012"),
-    (0x36, "gfx1030"),
-    (0x37, "gfx1031"),
-    (0x38, "gfx1032"),
-    (0x39, "gfx1033"),
-    (0x3a, "gfx602"),
-    (0x3b, "gfx705"),
-    (0x3c, "gfx805"),
-    (0x3d, "gfx1035"),
-    (0x3e, "gfx1034"),
-    (0x3f, "gfx90a"),
-    (0x40, "gfx940"),
-    (0x41, "gfx1100"),
-    (0x42, "gfx1013"),
-    (0x43, "gfx1150"),
-    (0x44, "gfx1103"),
-    (0x45, "gfx1036"),
-    (0x46, "gfx1101"),
-    (0x47, "gfx1102"),
-    (0x48, "gfx1200"),
-    (0x4a, "gfx1151"),
-    (0x4b, "gfx941"),
-    (0x4c, "gfx942"),
-    (0x4e, "gfx1201"),
-    (0x51, "gfx9-generic"),
-    (0x52, "gfx10-1-generic"),
-    (0x53, "gfx10-3-generic"),
-    (0x54, "gfx11-generic"),
-    (0x55, "gfx1152"),
-    (0x59, "gfx12-generic"),
-];
 
 /// How a code object was built with respect to one feature.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,7 +27,7 @@ pub(crate) enum Setting {
 pub(crate) struct ElfTarget {
     pub machine: u16,
     pub flags: u32,
-    /// `None` when the processor number is not one LLVM 19 knows.
+    /// `None` when the processor number is not in the processor table.
     pub processor: Option<&'static str>,
     pub xnack: Setting,
     pub sramecc: Setting,
@@ -104,7 +51,7 @@ pub(crate) fn read(data: &[u8]) -> Option<ElfTarget> {
     let flags = if little { u32::from_le_bytes(b) } else { u32::from_be_bytes(b) };
     let machine = u16_at(18);
     let mach = (flags & 0xff) as u8;
-    let processor = MACH.iter().find(|(m, _)| *m == mach).map(|(_, p)| *p);
+    let processor = crate::amdgpu::processor_by_elf_mach(mach).map(|p| p.name);
     let (xnack, sramecc) = match (data[7], data[8]) {
         // Code object v3: one bit each, no "any".
         (ELFOSABI_AMDGPU_HSA, 1) => (on_off(flags & 0x100 != 0), on_off(flags & 0x200 != 0)),
@@ -162,9 +109,12 @@ mod tests {
     }
 
     #[test]
-    fn table_covers_every_llvm19_processor() {
-        for p in crate::amdgpu::amdgcn_processors() {
-            assert!(MACH.iter().any(|(_, name)| *name == p.name), "{} missing", p.name);
-        }
+    fn newer_processors_are_recognised() {
+        // gfx950 (0x4f) with sramecc+ and xnack any, as ROCm 7 builds it.
+        let t = read(&header(EM_AMDGPU, 64, 4, 0xd4f)).unwrap();
+        assert_eq!(t.processor, Some("gfx950"));
+        assert_eq!((t.xnack, t.sramecc), (Setting::Any, Setting::On));
+        assert_eq!(read(&header(EM_AMDGPU, 64, 4, 0x49)).unwrap().processor, Some("gfx1250"));
+        assert_eq!(read(&header(EM_AMDGPU, 64, 4, 0xff)).unwrap().processor, None);
     }
 }

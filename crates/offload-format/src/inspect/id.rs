@@ -6,7 +6,8 @@
 //! before the first dash, then at most five dash-separated fields, the fifth
 //! being the target ID.
 
-use crate::target_id::{TargetId, TargetIdError};
+use crate::amdgpu::{self, Table};
+use crate::target_id::{TargetId, TargetIdError, parse_format};
 use crate::triple::Triple;
 
 /// A stored ID split into what it means.
@@ -54,7 +55,8 @@ fn names_processor(triple: &str, field: &str) -> bool {
     let processor = field.split(':').next().unwrap_or("");
     let t = Triple::parse(triple);
     if t.is_amdgpu() {
-        crate::amdgpu::canonical_processor(&t, processor).is_some()
+        Table::Current.canonical_processor(&t, processor).is_some()
+            || (t.is_amdgcn() && amdgpu::looks_like_amdgcn_processor(processor))
     } else if t.is_nvptx() {
         processor.starts_with("sm_")
     } else {
@@ -63,13 +65,29 @@ fn names_processor(triple: &str, field: &str) -> bool {
 }
 
 /// The canonical spelling of `target` for `triple` (`fiji` is `gfx803`,
-/// features sorted), or why it has none. An empty target has none and is
-/// no error.
+/// features sorted; processors of [`Table::Current`]), or why it has none.
+/// An empty target has none and is no error. A well-formed target whose
+/// AMDGPU processor is not in the table (a GPU newer than this tool) is
+/// taken as stored: see [`unknown_processor`].
 pub fn canonical_target_id(triple: &str, target: &str) -> Result<String, TargetIdError> {
     if target.is_empty() {
         return Ok(String::new());
     }
-    TargetId::parse(&Triple::parse(triple), target).map(|t| t.canonical())
+    let t = Triple::parse(triple);
+    match TargetId::parse_in(Table::Current, &t, target) {
+        Ok(id) => Ok(id.canonical()),
+        Err(TargetIdError::UnknownProcessor { .. }) if t.is_amdgpu() => Ok(target.to_string()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The processor of a well-formed AMDGPU `target` when it is not in this
+/// tool's processor table (its features could not be checked).
+pub fn unknown_processor<'a>(triple: &str, target: &'a str) -> Option<&'a str> {
+    let t = Triple::parse(triple);
+    let processor = parse_format(target).ok()?.processor;
+    let unknown = t.is_amdgpu() && !processor.is_empty() && Table::Current.canonical_processor(&t, processor).is_none();
+    unknown.then_some(processor)
 }
 
 #[cfg(test)]
@@ -108,5 +126,29 @@ mod tests {
         assert_eq!(canonical_target_id("x86_64-unknown-linux-gnu", "").unwrap(), "");
         assert!(canonical_target_id("amdgcn-amd-amdhsa", "gfx1030:xnack+").is_err());
         assert_eq!(canonical_target_id("nvptx64-nvidia-cuda", "sm_70").unwrap(), "sm_70");
+        // Newer than LLVM 19, in the current table.
+        assert_eq!(
+            canonical_target_id("amdgcn-amd-amdhsa", "gfx950:xnack-:sramecc+").unwrap(),
+            "gfx950:sramecc+:xnack-"
+        );
+        assert!(canonical_target_id("amdgcn-amd-amdhsa", "gfx1153:xnack+").is_err());
+        assert_eq!(unknown_processor("amdgcn-amd-amdhsa", "gfx950:sramecc+"), None);
+        // Not in the table: kept as stored, reported as unknown.
+        assert_eq!(
+            canonical_target_id("amdgcn-amd-amdhsa", "gfx9999:xnack+:sramecc-").unwrap(),
+            "gfx9999:xnack+:sramecc-"
+        );
+        assert_eq!(unknown_processor("amdgcn-amd-amdhsa", "gfx9999:xnack+"), Some("gfx9999"));
+        assert_eq!(unknown_processor("amdgcn-amd-amdhsa", ""), None);
+        assert_eq!(unknown_processor("nvptx64-nvidia-cuda", "sm_999"), None);
+        assert!(canonical_target_id("amdgcn-amd-amdhsa", "gfx9999:xnack").is_err());
+    }
+
+    #[test]
+    fn unknown_gfx_names_split_as_processors() {
+        let e = split_entry_id("hip-amdgcn-amd-amdhsa-gfx9999");
+        assert_eq!((e.triple.as_str(), e.target.as_str()), ("amdgcn-amd-amdhsa", "gfx9999"));
+        let e = split_entry_id("hip-amdgcn-amd-amdhsa-gfx1250");
+        assert_eq!((e.triple.as_str(), e.target.as_str()), ("amdgcn-amd-amdhsa", "gfx1250"));
     }
 }

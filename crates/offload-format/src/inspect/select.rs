@@ -13,8 +13,12 @@
 //! 3. The processor must be the GPU's, by canonical name (the GPU may be
 //!    given by an alternative name such as `fiji`; a stored alternative name
 //!    is not matched by the HIP runtime). For HIP, a generic code object
-//!    (`gfx9-generic`, ...) serves the processors of its family, and an
-//!    `amdgcnspirv` SPIR-V object serves any AMD GPU.
+//!    (`gfx9-generic`, ...) serves the processors of its family (the
+//!    coverage column of [`crate::amdgpu`]'s current table: gfx950 falls
+//!    back to `gfx9-4-generic`, gfx1153 to `gfx11-generic`, gfx1251 to
+//!    `gfx12-5-generic`), and an `amdgcnspirv` SPIR-V object serves any AMD
+//!    GPU. Processors are those of the current table; a GPU named by a
+//!    processor missing from it matches by exact name, features as given.
 //! 4. Each feature the code object fixes (`xnack+`, `sramecc-`) must be set
 //!    the same way on the GPU; a feature it leaves out ("any") matches both
 //!    settings. A feature the GPU description leaves out is unknown, and a
@@ -29,6 +33,7 @@
 //!    build in most cases.
 
 use super::CodeObject;
+use crate::amdgpu::{self, Table};
 use crate::target_id::{TargetId, TargetIdError, parse_format};
 use crate::triple::Triple;
 use std::fmt;
@@ -92,7 +97,7 @@ pub struct Gpu {
 pub enum GpuError {
     #[error("'{0}' is a generic target, not a GPU; name the processor (e.g. gfx906)")]
     Generic(String),
-    #[error("{0} (processors are LLVM 19's: gfx90a, gfx90a:xnack+, gfx1100, fiji, sm_80, ...)")]
+    #[error("{0} (a processor name with its settings: gfx90a, gfx942:sramecc+:xnack-, gfx1100, fiji, sm_80, ...)")]
     TargetId(#[from] TargetIdError),
     #[error("'{0}': NVIDIA GPUs have no target-ID features")]
     NvptxFeatures(String),
@@ -115,7 +120,14 @@ impl Gpu {
             }
             return Ok(Gpu { arch: "nvptx64", processor: parts.processor.to_string(), xnack: None, sramecc: None });
         }
-        let parsed = TargetId::parse(&Triple::parse("amdgcn-amd-amdhsa"), tid)?;
+        let parsed = match TargetId::parse_in(Table::Current, &Triple::parse("amdgcn-amd-amdhsa"), tid) {
+            Err(TargetIdError::UnknownProcessor { processor, .. })
+                if amdgpu::looks_like_amdgcn_processor(&processor) && !processor.ends_with("-generic") =>
+            {
+                return Gpu::not_in_table(tid);
+            }
+            parsed => parsed?,
+        };
         if parsed.processor.ends_with("-generic") {
             return Err(GpuError::Generic(parsed.processor));
         }
@@ -124,6 +136,34 @@ impl Gpu {
             xnack: parsed.features.get("xnack").copied(),
             sramecc: parsed.features.get("sramecc").copied(),
             processor: parsed.processor,
+        })
+    }
+
+    /// A GPU whose processor is not in the table: taken at its word, with
+    /// `xnack` and `sramecc` as the only settings it can have.
+    fn not_in_table(tid: &str) -> Result<Gpu, GpuError> {
+        let parts = parse_format(tid)?;
+        if let Some(other) = parts.features.keys().find(|f| !matches!(**f, "xnack" | "sramecc")) {
+            let (id, processor, feature) = (tid.to_string(), parts.processor.to_string(), other.to_string());
+            return Err(TargetIdError::UnsupportedFeature { id, processor, feature }.into());
+        }
+        Ok(Gpu {
+            arch: "amdgcn",
+            processor: parts.processor.to_string(),
+            xnack: parts.features.get("xnack").copied(),
+            sramecc: parts.features.get("sramecc").copied(),
+        })
+    }
+
+    /// Why the GPU's description could not be checked, when it could not:
+    /// its processor is not in this tool's processor table.
+    pub fn warning(&self) -> Option<String> {
+        let unknown = self.arch == "amdgcn" && Table::Current.amdgcn_processor(&self.processor).is_none();
+        unknown.then(|| {
+            format!(
+                "processor '{}' is not in this tool's processor table; code objects are matched by exact processor name, features as given",
+                self.processor
+            )
         })
     }
 
@@ -164,19 +204,6 @@ fn nvidia_gpu(text: &str) -> Option<Result<String, GpuError>> {
         Ok(format!("sm_{}", arch.number))
     } else {
         Err(GpuError::NvidiaSuffix(text.to_string()))
-    })
-}
-
-/// The generic target the HIP runtime falls back to for a processor (its
-/// `TargetGenericMap`, restricted to the targets LLVM 19 knows).
-pub fn generic_target(processor: &str) -> Option<&'static str> {
-    Some(match processor {
-        "gfx900" | "gfx902" | "gfx904" | "gfx906" | "gfx909" | "gfx90c" => "gfx9-generic",
-        "gfx1010" | "gfx1011" | "gfx1012" | "gfx1013" => "gfx10-1-generic",
-        "gfx1030" | "gfx1031" | "gfx1032" | "gfx1033" | "gfx1034" | "gfx1035" | "gfx1036" => "gfx10-3-generic",
-        "gfx1100" | "gfx1101" | "gfx1102" | "gfx1103" | "gfx1150" | "gfx1151" | "gfx1152" => "gfx11-generic",
-        "gfx1200" | "gfx1201" => "gfx12-generic",
-        _ => return None,
     })
 }
 
@@ -349,7 +376,7 @@ fn evaluate(o: &CodeObject, gpu: &Gpu, runtime: Runtime) -> Result<(Tier, usize)
     }
     let tier = if parts.processor == gpu.processor {
         Tier::Native
-    } else if runtime == Runtime::Hip && generic_target(&gpu.processor) == Some(parts.processor) {
+    } else if runtime == Runtime::Hip && amdgpu::generic_target(&gpu.processor) == Some(parts.processor) {
         Tier::Generic
     } else {
         return Err(Rejection::OtherProcessor { processor: parts.processor.to_string() });
@@ -430,7 +457,18 @@ mod tests {
         assert_eq!(g.target_id(), "gfx90a:sramecc+:xnack-");
         assert_eq!(gpu("sm_80").arch, "nvptx64");
         assert!(matches!(Gpu::parse("gfx1030:xnack+"), Err(GpuError::TargetId(_))));
-        assert!(matches!(Gpu::parse("gfx950"), Err(GpuError::TargetId(_))));
+        let g = gpu("gfx950:xnack-:sramecc+");
+        assert_eq!((g.processor.as_str(), g.xnack, g.sramecc, g.warning()), ("gfx950", Some(false), Some(true), None));
+        assert!(matches!(Gpu::parse("gfx1153:xnack+"), Err(GpuError::TargetId(_))));
+        assert!(matches!(Gpu::parse("gfx12-5-generic"), Err(GpuError::Generic(_))));
+        // Not in the table: accepted by name, with a warning.
+        let g = gpu("gfx9999:xnack+");
+        assert_eq!((g.processor.as_str(), g.xnack, g.sramecc), ("gfx9999", Some(true), None));
+        assert!(g.warning().unwrap().contains("not in this tool's processor table"));
+        assert!(matches!(Gpu::parse("gfx9999:cumode+"), Err(GpuError::TargetId(_))));
+        assert!(matches!(Gpu::parse("gfx99-generic"), Err(GpuError::TargetId(_))));
+        assert!(matches!(Gpu::parse("banana"), Err(GpuError::TargetId(_))));
+        assert_eq!(gpu("sm_80").warning(), None);
         assert!(matches!(Gpu::parse("gfx9-generic"), Err(GpuError::Generic(_))));
         assert!(Gpu::parse("sm_80:xnack+").is_err());
     }
@@ -522,6 +560,36 @@ mod tests {
         assert_eq!(o[0].1, "other-processor");
         let (_, o) = pick(&[&format!("{H}gfx1030:xnack+")], "gfx1030", Runtime::Hip);
         assert_eq!(o[0].1, "invalid-target-id");
+    }
+
+    #[test]
+    fn newer_processors_select_and_fall_back() {
+        let ids = [
+            format!("{H}gfx950:sramecc+:xnack+"),
+            format!("{H}gfx950:sramecc+:xnack-"),
+            format!("{H}gfx9-4-generic"),
+            format!("{H}gfx11-generic"),
+            format!("{H}gfx12-5-generic"),
+            format!("{H}gfx9999:xnack-"),
+        ];
+        let all: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let (c, others) = pick(&all, "gfx950:sramecc+:xnack-", Runtime::Hip);
+        assert_eq!(c.unwrap(), ids[1]);
+        assert!(others.contains(&(ids[0].clone(), "xnack-mismatch")));
+        assert!(others.contains(&(ids[2].clone(), "not-chosen")));
+        assert!(others.contains(&(ids[5].clone(), "other-processor")));
+        // Without native objects: the family's generic object.
+        assert_eq!(pick(&all[2..], "gfx950:sramecc+:xnack-", Runtime::Hip).0.unwrap(), ids[2]);
+        assert_eq!(pick(&all, "gfx1151", Runtime::Hip).0.unwrap(), ids[3]);
+        assert_eq!(pick(&all, "gfx1153", Runtime::Hip).0.unwrap(), ids[3]);
+        assert_eq!(pick(&all, "gfx1251:sramecc+", Runtime::Hip).0.unwrap(), ids[4]);
+        // Generic fallback is the HIP runtime's, not OpenMP's.
+        assert_eq!(pick(&["openmp-amdgcn-amd-amdhsa--gfx11-generic"], "gfx1151", Runtime::OpenMp).0, None);
+        // A processor missing from the table matches by exact name.
+        assert_eq!(pick(&all, "gfx9999:xnack-", Runtime::Hip).0.unwrap(), ids[5]);
+        let (c, others) = pick(&all, "gfx9999:xnack+", Runtime::Hip);
+        assert_eq!((c, others.contains(&(ids[5].clone(), "xnack-mismatch"))), (None, true));
+        assert_eq!(pick(&all, "gfx9998", Runtime::Hip).0, None);
     }
 
     #[test]

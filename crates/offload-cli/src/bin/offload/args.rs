@@ -20,9 +20,10 @@ commands:
 
 options:
   --json               machine-readable output (schema in the README)
-  --gpu GPU            a target ID: gfx90a:xnack+, gfx90a:sramecc+:xnack-,
+  --gpu GPU            a target ID: gfx90a:xnack+, gfx950:sramecc+:xnack-,
                        amdgcn-amd-amdhsa--gfx906, fiji, sm_80 (also
-                       compute_80, 8.0)
+                       compute_80, 8.0); a gfx name missing from the
+                       processor table is matched as given
   --kind hip|openmp|cuda
                        the runtime that loads the code (default hip; cuda
                        for an NVIDIA GPU)
@@ -90,6 +91,17 @@ impl<'a> Args<'a> {
 
 fn parse_gpu(text: &str) -> Result<Gpu, String> {
     Gpu::parse(text).map_err(|e| format!("--gpu: {e}"))
+}
+
+/// The warning to print before running `command`: its GPU's processor is
+/// not in the processor table (the run goes on, matching it as given).
+pub fn gpu_warning(command: &Command) -> Option<String> {
+    match command {
+        Command::Select { gpu, .. } | Command::Extract { gpu: Some(gpu), .. } => {
+            gpu.warning().map(|w| format!("--gpu: {w}"))
+        }
+        _ => None,
+    }
 }
 
 /// Parses the arguments after the program name.
@@ -207,13 +219,27 @@ mod tests {
     }
 
     #[test]
+    fn gpus_missing_from_the_table_are_warnings() {
+        let known = p(&["select", "--gpu", "gfx950:sramecc+:xnack-", "f"]).unwrap();
+        assert_eq!(gpu_warning(&known), None);
+        let unknown = p(&["select", "--gpu", "gfx9999:xnack+", "f"]).unwrap();
+        let w = gpu_warning(&unknown).unwrap();
+        assert!(w.starts_with("--gpu: processor 'gfx9999' is not in this tool's processor table"), "{w}");
+        let extract = p(&["extract", "--gpu", "gfx9999", "f"]).unwrap();
+        assert!(gpu_warning(&extract).is_some());
+        assert_eq!(gpu_warning(&p(&["extract", "--all", "f"]).unwrap()), None);
+    }
+
+    #[test]
     fn mistakes_are_usage_errors() {
         assert!(p(&[]).is_err());
         assert!(p(&["lsit", "f"]).is_err());
         assert!(p(&["list"]).is_err());
         assert!(p(&["list", "--gpu", "gfx906", "f"]).is_err());
         assert!(p(&["select", "f"]).unwrap_err().contains("--gpu"));
-        assert!(p(&["select", "--gpu", "gfx9000", "f"]).unwrap_err().contains("--gpu"));
+        assert!(p(&["select", "--gpu", "banana", "f"]).unwrap_err().contains("--gpu"));
+        assert!(p(&["select", "--gpu", "gfx90a:xnack", "f"]).unwrap_err().contains("--gpu"));
+        assert!(p(&["select", "--gpu", "gfx9-4-generic", "f"]).unwrap_err().contains("generic"));
         assert!(p(&["select", "--gpu"]).is_err());
         assert!(p(&["extract", "f"]).unwrap_err().contains("filter"));
         assert!(p(&["extract", "--all", "f", "g"]).is_err());

@@ -16,7 +16,11 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let argv0 = diag::argv0();
-    let code = match args::parse(&diag::args()) {
+    let parsed = args::parse(&diag::args());
+    if let Some(warning) = parsed.as_ref().ok().and_then(args::gpu_warning) {
+        eprintln!("{argv0}: warning: {warning}");
+    }
+    let code = match parsed {
         Err(msg) => {
             eprintln!("{argv0}: error: {msg}\n{}", args::USAGE.lines().next().unwrap_or_default());
             eprintln!("Try '{argv0} --help'.");

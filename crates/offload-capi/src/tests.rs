@@ -1,0 +1,96 @@
+//! Hostile input through the C entry points: every damaged variant of the
+//! samples must give statuses, never OFFLOAD_ERROR_INTERNAL (a caught
+//! panic), and every string and size read back must be usable.
+
+use super::*;
+use std::ffi::CStr;
+
+fn repo_file(path: &str) -> Vec<u8> {
+    std::fs::read(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(path)).expect("sample")
+}
+
+/// Scans `data` through the C API, reads every record, copies every code
+/// object out and selects; returns how many objects copied out.
+fn exercise(data: &[u8], flags: u32) -> usize {
+    let mut inv = std::ptr::null_mut();
+    // SAFETY: `data` outlives the inventory, freed at the end.
+    let st = unsafe { offload_scan_buffer(data.as_ptr(), data.len(), flags, &mut inv) };
+    assert_eq!(st, offload_status::OFFLOAD_OK);
+    let mut copied = 0;
+    unsafe {
+        for i in 0..offload_inventory_count(inv) {
+            let mut co = std::mem::zeroed::<offload_code_object>();
+            assert_eq!(offload_inventory_get(inv, i, &mut co), offload_status::OFFLOAD_OK);
+            for s in [co.location, co.format, co.id, co.offload_kind, co.triple, co.target_id, co.stored_target] {
+                assert!(!s.is_null());
+                let _ = CStr::from_ptr(s).to_str().expect("UTF-8");
+            }
+            if co.has_offset {
+                assert!(co.offset.checked_add(co.size).is_some_and(|end| end <= data.len() as u64));
+            }
+            let mut size = 0usize;
+            assert_eq!(
+                offload_code_object_copy(inv, i, std::ptr::null_mut(), 0, &mut size),
+                offload_status::OFFLOAD_OK
+            );
+            if size > 1 << 24 {
+                continue;
+            }
+            let mut buf = vec![0u8; size];
+            let st = offload_code_object_copy(inv, i, buf.as_mut_ptr(), buf.len(), &mut size);
+            assert!(
+                matches!(st, offload_status::OFFLOAD_OK | offload_status::OFFLOAD_ERROR_FORMAT),
+                "copy gave {st:?}: {:?}",
+                CStr::from_ptr(offload_last_error())
+            );
+            if st == offload_status::OFFLOAD_OK {
+                assert_eq!(size, buf.len());
+                copied += 1;
+            }
+        }
+        for d in 0..offload_inventory_diagnostic_count(inv) {
+            let mut diag = std::mem::zeroed::<offload_diagnostic>();
+            assert_eq!(offload_inventory_diagnostic(inv, d, &mut diag), offload_status::OFFLOAD_OK);
+            let _ = CStr::from_ptr(diag.message).to_str().expect("UTF-8");
+        }
+        let mut chosen = [0usize; 64];
+        let mut count = 0;
+        let st = offload_select(inv, c"gfx906".as_ptr(), OFFLOAD_RUNTIME_HIP, chosen.as_mut_ptr(), 64, &mut count);
+        assert_ne!(st, offload_status::OFFLOAD_ERROR_INTERNAL);
+        let mut buf = std::ptr::null_mut();
+        let st = offload_decompress(data.as_ptr(), data.len(), &mut buf);
+        assert_ne!(st, offload_status::OFFLOAD_ERROR_INTERNAL);
+        offload_buffer_free(buf);
+        offload_inventory_free(inv);
+    }
+    copied
+}
+
+#[test]
+fn samples_copy_out_every_code_object() {
+    for path in ["samples/hip-gfx906-gfx90a.bc", "samples/hip-gfx906-gfx90a.compressed.bc"] {
+        assert_eq!(exercise(&repo_file(path), 0), 3, "{path}");
+        assert_eq!(exercise(&repo_file(path), OFFLOAD_SCAN_VERIFY), 3, "{path}");
+    }
+}
+
+#[test]
+fn damaged_samples_give_statuses_not_panics() {
+    for path in [
+        "samples/hip-gfx906-gfx90a.bc",
+        "samples/hip-gfx906-gfx90a.compressed.bc",
+        "crates/offload-cli/tests/fixtures/inspect/libtwo.so",
+    ] {
+        let original = repo_file(path);
+        // Larger files: every 13th byte, to keep the test short.
+        let stride = if original.len() > 8192 { 13 } else { 1 };
+        for at in (0..original.len()).step_by(stride) {
+            let mut data = original.clone();
+            data[at] ^= 0xFF;
+            exercise(&data, if at % 2 == 0 { 0 } else { OFFLOAD_SCAN_VERIFY });
+        }
+        for len in (0..original.len()).step_by(stride * 7) {
+            exercise(&original[..len], OFFLOAD_SCAN_VERIFY);
+        }
+    }
+}

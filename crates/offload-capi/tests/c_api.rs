@@ -1,0 +1,295 @@
+//! The C API from C: `examples/list.c` and `tests/c/capi_check.c` are
+//! compiled with the system `cc` against the built `liboffload.so`, run on
+//! the repository's samples and the inspector's fixtures, and compared with
+//! `offload list --json` / `offload extract` (the binary next to this test,
+//! built by `cargo test --workspace`), with the library itself, and with a
+//! checked-in golden listing. Under valgrind they must show no leak and no
+//! memory error.
+//!
+//! `cc`, valgrind or the `offload` binary missing: those checks are skipped
+//! with a message, or fail when `OFFLOAD_REQUIRE_LLVM=1` (as CI runs).
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn required() -> bool {
+    std::env::var("OFFLOAD_REQUIRE_LLVM").is_ok_and(|v| v == "1")
+}
+
+/// Skips (or, under `OFFLOAD_REQUIRE_LLVM=1`, fails) when `what` is missing.
+fn missing(what: &str) {
+    assert!(!required(), "OFFLOAD_REQUIRE_LLVM=1 but {what} is missing");
+    eprintln!("skipping: {what} is missing (set OFFLOAD_REQUIRE_LLVM=1 to fail instead)");
+}
+
+fn on_path(tool: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|d| d.join(tool)).find(|p| p.is_file())
+}
+
+/// `target/<profile>`, where cargo puts `liboffload.so` and the binaries.
+fn target_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>").to_path_buf()
+}
+
+fn lib_dir() -> PathBuf {
+    let dir = target_dir();
+    if dir.join("liboffload.so").is_file() { dir } else { dir.join("deps") }
+}
+
+/// The `offload` binary of this build, when it has been built.
+fn offload_cli() -> Option<PathBuf> {
+    Some(target_dir().join("offload")).filter(|p| p.is_file())
+}
+
+/// Compiles a C program against the library; `None` without `cc`.
+fn compile(source: &str, name: &str, dir: &Path) -> Option<PathBuf> {
+    let Some(cc) = on_path("cc") else {
+        missing("cc");
+        return None;
+    };
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = dir.join(name);
+    let lib = lib_dir();
+    assert!(lib.join("liboffload.so").is_file(), "liboffload.so not found in {}", lib.display());
+    let status = Command::new(cc)
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-g", "-o"])
+        .arg(&out)
+        .arg(crate_dir.join(source))
+        .arg(format!("-I{}", crate_dir.join("include").display()))
+        .arg(format!("-L{}", lib.display()))
+        .arg("-loffload")
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .status()
+        .expect("cc runs");
+    assert!(status.success(), "cc failed on {source}");
+    Some(out)
+}
+
+fn run(program: &Path, args: &[&str]) -> Output {
+    Command::new(program).args(args).current_dir(repo()).output().expect("the C program runs")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The files the C programs are run on: the samples and the inspector's
+/// fixtures (a shared library with one bundle, one with two compressed
+/// bundles, an archive of fat objects and OffloadBinaries).
+const FILES: &[&str] = &[
+    "samples/hip-gfx906-gfx90a.bc",
+    "samples/hip-gfx906-gfx90a.compressed.bc",
+    "crates/offload-cli/tests/fixtures/inspect/libscale.so",
+    "crates/offload-cli/tests/fixtures/inspect/libtwo.so",
+    "crates/offload-cli/tests/fixtures/inspect/libfat.a",
+];
+
+/// The lines `list.c` prints for a `list --json` array.
+fn expected_lines(json: &Value) -> Vec<String> {
+    let records = json.as_array().expect("a JSON array");
+    records
+        .iter()
+        .map(|o| {
+            let s = |k: &str| o[k].as_str().unwrap_or_default().to_string();
+            let tid = if s("target_id").is_empty() { "-".to_string() } else { s("target_id") };
+            let offset = o["offset"].as_u64().map_or_else(|| "-".to_string(), |v| format!("{v:#x}"));
+            format!("{}\t{}\t{}\t{}\t{}", s("id"), tid, o["size"], offset, s("location"))
+        })
+        .collect()
+}
+
+fn list_lines(list: &Path, file: &str) -> Vec<String> {
+    let out = run(list, &[file]);
+    assert!(out.status.success(), "list.c failed on {file}: {}", text(&out.stderr));
+    text(&out.stdout).lines().map(str::to_string).collect()
+}
+
+#[test]
+fn list_example_matches_offload_list_json() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let Some(list) = compile("examples/list.c", "list", dir.path()) else { return };
+
+    // Always: the golden listing checked in with the inspector's fixtures.
+    let golden =
+        std::fs::read_to_string(repo().join("crates/offload-cli/tests/fixtures/inspect/libscale.so.list.json"))
+            .expect("golden listing");
+    let golden: Value = serde_json::from_str(&golden).expect("golden JSON");
+    let lines = list_lines(&list, "crates/offload-cli/tests/fixtures/inspect/libscale.so");
+    assert_eq!(lines, expected_lines(&golden));
+    assert!(lines.len() >= 2, "libscale.so holds a host entry and device code");
+
+    // With the CLI of this build: every file.
+    let Some(cli) = offload_cli() else {
+        missing("target/<profile>/offload (run `cargo build -p offload-cli` or `cargo test --workspace`)");
+        return;
+    };
+    for file in FILES {
+        let out = Command::new(&cli).args(["list", "--json", file]).current_dir(repo()).output().expect("offload runs");
+        assert!(out.status.success(), "offload list failed on {file}");
+        let json: Value = serde_json::from_slice(&out.stdout).expect("offload list --json");
+        let expected = expected_lines(&json);
+        assert!(!expected.is_empty(), "{file} has code objects");
+        assert_eq!(list_lines(&list, file), expected, "list.c vs offload list --json on {file}");
+    }
+}
+
+#[test]
+fn list_example_on_a_file_without_code_objects_prints_nothing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let Some(list) = compile("examples/list.c", "list", dir.path()) else { return };
+    let plain = dir.path().join("plain.txt");
+    std::fs::write(&plain, b"no offload code here\n").expect("write");
+    let out = run(&list, &[plain.to_str().expect("UTF-8 path")]);
+    assert!(out.status.success());
+    assert!(out.stdout.is_empty());
+    let out = run(&list, &["/nonexistent/file.bc"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("'/nonexistent/file.bc': No such file or directory"), "{}", text(&out.stderr));
+}
+
+/// The bytes of code object `index` of `file`, from the library.
+fn library_bytes(file: &str, index: usize) -> Vec<u8> {
+    let data = std::fs::read(repo().join(file)).expect("read input");
+    let inv = offload_format::inspect::scan(&data, "x", &offload_format::inspect::Options::default());
+    let object = inv.objects.get(index).expect("index in range");
+    inv.bytes(object).expect("bytes").into_owned()
+}
+
+#[test]
+fn select_and_copy_match_offload_extract() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let Some(check) = compile("tests/c/capi_check.c", "capi_check", dir.path()) else { return };
+    let cases = [
+        ("samples/hip-gfx906-gfx90a.bc", "gfx90a:xnack+", vec![2]),
+        ("samples/hip-gfx906-gfx90a.compressed.bc", "gfx906", vec![1]),
+        ("crates/offload-cli/tests/fixtures/inspect/libscale.so", "gfx906", vec![1]),
+        ("crates/offload-cli/tests/fixtures/inspect/libfat.a", "gfx906", vec![1, 4]),
+    ];
+    for (n, (file, gpu, chosen)) in cases.iter().enumerate() {
+        let out_dir = dir.path().join(format!("case{n}"));
+        std::fs::create_dir(&out_dir).expect("mkdir");
+        let out = run(&check, &["select", file, gpu, "hip", out_dir.to_str().expect("UTF-8")]);
+        assert!(out.status.success(), "capi_check select {file} {gpu}: {}", text(&out.stderr));
+        let got: Vec<usize> = text(&out.stdout).lines().filter_map(|l| l.split('\t').next()?.parse().ok()).collect();
+        assert_eq!(&got, chosen, "{file} on {gpu}");
+        for &i in chosen {
+            let bytes = std::fs::read(out_dir.join(format!("{i}.bin"))).expect("copied code object");
+            assert!(!bytes.is_empty());
+            assert_eq!(bytes, library_bytes(file, i), "{file} #{i} vs the library");
+            if let Some(cli) = offload_cli() {
+                let dest = out_dir.join(format!("{i}.extracted"));
+                let index = i.to_string();
+                let status = Command::new(&cli)
+                    .args(["extract", "--index", &index, "-o", dest.to_str().expect("UTF-8"), file])
+                    .current_dir(repo())
+                    .status()
+                    .expect("offload extract runs");
+                assert!(status.success());
+                assert_eq!(bytes, std::fs::read(&dest).expect("extracted"), "{file} #{i} vs offload extract");
+            }
+        }
+    }
+    if offload_cli().is_none() {
+        missing("target/<profile>/offload (the comparison with offload extract)");
+    }
+
+    // No gfx906 code in the second fat binary: offload select's message.
+    let out = run(&check, &["select", "crates/offload-cli/tests/fixtures/inspect/libtwo.so", "gfx906", "hip", "/tmp"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr)
+            .contains("no code object in the fat binary at section .hip_fatbin #1 loads on gfx906 (hip runtime) (1 chosen elsewhere)"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn decompress_gives_the_uncompressed_bundle() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let Some(check) = compile("tests/c/capi_check.c", "capi_check", dir.path()) else { return };
+    let out_file = dir.path().join("bundle.bc");
+    let out =
+        run(&check, &["decompress", "samples/hip-gfx906-gfx90a.compressed.bc", out_file.to_str().expect("UTF-8")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "3 code objects, 0 diagnostics\n");
+    let data = std::fs::read(repo().join("samples/hip-gfx906-gfx90a.compressed.bc")).expect("sample");
+    let blob = offload_format::bundle::compressed::read_single_blob(&data).expect("a CCOB");
+    let expected = offload_format::bundle::compressed::decompress(&blob).expect("decompresses");
+    let got = std::fs::read(&out_file).expect("output");
+    assert_eq!(got, expected);
+    assert!(got.starts_with(b"__CLANG_OFFLOAD_BUNDLE__"));
+}
+
+#[test]
+fn errors_have_status_and_message() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let Some(check) = compile("tests/c/capi_check.c", "capi_check", dir.path()) else { return };
+    let out = run(&check, &["errors", "/nonexistent/x.so"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let expected = [
+        "2\t'/nonexistent/x.so': No such file or directory",
+        "1\tpath is NULL",
+        "1\tout is NULL",
+        "1\tunknown scan flags 0x2a",
+        "junk: 0 code objects",
+        "1\tcode object index 0 is out of range (the inventory holds 0)",
+        "4\tno hip code objects found",
+    ];
+    let got = text(&out.stdout);
+    let lines: Vec<&str> = got.lines().collect();
+    assert_eq!(&lines[..expected.len()], &expected);
+    let rest = &lines[expected.len()..];
+    assert!(rest[0].starts_with("1\tgpu: ") && rest[0].contains("gfx9000"), "{}", rest[0]);
+    assert_eq!(rest[1], "1\tunknown runtime 7 (0: hip, 1: openmp)");
+    assert_eq!(rest[2], "1\tcode object index 3 is out of range (the inventory holds 0)");
+    assert_eq!(rest[3], "3\tnot a compressed bundle (no CCOB header)");
+    assert!(rest[4].starts_with("3\tFailed to decompress input: "), "{}", rest[4]);
+    assert_eq!(rest.len(), 5);
+}
+
+#[test]
+fn no_leaks_or_memory_errors_under_valgrind() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let Some(list) = compile("examples/list.c", "list", dir.path()) else { return };
+    let Some(check) = compile("tests/c/capi_check.c", "capi_check", dir.path()) else { return };
+    let Some(valgrind) = on_path("valgrind") else {
+        missing("valgrind");
+        return;
+    };
+    let out_dir = dir.path().to_str().expect("UTF-8").to_string();
+    let decompressed = dir.path().join("d.bc");
+    let runs: Vec<(&Path, Vec<&str>)> = vec![
+        (&list, vec!["samples/hip-gfx906-gfx90a.bc"]),
+        (&list, vec!["crates/offload-cli/tests/fixtures/inspect/libtwo.so"]),
+        (&list, vec!["crates/offload-cli/tests/fixtures/inspect/libfat.a"]),
+        (&check, vec!["select", "samples/hip-gfx906-gfx90a.compressed.bc", "gfx906", "hip", &out_dir]),
+        (&check, vec!["decompress", "samples/hip-gfx906-gfx90a.compressed.bc", decompressed.to_str().expect("UTF-8")]),
+        (&check, vec!["errors", "/nonexistent/x.so"]),
+    ];
+    for (program, args) in runs {
+        let out = Command::new(&valgrind)
+            .args(["--leak-check=full", "--errors-for-leak-kinds=definite,indirect,possible", "--error-exitcode=99"])
+            .arg(program)
+            .args(&args)
+            .current_dir(repo())
+            .output()
+            .expect("valgrind runs");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "valgrind {} {args:?}: exit {:?}\n{}",
+            program.display(),
+            out.status.code(),
+            text(&out.stderr)
+        );
+        assert!(text(&out.stderr).contains("ERROR SUMMARY: 0 errors"), "{}", text(&out.stderr));
+    }
+}
