@@ -4,8 +4,9 @@
 Generates a host file and N device files (default 8 x 64 MiB, partly
 compressible like real code objects), then for each workload runs LLVM 19's
 bundler and ours alternately, several times, and prints the median wall time
-and peak memory (max RSS) of each, the ratio ours/LLVM, and the floor: a
-kernel copy (copy_file_range) of the same bytes. Outputs are checked to be
+and peak memory (total and anonymous RSS: see measure.py) of each, the
+ratio ours/LLVM, and the floor: a kernel copy (copy_file_range) of the
+same bytes. Outputs are checked to be
 byte-identical to LLVM's before anything is timed.
 
     bench/bench.py [--size-mib 64] [--devices 8] [--runs 5] [--only bundle,list]
@@ -23,6 +24,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import measure
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LLVM19 = os.environ.get("OFFLOAD_LLVM19_BIN", "/usr/lib/llvm-19/bin")
@@ -58,7 +61,8 @@ def make_payload(path, size, seed):
 
 
 def run_measured(cmd, cwd):
-    """Runs cmd; returns (wall seconds, max RSS in MiB).
+    """Runs cmd; returns (wall seconds, peak total RSS in MiB, peak anonymous
+    RSS in MiB); see measure.py for the two memory figures.
 
     Dirty pages left by the previous run (576 MiB per run here) are written
     back first, outside the timing: otherwise the kernel's writeback of one
@@ -66,16 +70,8 @@ def run_measured(cmd, cwd):
     disk, not the tool (unbundling all varied from 0.15 to 0.9 s without it).
     """
     os.sync()
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    err = proc.stderr.read().decode(errors="replace")
-    proc.stderr.close()
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        sys.exit(f"command failed ({proc.returncode}): {' '.join(cmd)}\n{err}")
-    return wall, usage.ru_maxrss / 1024.0
+    m = measure.run(cmd, cwd)
+    return m.wall, m.total_mib, m.anon_mib
 
 
 def copy_floor(srcs, dst):
@@ -184,27 +180,32 @@ def main():
     floor = statistics.median(copy_floor([os.path.join(work, f) for f in files], os.path.join(work, "floor.out"))
                               for _ in range(3))
     print(f"# floor: copy_file_range of the {len(files)} inputs into one file: {floor:.3f} s", flush=True)
-    print(f"{'workload':26} {'LLVM s':>8} {'ours s':>8} {'ratio':>6} {'LLVM MiB':>9} {'ours MiB':>9} {'ratio':>6}")
+    print("# MiB: peak total RSS (ru_maxrss, counts mapped input pages read) / peak anonymous RSS (sampled)")
+    print(f"{'workload':26} {'LLVM s':>8} {'ours s':>8} {'ratio':>6} {'LLVM MiB':>13} {'ours MiB':>13} {'ratio':>9}")
     rows = []
     for name, wl_args, outputs in workloads:
         # Prerequisites (the LLVM bundle files) are made by the bundle workloads, which run first.
         times = {"llvm": [], "ours": []}
         mems = {"llvm": [], "ours": []}
+        anons = {"llvm": [], "ours": []}
         for r in range(args.runs):
             order = [("llvm", llvm), ("ours", ours)] if r % 2 == 0 else [("ours", ours), ("llvm", llvm)]
             for tool, exe in order:
                 cmd = [exe] + [a.replace("{tool}", tool) for a in wl_args]
-                t, m = run_measured(cmd, work)
+                t, m, a = run_measured(cmd, work)
                 times[tool].append(t)
                 mems[tool].append(m)
+                anons[tool].append(a)
         for o in outputs:
             a, b = os.path.join(work, o.replace("{tool}", "llvm")), os.path.join(work, o.replace("{tool}", "ours"))
             if not same_files(a, b):
                 sys.exit(f"{name}: {o} differs between LLVM and ours")
         lt, ot = statistics.median(times["llvm"]), statistics.median(times["ours"])
         lm, om = statistics.median(mems["llvm"]), statistics.median(mems["ours"])
+        la, oa = statistics.median(anons["llvm"]), statistics.median(anons["ours"])
         rows.append((name, lt, ot, lm, om))
-        print(f"{name:26} {lt:8.3f} {ot:8.3f} {ot / lt:6.2f} {lm:9.1f} {om:9.1f} {om / lm:6.2f}", flush=True)
+        print(f"{name:26} {lt:8.3f} {ot:8.3f} {ot / lt:6.2f} {lm:6.0f}/{la:6.1f} {om:6.0f}/{oa:6.1f} "
+              f"{om / lm:4.2f}/{oa / max(la, 1):4.2f}", flush=True)
     print("# all outputs byte-identical to LLVM 19's; medians of", args.runs, "alternating runs")
     compressed = [r for r in rows if r[0] == "unbundle one compressed"]
     if compressed:

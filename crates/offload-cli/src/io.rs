@@ -275,6 +275,9 @@ enum Staged {
     Direct { dest: PathBuf, data: File },
 }
 
+/// One output written by [`Outputs::stage_detached`].
+pub struct StagedOutput(Staged);
+
 /// Outputs of one run, written all together or not at all.
 #[derive(Default)]
 pub struct Outputs {
@@ -306,6 +309,21 @@ impl Outputs {
         fill(&mut staged, path, plan, inputs)?;
         self.staged.push(staged);
         Ok(())
+    }
+
+    /// Stages `plan` for `path` apart from any [`Outputs`], so that several
+    /// threads can write outputs at once; [`Outputs::adopt`] adds it to the
+    /// run. Dropped without being adopted, it leaves nothing behind.
+    pub fn stage_detached(path: &str, plan: &Plan, inputs: &[&Input]) -> Result<StagedOutput, OutputError> {
+        let mut staged = prepare(path)?;
+        fill(&mut staged, path, plan, inputs)?;
+        Ok(StagedOutput(staged))
+    }
+
+    /// Adds an output staged by [`Outputs::stage_detached`]; outputs are
+    /// committed in the order they were staged or adopted.
+    pub fn adopt(&mut self, output: StagedOutput) {
+        self.staged.push(output.0);
     }
 
     /// Stages several outputs, writing them in parallel (the kernel copies of

@@ -35,7 +35,6 @@ use super::Processor;
 /// Target-ID features: (xnack, sramecc).
 const NONE: (bool, bool) = (false, false);
 const X: (bool, bool) = (true, false);
-const S: (bool, bool) = (false, true);
 const XS: (bool, bool) = (true, true);
 
 /// Whether LLVM 19.1.7 knows the processor.

@@ -6,7 +6,6 @@
 use super::elf_flags::{self, Setting};
 use super::id::{canonical_target_id, split_entry_id, unknown_processor};
 use super::{Diagnostic, Location, Severity};
-use crate::bundle::compressed::{self, Blob};
 use crate::offload_binary::OffloadBinary;
 use crate::target_id::{BundleEntryId, find_conflicting_targets};
 use crate::triple::Triple;
@@ -349,33 +348,6 @@ fn code_object(
             ctx.push(out, Severity::Error, Some(start), msg);
         }
     }
-}
-
-/// Decompresses a compressed bundle and checks its size and hash.
-pub(crate) fn decompress(blob: &Blob, at: Option<u64>, loc: &Location, out: &mut Vec<Diagnostic>) -> Option<Vec<u8>> {
-    let diag = |severity, message| Diagnostic { severity, offset: at, location: loc.to_string(), message };
-    let data = match compressed::decompress_unverified(blob) {
-        Ok(d) => d,
-        Err(e) => {
-            out.push(diag(Severity::Error, format!("compressed bundle{}: {e}", self::at(at))));
-            return None;
-        }
-    };
-    let computed = compressed::truncated_md5(&data);
-    if computed != blob.header.hash {
-        let (severity, what) = if blob.header.hash == 0 {
-            (Severity::Warning, "has no hash (zero)")
-        } else {
-            (Severity::Error, "is corrupt: its hash does not match")
-        };
-        let msg = format!(
-            "compressed bundle{} {what} (stored {:#018x}, computed {computed:#018x})",
-            self::at(at),
-            blob.header.hash
-        );
-        out.push(diag(severity, msg));
-    }
-    Some(data)
 }
 
 /// Deep checks of one OffloadBinary image.

@@ -26,6 +26,8 @@
 
 mod ccob;
 mod checks;
+pub mod decode;
+mod deep;
 mod elf_flags;
 pub mod id;
 mod scan;
@@ -33,10 +35,8 @@ pub mod select;
 pub mod select_cuda;
 
 use std::borrow::Cow;
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::fmt;
-use std::rc::Rc;
+use std::sync::Arc;
 
 pub use scan::scan;
 
@@ -48,11 +48,14 @@ pub struct Options {
     /// How many containers deep to follow nesting (archive in archive,
     /// bundle in OffloadBinary, ...).
     pub max_depth: usize,
+    /// Threads that decompress bundles for a deep scan; 0: one per core
+    /// (fewer when the bundles are large, see [`decode::MEMORY_BUDGET`]).
+    pub workers: usize,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { deep: false, max_depth: 8 }
+        Options { deep: false, max_depth: 8, workers: 0 }
     }
 }
 
@@ -291,17 +294,14 @@ pub enum BytesError {
     Cuda(#[from] crate::cuda::CudaError),
 }
 
-/// Decompressed bundles by the address and length of their compressed bytes.
-type DecompressedCache = HashMap<(usize, usize), Rc<[u8]>>;
-
-/// Everything [`scan`] found.
+/// Everything [`scan`] found. It can be shared between threads (see
+/// [`decode::visit_objects`]).
 #[derive(Debug, Default)]
 pub struct Inventory<'a> {
     pub objects: Vec<CodeObject<'a>>,
     pub units: Vec<Unit>,
     pub diagnostics: Vec<Diagnostic>,
-    owned: Vec<Rc<[u8]>>,
-    decompressed: RefCell<DecompressedCache>,
+    owned: Vec<Arc<[u8]>>,
 }
 
 impl<'a> Inventory<'a> {
@@ -314,30 +314,27 @@ impl<'a> Inventory<'a> {
         }
     }
 
-    /// The bytes of a code object; compressed ones are decompressed (each
-    /// compressed bundle once; its hash is checked).
+    /// The bytes of one code object; a compressed one is decompressed (and
+    /// its bundle's hash checked) at every call, and nothing is kept: to
+    /// get the bytes of several objects, use [`decode::visit_objects`],
+    /// which decodes each bundle once.
     pub fn bytes(&self, object: &CodeObject<'a>) -> Result<Cow<'_, [u8]>, BytesError> {
         match object.payload {
             Payload::Plain(b) => Ok(Cow::Borrowed(self.resolve(b))),
             Payload::Compressed { blob, start, len } => {
-                let blob = self.resolve(blob);
-                let key = (blob.as_ptr() as usize, blob.len());
-                let cached = self.decompressed.borrow().get(&key).cloned();
-                let data = match cached {
-                    Some(d) => d,
-                    None => {
-                        let parsed = crate::bundle::compressed::read_blob(blob)?;
-                        let d: Rc<[u8]> = crate::bundle::compressed::decompress(&parsed)?.into();
-                        self.decompressed.borrow_mut().insert(key, d.clone());
-                        d
-                    }
-                };
+                let blob = crate::bundle::compressed::read_blob(self.resolve(blob))?;
+                let mut data = Vec::new();
+                decode::decode_checked_into(&blob, &mut data)?;
                 let range = usize::try_from(start)
                     .ok()
                     .zip(usize::try_from(len).ok())
                     .and_then(|(s, l)| Some(s..s.checked_add(l)?))
+                    .filter(|r| r.end <= data.len())
                     .ok_or(BytesError::OutOfRange)?;
-                data.get(range).map(|b| Cow::Owned(b.to_vec())).ok_or(BytesError::OutOfRange)
+                // The object's bytes, without a second copy.
+                data.truncate(range.end);
+                data.drain(..range.start);
+                Ok(Cow::Owned(data))
             }
             Payload::Cuda { stream, codec, uncompressed, start, len } => {
                 let stream = self.resolve(stream);

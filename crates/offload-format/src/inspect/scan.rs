@@ -5,6 +5,7 @@
 
 use super::ccob::{self, Inner};
 use super::checks::{self, EntryView};
+use super::deep;
 use super::id::{canonical_target_id, split_entry_id};
 use super::{Bytes, CodeObject, Diagnostic, Format, Inventory, Location, Options, Payload, Severity, Step, Unit};
 use crate::bundle::binary::MAGIC as BUNDLE_MAGIC;
@@ -13,18 +14,34 @@ use crate::offload_binary::{self, Binaries, MAGIC as OB_MAGIC};
 use object::read::archive::ArchiveFile;
 use object::{Object, ObjectSection};
 use std::collections::HashMap;
-use std::rc::Rc;
+use std::sync::Arc;
 
 mod cuda;
 
 /// Finds every code object in `data`. `name` is the file's name, used for
 /// archive locations (`member <name>(<member>)`).
 pub fn scan<'a>(data: &'a [u8], name: &str, opts: &Options) -> Inventory<'a> {
-    let mut s = Scanner { file: data, opts: *opts, inv: Inventory::default(), opened: HashMap::new() };
-    s.opened.insert(data.as_ptr() as usize, true);
-    let base = Base { data, owned: None };
-    s.container(&base, data, name, &Location::default(), 0, true);
-    s.inv
+    scan_counted(data, name, opts).0
+}
+
+/// [`scan`], and how many compressed bundles a deep scan took as checked in
+/// parallel beforehand.
+pub(crate) fn scan_counted<'a>(data: &'a [u8], name: &str, opts: &Options) -> (Inventory<'a>, usize) {
+    let mut s = Scanner::new(data, opts);
+    let mut prechecked = 0;
+    if opts.deep {
+        // The compressed bundles are found by a headers-only scan first, and
+        // checked in parallel; the deep scan then takes their diagnostics
+        // where it would have made them, so the order of everything it
+        // reports is that of a scan on one core.
+        let mut finder = Scanner::new(data, &Options { deep: false, ..*opts });
+        finder.found = Some(Vec::new());
+        finder.run(name);
+        s.checked = deep::check_all(finder.found.unwrap_or_default(), opts.workers);
+        prechecked = s.checked.len();
+    }
+    s.run(name);
+    (s.inv, prechecked - s.checked.len())
 }
 
 /// The buffer a slice being scanned belongs to: the file, or a buffer the
@@ -60,7 +77,7 @@ fn is_offload_section(name: &str) -> bool {
 }
 
 /// Whether a payload found inside a code object is worth opening.
-fn nests(payload: &[u8], host: bool) -> bool {
+pub(super) fn nests(payload: &[u8], host: bool) -> bool {
     if payload.starts_with(BUNDLE_MAGIC)
         || payload.starts_with(CCOB_MAGIC)
         || payload.starts_with(&OB_MAGIC)
@@ -83,9 +100,25 @@ struct Scanner<'a> {
     /// images each pointing at the next level, list a million objects (and
     /// eight deep, a hundred million).
     opened: HashMap<usize, bool>,
+    /// When set, the compressed bundles lying in the file are noted here
+    /// (to be checked in parallel before the deep scan).
+    found: Option<Vec<deep::Found<'a>>>,
+    /// Compressed bundles checked before the deep scan.
+    checked: deep::Checked,
 }
 
 impl<'a> Scanner<'a> {
+    fn new(file: &'a [u8], opts: &Options) -> Self {
+        let mut opened = HashMap::new();
+        opened.insert(file.as_ptr() as usize, true);
+        Scanner { file, opts: *opts, inv: Inventory::default(), opened, found: None, checked: Default::default() }
+    }
+
+    fn run(&mut self, name: &str) {
+        let base = Base { data: self.file, owned: None };
+        self.container(&base, self.file, name, &Location::default(), 0, true);
+    }
+
     fn bytes_of(&self, base: &Base, sub: &[u8]) -> Bytes<'a> {
         let (start, len) = subrange(base.data, sub).unwrap_or((0, 0));
         match base.owned {
@@ -111,8 +144,8 @@ impl<'a> Scanner<'a> {
         self.inv.units.len() - 1
     }
 
-    fn own(&mut self, data: Vec<u8>) -> (Rc<[u8]>, usize) {
-        let rc: Rc<[u8]> = data.into();
+    fn own(&mut self, data: Vec<u8>) -> (Arc<[u8]>, usize) {
+        let rc: Arc<[u8]> = data.into();
         self.inv.owned.push(rc.clone());
         (rc, self.inv.owned.len() - 1)
     }
@@ -453,6 +486,13 @@ impl<'a> Scanner<'a> {
             Ok(inner) => self.push_compressed(&inner, blob_bytes, unit, loc),
             Err(e) => self.diag(Severity::Error, at, loc, format!("compressed bundle{}: {e}", checks::at(at))),
         }
+        let file: &'a [u8] = self.file;
+        if let (Some(found), None) = (&mut self.found, base.owned)
+            && let Some(in_file) = subrange(file, rest).and_then(|(s, _)| file.get(s..))
+            && let Ok(blob) = compressed::read_blob(in_file)
+        {
+            found.push(deep::Found { blob, at, location: loc.clone() });
+        }
         if self.opts.deep {
             self.deep_compressed(&blob, at, loc, depth);
         }
@@ -489,45 +529,16 @@ impl<'a> Scanner<'a> {
     }
 
     /// `verify`: decompresses, checks size and hash, checks the bundle inside
-    /// and opens nested payloads.
+    /// and opens nested payloads. Bundles checked beforehand give their
+    /// findings without being decoded again, unless they hold payloads to
+    /// open.
     fn deep_compressed(&mut self, blob: &compressed::Blob, at: Option<u64>, loc: &Location, depth: usize) {
-        let mut out = Vec::new();
-        let Some(data) = checks::decompress(blob, at, loc, &mut out) else {
-            self.inv.diagnostics.extend(out);
-            return;
+        let (out, nested) = match self.checked.take(blob, at, loc) {
+            Some(diagnostics) => (diagnostics, None),
+            None => deep::check(blob, at, loc, &mut Vec::new()),
         };
-        let ctx = checks::Context::compressed(at, loc);
-        let mut nested = Vec::new();
-        if data.starts_with(BUNDLE_MAGIC) {
-            let parsed = checks::read_bundle(&data);
-            if let Some(problem) = &parsed.problem {
-                let msg = format!("compressed bundle{}: {}", checks::at(at), problem.describe(None));
-                out.push(Diagnostic { severity: Severity::Error, offset: at, location: loc.to_string(), message: msg });
-            }
-            checks::bundle(&parsed, &ctx, &mut out);
-            for e in &parsed.entries {
-                let host = split_entry_id(&String::from_utf8_lossy(e.id)).kind == "host";
-                if let Some(p) = e.payload.filter(|p| nests(p, host)) {
-                    nested.push((String::from_utf8_lossy(e.id).into_owned(), e.start, p.len()));
-                }
-            }
-        } else if let Some(comment) = ccob::text_comment(&data, data.len()) {
-            let (entries, _) = ccob::text_entries(&data, comment);
-            let views: Vec<EntryView> = entries
-                .iter()
-                .map(|e| EntryView {
-                    id: &e.id,
-                    start: e.start,
-                    len: e.len,
-                    payload: checks::slice(&data, e.start, e.len),
-                })
-                .collect();
-            checks::entries(&views, &ctx, &mut out);
-        }
         self.inv.diagnostics.extend(out);
-        if nested.is_empty() {
-            return;
-        }
+        let Some((data, nested)) = nested else { return };
         let (rc, index) = self.own(data);
         let owned = Base { data: &rc, owned: Some(index) };
         for (id, start, len) in nested {

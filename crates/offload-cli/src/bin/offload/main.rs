@@ -7,12 +7,13 @@ mod output;
 
 use args::{Command, Filter};
 use offload_cli::{diag, io};
+use offload_format::inspect::decode::visit_objects;
 use offload_format::inspect::select::{Gpu, Runtime, Selection, Tier, Verdict, select};
-use offload_format::inspect::{Inventory, Options, Severity, scan};
+use offload_format::inspect::{BytesError, Inventory, Options, Severity, scan};
 use offload_format::plan::Plan;
 use output::{Object, Value};
-use std::borrow::Cow;
 use std::process::ExitCode;
+use std::sync::Mutex;
 
 fn main() -> ExitCode {
     let argv0 = diag::argv0();
@@ -289,6 +290,12 @@ fn output_name(file: &str, index: usize, id: &str, bytes: &[u8]) -> String {
     format!("{}-{index}-{clean}{ext}", display_name(file))
 }
 
+/// Why `extract` stopped.
+enum ExtractError {
+    Bytes(BytesError),
+    Output(io::OutputError),
+}
+
 #[allow(clippy::too_many_arguments)]
 fn extract(
     argv0: &str,
@@ -328,29 +335,43 @@ fn extract(
         eprintln!("{argv0}: error: {path}: {} code objects match; use --output-dir to write them all", picked.len());
         return 1;
     }
-    let mut contents: Vec<(usize, Cow<[u8]>)> = Vec::new();
-    for &i in &picked {
-        match inv.bytes(&inv.objects[i]) {
-            Ok(b) => contents.push((i, b)),
-            Err(e) => {
-                eprintln!("{argv0}: error: {path}: '{}' at {}: {e}", inv.objects[i].id, inv.objects[i].location);
-                return 1;
-            }
-        }
-    }
+    // Each bundle is decompressed once, on one of several threads, and its
+    // objects are staged as soon as it is: memory holds one decompressed
+    // bundle per thread, never all of them.
     let dir = dir.unwrap_or_else(|| ".".into());
-    let mut outputs = io::Outputs::new();
-    let mut written = Vec::new();
-    for (i, bytes) in &contents {
+    let staged: Vec<Mutex<Option<(String, io::StagedOutput)>>> = picked.iter().map(|_| Mutex::new(None)).collect();
+    let visited = visit_objects(&inv, &picked, 0, |i, bytes| {
+        let bytes = bytes.map_err(ExtractError::Bytes)?;
         let dest = match &output {
             Some(o) => o.clone(),
-            None => format!("{dir}/{}", output_name(path, *i, &inv.objects[*i].id, bytes)),
+            None => format!("{dir}/{}", output_name(path, i, &inv.objects[i].id, bytes)),
         };
-        if let Err(e) = outputs.stage(&dest, &Plan::borrowed(bytes), &[&input]) {
-            eprintln!("{argv0}: error: {e}");
-            return 1;
+        let out =
+            io::Outputs::stage_detached(&dest, &Plan::borrowed(bytes), &[&input]).map_err(ExtractError::Output)?;
+        if let Some(slot) = picked.binary_search(&i).ok().and_then(|p| staged.get(p))
+            && let Ok(mut slot) = slot.lock()
+        {
+            *slot = Some((dest, out));
         }
-        written.push((*i, dest));
+        Ok(())
+    });
+    if let Err((position, failure)) = visited {
+        match failure {
+            ExtractError::Bytes(e) => {
+                let o = &inv.objects[picked[position]];
+                eprintln!("{argv0}: error: {path}: '{}' at {}: {e}", o.id, o.location);
+            }
+            ExtractError::Output(e) => eprintln!("{argv0}: error: {e}"),
+        }
+        return 1;
+    }
+    let mut outputs = io::Outputs::new();
+    let mut written = Vec::new();
+    for (&i, slot) in picked.iter().zip(staged) {
+        if let Some((dest, out)) = slot.into_inner().ok().flatten() {
+            outputs.adopt(out);
+            written.push((i, dest));
+        }
     }
     if let Err(e) = outputs.commit() {
         eprintln!("{argv0}: error: {e}");
