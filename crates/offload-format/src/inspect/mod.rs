@@ -337,23 +337,16 @@ impl<'a> Inventory<'a> {
                 Ok(Cow::Owned(data))
             }
             Payload::Cuda { stream, codec, uncompressed, start, len } => {
-                let stream = self.resolve(stream);
-                let key = (stream.as_ptr() as usize, stream.len());
-                let cached = self.decompressed.borrow().get(&key).cloned();
-                let data = match cached {
-                    Some(d) => d,
-                    None => {
-                        let d: Rc<[u8]> = crate::cuda::decompress(codec, stream, uncompressed)?.into();
-                        self.decompressed.borrow_mut().insert(key, d.clone());
-                        d
-                    }
-                };
+                let mut data = crate::cuda::decompress(codec, self.resolve(stream), uncompressed)?;
                 let range = usize::try_from(start)
                     .ok()
                     .zip(usize::try_from(len).ok())
                     .and_then(|(s, l)| Some(s..s.checked_add(l)?))
+                    .filter(|r| r.end <= data.len())
                     .ok_or(BytesError::OutOfRange)?;
-                data.get(range).map(|b| Cow::Owned(b.to_vec())).ok_or(BytesError::OutOfRange)
+                data.truncate(range.end);
+                data.drain(..range.start);
+                Ok(Cow::Owned(data))
             }
         }
     }
