@@ -91,6 +91,8 @@ fn listing_and_bytes_match_what_cuobjdump_extracted() {
         let wanted: Vec<&Row> = rows.iter().filter(|e| e.md5 != "-").collect();
         assert_eq!(written.len(), wanted.len(), "{file}");
         for (w, e) in written.iter().zip(wanted) {
+            let ext = if e.image_kind == "elf" { ".cubin" } else { ".ptx" };
+            assert!(s(w, "path").ends_with(ext), "{file}: {w}");
             let bytes = std::fs::read(s(w, "path")).unwrap();
             assert_eq!(format!("{:016x}", truncated_md5(&bytes)), e.md5, "{file}: {w}");
             if let Some(off) = e.offset {

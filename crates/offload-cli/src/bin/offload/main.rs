@@ -280,7 +280,12 @@ fn verify(argv0: &str, files: &[String], json: bool) -> u8 {
 fn output_name(file: &str, index: usize, id: &str, bytes: &[u8]) -> String {
     let clean: String =
         id.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.+".contains(c) { c } else { '_' }).collect();
-    let ext = if bytes.starts_with(b"\x7fELF") {
+    // CUDA entries take the names cuobjdump gives them (`.cubin`, `.ptx`).
+    let ext = if id.starts_with("cuda-elf-") {
+        ".cubin"
+    } else if id.starts_with("cuda-ptx-") {
+        ".ptx"
+    } else if bytes.starts_with(b"\x7fELF") {
         ".co"
     } else if offload_format::offload_binary::is_bitcode(bytes) {
         ".bc"
