@@ -799,9 +799,9 @@ pub fn inspect_scan(data: &[u8]) {
                 }
             }
         }
-        for gpu in ["gfx906", "gfx90a:xnack+", "sm_80", "gfx1100"] {
+        for gpu in ["gfx906", "gfx90a:xnack+", "sm_80", "gfx1100", "sm_86", "sm_100"] {
             let gpu = select::Gpu::parse(gpu).expect("known GPU");
-            for runtime in [select::Runtime::Hip, select::Runtime::OpenMp] {
+            for runtime in [select::Runtime::Hip, select::Runtime::OpenMp, select::Runtime::Cuda] {
                 let s = select::select(&inv.objects, &gpu, runtime);
                 assert!(s.chosen.iter().all(|&i| i < inv.objects.len()));
             }
@@ -823,6 +823,107 @@ pub fn prune_zero(data: &[u8]) {
         let Some(out) = pruned.output_plan(data).try_to_vec() else { continue };
         if let Err(e) = prune::verify(&out, data, &map, &pruned) {
             panic!("a pruned output fails its check: {e}");
+        }
+    }
+}
+
+// ------------------------------------------------------------ CUDA
+
+/// The CUDA fat binary reader over any bytes: every fat binary, entry,
+/// string, child and code object, with the invariants the scan relies on.
+pub fn cuda_fatbin(data: &[u8]) {
+    use offload_format::cuda;
+    for item in cuda::fat_binaries(data) {
+        let Ok((at, fat)) = item else { break };
+        assert!(within(data, fat.data) && at + fat.data.len() <= data.len());
+        for entry in fat.entries() {
+            let Ok(entry) = entry else { break };
+            assert!(within(fat.data, entry.raw_header) && within(fat.data, entry.stored));
+            assert!(entry.raw_header.len() >= cuda::ENTRY_HEADER_SIZE);
+            for s in [entry.identifier(), entry.options()].into_iter().flatten().flatten() {
+                assert!(within(entry.raw_header, s));
+            }
+            if let Ok(stream) = entry.stream() {
+                assert!(within(entry.stored, stream));
+            }
+            if entry.header.kind() == cuda::EntryKind::Concat
+                && let Ok(children) = entry.children()
+            {
+                assert!(children.len() * cuda::ENTRY_HEADER_SIZE <= entry.raw_header.len());
+            }
+            // Decoding is bounded by MAX_DECLARED: a fuzz input may declare
+            // anything, and zstd really produces what a frame asks for.
+            if entry.header.uncompressed_size <= MAX_DECLARED
+                && let Ok(bytes) = cuda::code_object_bytes(&entry)
+            {
+                if entry.header.codec().is_some() {
+                    assert!(bytes.len() as u64 <= entry.header.uncompressed_size);
+                } else {
+                    assert!(within(entry.stored, &bytes));
+                }
+            }
+            if let Some(n) = cuda::cubin_extent(entry.stored) {
+                assert!(n <= entry.stored.len() as u64);
+            }
+        }
+    }
+}
+
+/// A raw LZ4 block decoded as the spec describes it (cuda-fatbin-spec.md
+/// §6.1), written independently of lz4_flex to compare with it.
+fn lz4_reference(mut input: &[u8], limit: usize) -> Option<Vec<u8>> {
+    fn length(input: &mut &[u8], mut n: usize) -> Option<usize> {
+        if n == 15 {
+            loop {
+                let (&b, rest) = input.split_first()?;
+                *input = rest;
+                n = n.checked_add(usize::from(b))?;
+                if b != 255 {
+                    break;
+                }
+            }
+        }
+        Some(n)
+    }
+    let mut out = Vec::new();
+    loop {
+        let (&token, rest) = input.split_first()?;
+        input = rest;
+        let literals = length(&mut input, usize::from(token >> 4))?;
+        if literals > input.len() || out.len() + literals > limit {
+            return None;
+        }
+        out.extend_from_slice(&input[..literals]);
+        input = &input[literals..];
+        if input.is_empty() {
+            return Some(out);
+        }
+        let offset = usize::from(u16::from_le_bytes([*input.first()?, *input.get(1)?]));
+        input = &input[2..];
+        if offset == 0 || offset > out.len() {
+            return None;
+        }
+        let matched = length(&mut input, usize::from(token & 15))?.checked_add(4)?;
+        if out.len() + matched > limit {
+            return None;
+        }
+        for _ in 0..matched {
+            out.push(out[out.len() - offset]);
+        }
+    }
+}
+
+/// The LZ4 path of the CUDA reader: the first two bytes give the declared
+/// size (so the fuzzer can hit it exactly), the rest is the block. Whatever
+/// decodes must be exactly the declared size and agree with the reference.
+pub fn cuda_lz4(data: &[u8]) {
+    use offload_format::cuda::{Codec, decompress};
+    let Some((size, block)) = data.split_first_chunk::<2>() else { return };
+    let declared = u64::from(u16::from_le_bytes(*size));
+    if let Ok(out) = decompress(Codec::Lz4, block, declared) {
+        assert_eq!(out.len() as u64, declared);
+        if let Some(reference) = lz4_reference(block, declared as usize) {
+            assert_eq!(reference, out, "lz4_flex and the reference decoder differ");
         }
     }
 }

@@ -92,6 +92,8 @@ enum Mode {
     InspectExtract,
     /// `offload select --gpu gfx906 in`.
     InspectSelect,
+    /// `offload select --gpu sm_86 in` (the CUDA driver's rules).
+    InspectSelectCuda,
 }
 
 /// The inspector's modes and how often each runs on a file's damages (every
@@ -143,6 +145,7 @@ impl Mode {
             Mode::InspectVerify => (OFFLOAD, s(&["verify", "in"]), vec![]),
             Mode::InspectExtract => (OFFLOAD, s(&["extract", "--index", "0", "-o", "x0", "in"]), s(&["x0"])),
             Mode::InspectSelect => (OFFLOAD, s(&["select", "--gpu", "gfx906", "in"]), vec![]),
+            Mode::InspectSelectCuda => (OFFLOAD, s(&["select", "--gpu", "sm_86", "in"]), vec![]),
         }
     }
 }
@@ -196,7 +199,87 @@ fn bases() -> Vec<Base> {
         b("bitcode with embedded objects", "packager/inputs/host.bc", vec![Mode::Extract]),
         b("COFF with .llvm.offloading", "packager/inputs/host.obj", vec![Mode::Extract]),
         b("ar of packages", "packager/inputs/lib.a", vec![Mode::Extract, Mode::ExtractArchive]),
+        b("CUDA fat binary (LZ4)", "cuda/kern_lz4.fatbin", vec![]),
+        b("CUDA concatenated entry", "cuda/concat.fatbin", vec![Mode::InspectSelectCuda]),
+        b("CUDA object", "cuda/obj_sm80.o", vec![]),
     ]
+}
+
+/// CUDA fat binaries whose headers lie (spec: cuda-fatbin-spec.md §3-§6).
+fn cuda_lies(v: &mut Vec<(&'static str, String, Vec<u8>, Vec<Mode>)>) {
+    let modes = || vec![Mode::InspectSelectCuda];
+    let lz4 = fixture("cuda/kern_lz4.fatbin");
+    let put32 = |d: &mut [u8], at: usize, val: u32| d[at..at + 4].copy_from_slice(&val.to_le_bytes());
+    for (what, at, val) in [
+        ("fat size 2^63", 8usize, 1u64 << 63),
+        ("payload size 2^64-1", 16 + 8, u64::MAX),
+        ("uncompressed size 2^40 (LZ4 claim)", 16 + 0x38, 1 << 40),
+        ("uncompressed size 0", 16 + 0x38, 0),
+    ] {
+        let mut d = lz4.clone();
+        put64(&mut d, at, val);
+        v.push(("CUDA fat binary", what.into(), d, modes()));
+    }
+    for (what, at, val) in [
+        ("entry header size 0", 16 + 4, 0u32),
+        ("entry header size 2^32-1", 16 + 4, u32::MAX),
+        ("compressed size past the payload", 16 + 0x10, u32::MAX),
+        ("identifier past the header", 16 + 0x20, 0xffff_fff0),
+        ("options block past the header", 16 + 0x14, 0x7fff_ffff),
+        ("kind 0x100 without a table", 16, 0x0101_0100),
+    ] {
+        let mut d = lz4.clone();
+        put32(&mut d, at, val);
+        v.push(("CUDA fat binary", what.into(), d, modes()));
+    }
+    // A header size past the end and no entries (found by fuzzing: it
+    // sliced past the input).
+    let mut d = vec![0x50, 0xed, 0x55, 0xba, 1, 0, 0x00, 0x40];
+    d.extend_from_slice(&0u64.to_le_bytes());
+    v.push(("CUDA fat binary", "header size 0x4000, fat size 0".into(), d, modes()));
+    // The concatenated entry is the second one of concat.fatbin.
+    let concat = fixture("cuda/concat.fatbin");
+    let first = 16 + u32::from_le_bytes(concat[20..24].try_into().unwrap()) as usize;
+    let e = first + u64::from_le_bytes(concat[24..32].try_into().unwrap()) as usize;
+    for (what, at, val) in [
+        ("concat child count 2^32-1", e + 0x40, u32::MAX),
+        ("concat child offset past the stream", e + 0x48 + 4, u32::MAX),
+    ] {
+        let mut d = concat.clone();
+        put32(&mut d, at, val);
+        v.push(("CUDA concatenated entry", what.into(), d, modes()));
+    }
+    let mut d = concat.clone();
+    put64(&mut d, e + 0x48 + 8, u64::MAX);
+    v.push(("CUDA concatenated entry", "concat child size 2^64-1".into(), d, modes()));
+    // A zstd entry that inflates to 64 MiB where the header says 1 MiB.
+    let bomb = zstd_bomb(64 << 20);
+    let mut entry = vec![0u8; 64];
+    entry[0..2].copy_from_slice(&2u16.to_le_bytes());
+    put32(&mut entry, 4, 64);
+    put64(&mut entry, 8, bomb.len().next_multiple_of(8) as u64);
+    put32(&mut entry, 0x10, bomb.len() as u32);
+    put32(&mut entry, 0x1c, 80);
+    put64(&mut entry, 0x28, 0x8011);
+    put64(&mut entry, 0x38, 1 << 20);
+    entry.extend_from_slice(&bomb);
+    entry.resize(entry.len().next_multiple_of(8), 0);
+    let mut fat = vec![0x50, 0xed, 0x55, 0xba, 1, 0, 16, 0];
+    fat.extend_from_slice(&(entry.len() as u64).to_le_bytes());
+    fat.extend_from_slice(&entry);
+    v.push(("CUDA fat binary", "zstd entry bomb larger than declared".into(), fat, modes()));
+    // Cubins whose ELF tables lie.
+    let cubin = fixture("cuda/kern.cubin");
+    for (what, at, val) in [("e_shentsize 0", 58usize, 0u16), ("e_phnum 0xffff", 56, 0xffff), ("e_shnum 0", 60, 0)] {
+        let mut d = cubin.clone();
+        d[at..at + 2].copy_from_slice(&val.to_le_bytes());
+        if what == "e_shnum 0" {
+            // The real count then comes from section 0's size: 2^60.
+            let shoff = u64::from_le_bytes(d[40..48].try_into().unwrap()) as usize;
+            put64(&mut d, shoff + 32, 1 << 60);
+        }
+        v.push(("CUDA cubin", what.into(), d, modes()));
+    }
 }
 
 /// splitmix64: deterministic damage, reproducible from the case name.
@@ -508,6 +591,7 @@ fn crafted() -> Vec<(&'static str, String, Vec<u8>, Vec<Mode>)> {
     let ar = offload_format::offload_binary::archive::write_gnu_archive(&[("fat.o", &fat)]).unwrap();
     let archive_modes = vec![Mode::Unbundle("a", &[HOST, G906]), Mode::UnbundleArchiveChecked(&[G906])];
     v.push(("device archive", "fat COFF member whose host has 2 GiB of uninitialized data".into(), ar, archive_modes));
+    cuda_lies(&mut v);
     v
 }
 

@@ -11,6 +11,7 @@ pub mod bitcode;
 pub mod bundle;
 pub mod bundler;
 pub mod coff;
+pub mod cuda;
 pub mod elf;
 pub mod inspect;
 pub mod layout;

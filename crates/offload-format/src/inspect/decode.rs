@@ -176,6 +176,9 @@ enum Source<'b> {
     /// The compressed bundle (header included) holding every object of the
     /// group.
     Compressed(&'b [u8]),
+    /// A CUDA fat binary entry's compressed stream, holding every object of
+    /// the group (one, or the children of a concatenated entry).
+    Cuda { stream: &'b [u8], codec: crate::cuda::Codec, uncompressed: u64 },
     /// Not an object of the inventory: one position.
     Missing,
 }
@@ -208,6 +211,7 @@ pub fn visit_objects<'a, E: Send>(
         .iter()
         .filter_map(|g| match g.source {
             Source::Compressed(blob) => read_blob(blob).ok().map(|b| b.header.uncompressed_size),
+            Source::Cuda { uncompressed, .. } => Some(uncompressed),
             Source::Plain(_) | Source::Missing => None,
         })
         .max()
@@ -235,6 +239,21 @@ pub fn visit_objects<'a, E: Send>(
         match group.source {
             Source::Plain(bytes) => visit_one(start, Ok(bytes)).err().map(|e| (start, e)),
             Source::Missing => visit_one(start, Err(BytesError::OutOfRange)).err().map(|e| (start, e)),
+            Source::Cuda { stream, codec, uncompressed } => {
+                let _in_use = Counted::new(&live);
+                let data = crate::cuda::decompress(codec, stream, uncompressed).map_err(BytesError::from);
+                decoded.fetch_add(1, Ordering::Relaxed);
+                for &p in &group.positions {
+                    let bytes = match &data {
+                        Ok(d) => object_range(inv, wanted.get(p).copied(), d),
+                        Err(e) => Err(e.clone()),
+                    };
+                    if let Err(e) = visit_one(p, bytes) {
+                        return Some((p, e));
+                    }
+                }
+                None
+            }
             Source::Compressed(blob) => {
                 let _in_use = Counted::new(&live);
                 let data = read_blob(blob)
@@ -263,8 +282,9 @@ pub fn visit_objects<'a, E: Send>(
 
 /// The bytes of a compressed object inside its decompressed bundle.
 fn object_range<'d>(inv: &Inventory, index: Option<usize>, data: &'d [u8]) -> Result<&'d [u8], BytesError> {
-    let Some(Payload::Compressed { start, len, .. }) = index.and_then(|i| inv.objects.get(i)).map(|o| o.payload) else {
-        return Err(BytesError::OutOfRange);
+    let (start, len) = match index.and_then(|i| inv.objects.get(i)).map(|o| o.payload) {
+        Some(Payload::Compressed { start, len, .. } | Payload::Cuda { start, len, .. }) => (start, len),
+        _ => return Err(BytesError::OutOfRange),
     };
     let range = usize::try_from(start)
         .ok()
@@ -287,6 +307,20 @@ fn group<'i>(inv: &'i Inventory, wanted: &[usize]) -> Vec<Group<'i>> {
         match object.payload {
             Payload::Plain(b) => {
                 groups.push(Group { source: Source::Plain(inv.resolve(b)), positions: vec![position] })
+            }
+            Payload::Cuda { stream, codec, uncompressed, .. } => {
+                let stream = inv.resolve(stream);
+                let key = (stream.as_ptr() as usize, stream.len());
+                match by_blob.get(&key).and_then(|&g| groups.get_mut(g)) {
+                    Some(g) => g.positions.push(position),
+                    None => {
+                        by_blob.insert(key, groups.len());
+                        groups.push(Group {
+                            source: Source::Cuda { stream, codec, uncompressed },
+                            positions: vec![position],
+                        });
+                    }
+                }
             }
             Payload::Compressed { blob, .. } => {
                 let blob = inv.resolve(blob);

@@ -32,6 +32,7 @@ mod elf_flags;
 pub mod id;
 mod scan;
 pub mod select;
+pub mod select_cuda;
 
 use std::borrow::Cow;
 use std::fmt;
@@ -131,6 +132,11 @@ pub enum Format {
     TextBundle,
     /// An OffloadBinary image.
     OffloadBinary,
+    /// An entry of an NVIDIA CUDA fat binary (`.nv_fatbin`,
+    /// `__nv_relfatbin`, `.fatbin` files).
+    CudaFatbin,
+    /// A cubin on its own (an ELF for EM_CUDA).
+    Cubin,
 }
 
 impl Format {
@@ -141,6 +147,8 @@ impl Format {
             Format::CompressedBundle => "compressed-bundle",
             Format::TextBundle => "text-bundle",
             Format::OffloadBinary => "offload-binary",
+            Format::CudaFatbin => "cuda-fatbin",
+            Format::Cubin => "cubin",
         }
     }
 }
@@ -161,6 +169,29 @@ pub enum Payload<'a> {
     /// `len` bytes at `start` of the decompressed contents of the
     /// compressed bundle `blob` (header included).
     Compressed { blob: Bytes<'a>, start: u64, len: u64 },
+    /// `len` bytes at `start` of a CUDA fat binary entry's decoded
+    /// `stream`, which declares `uncompressed` bytes (for PTX, the text
+    /// without the NUL that ends the stream).
+    Cuda { stream: Bytes<'a>, codec: crate::cuda::Codec, uncompressed: u64, start: u64, len: u64 },
+}
+
+/// What a CUDA fat binary entry's header says, for the rules that pick one
+/// (`select --kind cuda`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CudaEntry {
+    pub kind: crate::cuda::EntryKind,
+    /// The header's architecture with its `a`/`f` suffix.
+    pub arch: crate::cuda::Arch,
+    pub flags: u64,
+    /// Found in `__nv_relfatbin`: relocatable device code that `nvlink`
+    /// reads, never loaded by the runtime as such.
+    pub relocatable: bool,
+    /// Absolute offset of the fat binary's header in the scanned file, when
+    /// it lies there.
+    pub fatbin: Option<u64>,
+    /// In an executable or shared library whose `.nvFatBinSegment` records
+    /// point at other fat binaries only: the runtime never registers it.
+    pub unregistered: bool,
 }
 
 /// One code object (or host entry) found in a file.
@@ -199,6 +230,23 @@ pub struct CodeObject<'a> {
     /// OffloadBinary images only: the kind of image.
     pub image_kind: Option<crate::offload_binary::ImageKind>,
     pub payload: Payload<'a>,
+    /// CUDA fat binary entries and cubins only.
+    pub cuda: Option<CudaEntry>,
+}
+
+impl CodeObject<'_> {
+    /// What the image is, for the JSON key `image_kind`: CUDA entries as
+    /// `cuobjdump` names them (`elf`, `ptx`, `nvvm`, `concat`), a lone
+    /// cubin `elf`, OffloadBinary images by LLVM's name for their kind
+    /// (`o`, `bc`, `cubin`, `fatbin`, `s`, `spv`, `none`); bundle entries
+    /// record no kind.
+    pub fn image_kind_name(&self) -> Option<String> {
+        match (&self.cuda, self.image_kind) {
+            (Some(c), _) => Some(c.kind.name()),
+            (None, Some(k)) => Some(k.to_string()),
+            (None, None) => None,
+        }
+    }
 }
 
 /// A set of code objects a runtime registers together.
@@ -242,6 +290,8 @@ pub enum BytesError {
     Compressed(#[from] crate::bundle::compressed::CompressedError),
     #[error("the code object lies outside its decompressed bundle")]
     OutOfRange,
+    #[error(transparent)]
+    Cuda(#[from] crate::cuda::CudaError),
 }
 
 /// Everything [`scan`] found. It can be shared between threads (see
@@ -282,6 +332,18 @@ impl<'a> Inventory<'a> {
                     .filter(|r| r.end <= data.len())
                     .ok_or(BytesError::OutOfRange)?;
                 // The object's bytes, without a second copy.
+                data.truncate(range.end);
+                data.drain(..range.start);
+                Ok(Cow::Owned(data))
+            }
+            Payload::Cuda { stream, codec, uncompressed, start, len } => {
+                let mut data = crate::cuda::decompress(codec, self.resolve(stream), uncompressed)?;
+                let range = usize::try_from(start)
+                    .ok()
+                    .zip(usize::try_from(len).ok())
+                    .and_then(|(s, l)| Some(s..s.checked_add(l)?))
+                    .filter(|r| r.end <= data.len())
+                    .ok_or(BytesError::OutOfRange)?;
                 data.truncate(range.end);
                 data.drain(..range.start);
                 Ok(Cow::Owned(data))

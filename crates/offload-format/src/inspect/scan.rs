@@ -16,6 +16,8 @@ use object::{Object, ObjectSection};
 use std::collections::HashMap;
 use std::sync::Arc;
 
+mod cuda;
+
 /// Finds every code object in `data`. `name` is the file's name, used for
 /// archive locations (`member <name>(<member>)`).
 pub fn scan<'a>(data: &'a [u8], name: &str, opts: &Options) -> Inventory<'a> {
@@ -80,6 +82,7 @@ pub(super) fn nests(payload: &[u8], host: bool) -> bool {
         || payload.starts_with(CCOB_MAGIC)
         || payload.starts_with(&OB_MAGIC)
         || payload.starts_with(b"!<arch>\n")
+        || payload.starts_with(&crate::cuda::FATBIN_MAGIC_BYTES)
     {
         return true;
     }
@@ -158,6 +161,12 @@ impl<'a> Scanner<'a> {
         }
         if data.starts_with(BUNDLE_MAGIC) || data.starts_with(CCOB_MAGIC) || data.starts_with(&OB_MAGIC) {
             return self.region(base, data, loc, depth, true);
+        }
+        if data.starts_with(&crate::cuda::FATBIN_MAGIC_BYTES) {
+            return self.cuda_region(base, data, loc, false);
+        }
+        if crate::cuda::is_cubin(data) {
+            return self.cubin(base, data, loc);
         }
         match object::FileKind::parse(data) {
             Ok(object::FileKind::Archive) => self.archive(base, data, name, loc, depth),
@@ -240,6 +249,10 @@ impl<'a> Scanner<'a> {
                 if !host {
                     self.nested(base, bytes, &sloc, depth, record, false);
                 }
+            } else if let Some(relocatable) = cuda::fatbin_section(name) {
+                if self.seen_before(base, bytes, &sloc).is_none() {
+                    self.cuda_region(base, bytes, &sloc, relocatable);
+                }
             } else if is_offload_section(name) || sniff(bytes) {
                 // Sections may overlap; the same bytes are listed once.
                 if self.seen_before(base, bytes, &sloc).is_none() {
@@ -247,6 +260,7 @@ impl<'a> Scanner<'a> {
                 }
             }
         }
+        self.cuda_wrappers(base, &file, data, loc);
         if self.opts.deep && !bundle_sections.is_empty() {
             let in_file = base.owned.is_none();
             let views: Vec<EntryView> = bundle_sections
@@ -363,6 +377,7 @@ impl<'a> Scanner<'a> {
             container: false,
             image_kind: None,
             payload: Payload::Plain(self.bytes_of(base, payload)),
+            cuda: None,
         });
         self.inv.objects.len() - 1
     }
@@ -507,6 +522,7 @@ impl<'a> Scanner<'a> {
                 container: false,
                 image_kind: None,
                 payload: Payload::Compressed { blob, start: e.start, len: e.len },
+                cuda: None,
             });
         }
     }
@@ -598,6 +614,7 @@ impl<'a> Scanner<'a> {
                 container: false,
                 image_kind: Some(b.image_kind()),
                 payload: Payload::Plain(self.bytes_of(base, image)),
+                cuda: None,
             });
             let record = self.inv.objects.len() - 1;
             self.nested(base, image, &loc.with(Step::Image(j)), depth, record, false);

@@ -43,6 +43,8 @@ use std::fmt;
 pub enum Runtime {
     Hip,
     OpenMp,
+    /// The CUDA driver loading fat binaries (rules in `select_cuda`).
+    Cuda,
 }
 
 impl Runtime {
@@ -50,6 +52,7 @@ impl Runtime {
         match s {
             "hip" => Some(Runtime::Hip),
             "openmp" => Some(Runtime::OpenMp),
+            "cuda" => Some(Runtime::Cuda),
             _ => None,
         }
     }
@@ -58,6 +61,7 @@ impl Runtime {
         match self {
             Runtime::Hip => "hip",
             Runtime::OpenMp => "openmp",
+            Runtime::Cuda => "cuda",
         }
     }
 
@@ -65,6 +69,7 @@ impl Runtime {
         match self {
             Runtime::Hip => matches!(kind, "hip" | "hipv4" | "hcc"),
             Runtime::OpenMp => kind == "openmp",
+            Runtime::Cuda => kind == "cuda",
         }
     }
 
@@ -72,6 +77,7 @@ impl Runtime {
         match self {
             Runtime::Hip => "hip, hipv4 and hcc",
             Runtime::OpenMp => "openmp",
+            Runtime::Cuda => "cuda",
         }
     }
 }
@@ -95,6 +101,8 @@ pub enum GpuError {
     TargetId(#[from] TargetIdError),
     #[error("'{0}': NVIDIA GPUs have no target-ID features")]
     NvptxFeatures(String),
+    #[error("'{0}': a GPU has no a/f suffix (those name code); give its compute capability, e.g. sm_90 or 9.0")]
+    NvidiaSuffix(String),
 }
 
 impl Gpu {
@@ -102,6 +110,9 @@ impl Gpu {
     /// (an HSA ISA name), `fiji` or `sm_80`.
     pub fn parse(text: &str) -> Result<Gpu, GpuError> {
         let tid = text.rsplit_once("--").map_or(text, |(_, t)| t);
+        if let Some(arch) = nvidia_gpu(tid) {
+            return arch.map(|processor| Gpu { arch: "nvptx64", processor, xnack: None, sramecc: None });
+        }
         if tid.starts_with("sm_") {
             let parts = parse_format(tid)?;
             if !parts.features.is_empty() {
@@ -182,12 +193,30 @@ impl fmt::Display for Gpu {
     }
 }
 
+/// An NVIDIA GPU given as `compute_86` or `8.6` (`sm_86` itself is parsed
+/// as a target ID), as `sm_86`; `None` when `text` is neither form.
+fn nvidia_gpu(text: &str) -> Option<Result<String, GpuError>> {
+    if !(text.starts_with("compute_") || text.contains('.') || text.starts_with("sm_") && text.ends_with(['a', 'f'])) {
+        return None;
+    }
+    let arch = crate::cuda::Arch::parse(text)?;
+    Some(if arch.suffix == crate::cuda::Suffix::None {
+        Ok(format!("sm_{}", arch.number))
+    } else {
+        Err(GpuError::NvidiaSuffix(text.to_string()))
+    })
+}
+
 /// How a compatible code object serves the GPU, best first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Tier {
     Native,
     Generic,
     SpirV,
+    /// CUDA: a cubin of the same major and a lower minor version.
+    Compatible,
+    /// CUDA: PTX, JIT-compiled when loaded.
+    Jit,
 }
 
 /// Why a code object is not loaded.
@@ -215,6 +244,8 @@ pub enum Rejection {
     },
     /// (feature, what the code object requires, what the GPU has).
     Features(Vec<(String, bool, Option<bool>)>),
+    /// The CUDA driver's rules (`select_cuda`).
+    Cuda(super::select_cuda::CudaRejection),
 }
 
 impl Rejection {
@@ -230,6 +261,7 @@ impl Rejection {
             Rejection::OtherProcessor { .. } => "other-processor",
             Rejection::Features(f) if f.first().is_some_and(|(n, _, _)| n == "sramecc") => "sramecc-mismatch",
             Rejection::Features(_) => "xnack-mismatch",
+            Rejection::Cuda(r) => r.code(),
         }
     }
 
@@ -267,6 +299,7 @@ impl Rejection {
                 })
                 .collect::<Vec<_>>()
                 .join("; "),
+            Rejection::Cuda(r) => r.explain(gpu),
         }
     }
 }
@@ -367,6 +400,9 @@ fn evaluate(o: &CodeObject, gpu: &Gpu, runtime: Runtime) -> Result<(Tier, usize)
 
 /// Judges every code object for `gpu` under `runtime`.
 pub fn select(objects: &[CodeObject], gpu: &Gpu, runtime: Runtime) -> Selection {
+    if runtime == Runtime::Cuda {
+        return super::select_cuda::select(objects, gpu);
+    }
     let mut sel = Selection { verdicts: vec![None; objects.len()], ..Default::default() };
     let units = objects.iter().map(|o| o.unit + 1).max().unwrap_or(0);
     // Per unit, the best (rank, object) so far; lower ranks are better.

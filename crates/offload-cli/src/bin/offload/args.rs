@@ -23,9 +23,12 @@ commands:
 options:
   --json               machine-readable output (schema in the README)
   --gpu GPU            a target ID: gfx90a:xnack+, gfx950:sramecc+:xnack-,
-                       amdgcn-amd-amdhsa--gfx906, fiji, sm_80; a gfx name
-                       missing from the processor table is matched as given
-  --kind hip|openmp    the runtime that loads the code (default hip)
+                       amdgcn-amd-amdhsa--gfx906, fiji, sm_80 (also
+                       compute_80, 8.0); a gfx name missing from the
+                       processor table is matched as given
+  --kind hip|openmp|cuda
+                       the runtime that loads the code (default hip; cuda
+                       for an NVIDIA GPU)
   extract filters (any number, combined with 'or'):
     --all  --id ID  --target-id TARGET-ID  --index N  --gpu GPU
   -o, --output FILE    extract: the file to write (exactly one match)
@@ -203,7 +206,7 @@ pub fn parse(argv: &[String]) -> Result<Command, String> {
             }
             "--kind" if command == "select" || extract => {
                 let v = args.value(opt, inline)?;
-                runtime = Some(Runtime::parse(&v).ok_or_else(|| format!("--kind: '{v}' is not hip or openmp"))?);
+                runtime = Some(Runtime::parse(&v).ok_or_else(|| format!("--kind: '{v}' is not hip, openmp or cuda"))?);
             }
             "--all" if extract && inline.is_none() => filters.push(Filter::All),
             "--id" if extract => filters.push(Filter::Id(args.value(opt, inline)?)),
@@ -221,7 +224,9 @@ pub fn parse(argv: &[String]) -> Result<Command, String> {
         return Err(format!("'{command}' needs at least one file"));
     }
     let runtime_given = runtime.is_some();
-    let runtime = runtime.unwrap_or(Runtime::Hip);
+    // An NVIDIA GPU is served by the CUDA driver unless --kind says otherwise.
+    let runtime =
+        runtime.unwrap_or(if gpu.as_ref().is_some_and(|g| g.arch == "nvptx64") { Runtime::Cuda } else { Runtime::Hip });
     Ok(match command.as_str() {
         "list" => Command::List { json, files },
         "verify" => Command::Verify { json, files },
@@ -306,5 +311,26 @@ mod tests {
         assert!(p(&["extract", "--index", "x", "f"]).is_err());
         assert!(p(&["extract", "--all", "--kind", "hip", "f"]).is_err());
         assert!(p(&["list", "--json=1", "f"]).is_err());
+    }
+
+    #[test]
+    fn nvidia_gpus_default_to_the_cuda_runtime() {
+        for (gpu, kind, want) in [
+            ("sm_80", None, Runtime::Cuda),
+            ("8.6", None, Runtime::Cuda),
+            ("compute_90", None, Runtime::Cuda),
+            ("sm_80", Some("openmp"), Runtime::OpenMp),
+            ("gfx906", None, Runtime::Hip),
+        ] {
+            let mut args = vec!["select", "--gpu", gpu];
+            if let Some(k) = kind {
+                args.extend(["--kind", k]);
+            }
+            args.push("f");
+            let Command::Select { runtime, .. } = p(&args).unwrap() else { panic!("{args:?}") };
+            assert_eq!(runtime, want, "{args:?}");
+        }
+        assert!(p(&["select", "--gpu", "sm_90a", "f"]).unwrap_err().contains("suffix"));
+        assert!(p(&["select", "--gpu", "sm_80", "--kind", "opencl", "f"]).unwrap_err().contains("cuda"));
     }
 }

@@ -124,14 +124,23 @@ fn verdict_text(v: &Verdict, sel_ids: &dyn Fn(usize) -> String, gpu: &Gpu, runti
                 Tier::Native => format!("built for {}", gpu.processor),
                 Tier::Generic => "generic code object for the GPU's family".to_string(),
                 Tier::SpirV => "SPIR-V, compiled for the GPU when loaded".to_string(),
+                Tier::Compatible => format!("cubin of the same major version, runs on {}", gpu.processor),
+                Tier::Jit => {
+                    "PTX, JIT-compiled for the GPU when loaded (needs a driver that knows its PTX version)".to_string()
+                }
             };
             ("selected".into(), how)
         }
         Verdict::NotChosen { chosen, .. } => (
             "not-chosen".into(),
             format!(
-                "also compatible, but '{}' is preferred (native before generic, more fixed features, file order)",
-                sel_ids(*chosen)
+                "also compatible, but '{}' is preferred ({})",
+                sel_ids(*chosen),
+                if runtime == Runtime::Cuda {
+                    "cubin before PTX, nearest architecture, file order"
+                } else {
+                    "native before generic, more fixed features, file order"
+                }
             ),
         ),
         Verdict::Rejected(r) => (r.code().into(), r.explain(gpu, runtime)),
@@ -273,7 +282,12 @@ fn verify(argv0: &str, files: &[String], json: bool) -> u8 {
 fn output_name(file: &str, index: usize, id: &str, bytes: &[u8]) -> String {
     let clean: String =
         id.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.+".contains(c) { c } else { '_' }).collect();
-    let ext = if bytes.starts_with(b"\x7fELF") {
+    // CUDA entries take the names cuobjdump gives them (`.cubin`, `.ptx`).
+    let ext = if id.starts_with("cuda-elf-") {
+        ".cubin"
+    } else if id.starts_with("cuda-ptx-") {
+        ".ptx"
+    } else if bytes.starts_with(b"\x7fELF") {
         ".co"
     } else if offload_format::offload_binary::is_bitcode(bytes) {
         ".bc"

@@ -84,6 +84,7 @@ pub fn code_object(file: &str, o: &CodeObject) -> Object {
         .add("offset", o.offset.map_or(Value::Null, Value::Num))
         .add("compressed", Value::Bool(o.compressed))
         .add("unit", Value::Num(o.unit as u64))
+        .add("image_kind", o.image_kind_name().map_or(Value::Null, Value::Str))
 }
 
 /// Hex offset or `-`.
