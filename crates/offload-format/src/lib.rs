@@ -16,6 +16,7 @@ pub mod inspect;
 pub mod llvm_hash;
 pub mod offload_arch;
 pub mod offload_binary;
+pub mod package;
 pub mod plan;
 pub mod string_map;
 pub mod target_id;
