@@ -7,9 +7,10 @@ use super::detect::{HEAD_LEN, Kind};
 use super::{ErrorKind, Walker, tar};
 use std::io::{Cursor, Read};
 
-/// The largest xz dictionary accepted (KiB): `xz -9` uses 64 MiB; a
-/// header claiming more is damage or an attack on memory.
-const XZ_MEMORY_LIMIT_KIB: u32 = 1 << 20;
+/// The most memory an xz block may ask for (KiB): `xz -9` and `-9e` use a
+/// 64 MiB dictionary; a header claiming twice that is refused (damage, or
+/// an attack on memory) with a clear error.
+const XZ_MEMORY_LIMIT_KIB: u32 = 160 << 10;
 
 fn decoder<'a>(kind: Kind, data: &'a [u8]) -> Result<Box<dyn Read + 'a>, ErrorKind> {
     Ok(match kind {
