@@ -818,7 +818,7 @@ pub fn inspect_scan(data: &[u8]) {
 pub fn package_walk(kind: Option<offload_format::package::Kind>, data: &[u8]) {
     use offload_format::inspect::{self, Options};
     use offload_format::package::{self, Event, Limits};
-    let limits = Limits { max_depth: 3, in_memory: 64 << 10, max_member: 16 << 20 };
+    let limits = Limits { max_depth: 3, in_memory: 64 << 10, max_member: 16 << 20, ..Limits::default() };
     let mut visit = |event: Event<'_>| match event {
         Event::Member(m) => {
             if let Some(at) = m.offset {

@@ -50,7 +50,7 @@ impl Kind {
 pub fn detect(head: &[u8]) -> Option<Kind> {
     if head.starts_with(b"PK\x03\x04") || head.starts_with(b"PK\x05\x06") {
         Some(Kind::Zip)
-    } else if head.get(257..262) == Some(b"ustar") {
+    } else if head.get(257..262) == Some(b"ustar") && !STRONG_CODE_MAGICS.iter().any(|m| head.starts_with(m)) {
         Some(Kind::Tar)
     } else if head.starts_with(b"!<arch>\ndebian-binary") {
         Some(Kind::Deb)
@@ -70,6 +70,11 @@ pub fn detect(head: &[u8]) -> Option<Kind> {
         None
     }
 }
+
+/// Magic numbers that make a file code whatever lies at offset 257 (where
+/// an ELF file or a bundle could hold `ustar` by chance).
+const STRONG_CODE_MAGICS: &[&[u8]] =
+    &[b"\x7fELF", b"__CLANG_OFFLOAD_BUNDLE__", b"CCOB", &[0x10, 0xff, 0x10, 0xad], b"BC\xc0\xde"];
 
 /// Starts of files that can hold offload code objects: what the scanner
 /// opens (objects, archives, bundles, compressed bundles, OffloadBinaries,
@@ -121,6 +126,8 @@ mod tests {
         let mut tar = vec![0u8; 512];
         tar[257..263].copy_from_slice(b"ustar\0");
         assert_eq!(detect(&tar), Some(Kind::Tar));
+        tar[..4].copy_from_slice(b"\x7fELF");
+        assert_eq!(detect(&tar), None, "an ELF file with `ustar` at 257 is not a tarball");
         assert_eq!(detect(b"PK\x03\x04rest"), Some(Kind::Zip));
         assert_eq!(detect(b"!<arch>\ndebian-binary   "), Some(Kind::Deb));
         assert_eq!(detect(b"!<arch>\nfoo.o/          "), None, "a static library is the scanner's");

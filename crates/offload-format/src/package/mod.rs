@@ -47,11 +47,19 @@ pub struct Limits {
     /// compressed zeros can claim terabytes; the spool file must fit on
     /// the temporary folder's disk.
     pub max_member: u64,
+    /// All members read from compressed data together may come to at most
+    /// this many times the input's size (or [`Limits::min_budget`], if
+    /// more): real packages expand 2 to 20 times, while a zip or zstd bomb
+    /// expands thousands of times and would fill the temporary folder one
+    /// spooled member after another.
+    pub max_expansion: u64,
+    /// The budget a small input gets however small it is.
+    pub min_budget: u64,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_depth: 6, in_memory: 64 << 20, max_member: 16 << 30 }
+        Limits { max_depth: 6, in_memory: 64 << 20, max_member: 16 << 30, max_expansion: 1000, min_budget: 4 << 30 }
     }
 }
 
@@ -102,7 +110,10 @@ impl PackageError {
     /// Warnings are members deliberately left unread; errors are damage.
     pub fn severity(&self) -> Severity {
         match self.kind {
-            ErrorKind::TooLarge { .. } | ErrorKind::TooDeep(_) | ErrorKind::Unsupported(_) => Severity::Warning,
+            ErrorKind::TooLarge { .. }
+            | ErrorKind::TooDeep(_)
+            | ErrorKind::Unsupported(_)
+            | ErrorKind::Expansion(_) => Severity::Warning,
             _ => Severity::Error,
         }
     }
@@ -123,6 +134,8 @@ pub enum ErrorKind {
     Stream { format: &'static str, message: String },
     #[error("{size} bytes uncompressed, over the limit of {limit} bytes for one member; not read")]
     TooLarge { size: u64, limit: u64 },
+    #[error("the package expands more than {0} times its size (a compression bomb?); not read")]
+    Expansion(u64),
     #[error("packages nested more than {0} deep; not opened")]
     TooDeep(usize),
     #[error("not read: {0}")]
@@ -146,12 +159,15 @@ pub fn walk(data: &[u8], limits: &Limits, visit: &mut dyn FnMut(Event<'_>)) -> R
 /// [`walk`], reading `data` as a `kind` container whatever its first bytes
 /// (for fuzzing one reader at a time).
 pub fn walk_as(kind: Kind, data: &[u8], limits: &Limits, visit: &mut dyn FnMut(Event<'_>)) -> Result<(), PackageError> {
-    let mut w = Walker { limits: *limits, visit, steps: Vec::new() };
+    let budget = limits.min_budget.max((data.len() as u64).saturating_mul(limits.max_expansion));
+    let mut w = Walker { limits: *limits, visit, steps: Vec::new(), budget };
     w.container(kind, data, Some(0), 0).map_err(|kind| PackageError { at: Vec::new(), kind })
 }
 
 pub(crate) struct Walker<'v> {
     limits: Limits,
+    /// Bytes that members read from compressed data may still take.
+    budget: u64,
     visit: &'v mut dyn FnMut(Event<'_>),
     /// The members entered, outermost first.
     steps: Vec<Step>,
@@ -216,8 +232,16 @@ impl Walker<'_> {
         if !interesting(&head) {
             return;
         }
-        match buffer::fill(&head, reader, declared, &self.limits) {
-            Ok(buffer) => self.member(&buffer, None, depth),
+        let limits = Limits { max_member: self.limits.max_member.min(self.budget), ..self.limits };
+        match buffer::fill(&head, reader, declared, &limits) {
+            Ok(buffer) => {
+                self.budget = self.budget.saturating_sub(buffer.len() as u64);
+                self.member(&buffer, None, depth)
+            }
+            Err(FillError::TooLarge(_)) if limits.max_member < self.limits.max_member => {
+                self.budget = 0;
+                self.problem(ErrorKind::Expansion(self.limits.max_expansion))
+            }
             Err(FillError::TooLarge(size)) => self.problem(ErrorKind::TooLarge { size, limit: self.limits.max_member }),
             Err(FillError::Read(e)) => self.problem(corrupt(e)),
             Err(FillError::Spool(e)) => self.problem(ErrorKind::Spool(e.to_string())),

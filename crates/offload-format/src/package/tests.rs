@@ -173,6 +173,12 @@ fn large_members_are_spooled_or_skipped_by_the_limits() {
         matches!(&seen[0], Seen::Problem(p) if p.starts_with("member big.so: 3007 bytes uncompressed, over the limit of 1000")),
         "{seen:?}"
     );
+    // A package expanding more than allowed stops reading members.
+    let tight = Limits { max_expansion: 1, min_budget: 0, ..Limits::default() };
+    let (seen, result) = walk_all(&tgz, &tight);
+    result.unwrap();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert!(seen.iter().all(|s| matches!(s, Seen::Problem(p) if p.contains("expands more than 1 times"))), "{seen:?}");
 }
 
 #[test]
