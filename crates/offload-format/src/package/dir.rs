@@ -34,13 +34,6 @@ pub fn files(root: &Path) -> Files {
     Files { stack: Vec::new(), seen: HashSet::new(), root: Some(root.to_path_buf()) }
 }
 
-impl Files {
-    /// How many folders deep the walk is now (for progress).
-    pub fn depth(&self) -> usize {
-        self.stack.len()
-    }
-}
-
 fn sorted_entries(dir: &Path) -> io::Result<Vec<PathBuf>> {
     let mut names = Vec::new();
     for entry in fs::read_dir(dir)? {
