@@ -264,3 +264,56 @@ fn a_deb_made_by_dpkg_deb_is_read() {
     let steps = "member data.tar.xz member usr/lib/hip-sample/hip-gfx906-gfx90a.bc";
     assert_eq!(listed(&path), expected(dir.path(), &sample(), steps, None));
 }
+
+#[test]
+fn progress_shows_on_a_terminal_only() {
+    use std::io::Read;
+    use std::os::fd::FromRawFd;
+    let dir = tempfile::tempdir().unwrap();
+    let names: Vec<String> = (0..2000).map(|i| format!("pkg/m{i}.py")).collect();
+    let mut members: Vec<(&str, &[u8], bool)> = names.iter().map(|n| (n.as_str(), &b"x = 1\n"[..], true)).collect();
+    let bc = sample();
+    members.push(("pkg/x.bc", &bc, false));
+    let path = write(dir.path(), "many.whl", &zip_of(&members));
+    let p = path.to_str().unwrap();
+
+    let piped = common::run(
+        std::process::Command::new(env!("CARGO_BIN_EXE_offload"))
+            .args(["list", p])
+            .env("OFFLOAD_PROGRESS_AFTER_MS", "0"),
+    );
+    assert!(piped.status.success());
+    assert!(!String::from_utf8_lossy(&piped.stderr).contains("scanning"), "no progress when stderr is not a terminal");
+
+    let (mut leader, mut follower) = (0, 0);
+    // SAFETY: openpty writes two descriptors into the given integers.
+    let rc =
+        unsafe { libc::openpty(&mut leader, &mut follower, std::ptr::null_mut(), std::ptr::null(), std::ptr::null()) };
+    assert_eq!(rc, 0, "openpty");
+    // SAFETY: both descriptors were just opened and are owned here.
+    let (mut terminal, stderr) = unsafe { (std::fs::File::from_raw_fd(leader), std::fs::File::from_raw_fd(follower)) };
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_offload"))
+        .args(["list", p])
+        // At once rather than after half a second, for a small package.
+        .env("OFFLOAD_PROGRESS_AFTER_MS", "0")
+        .stdout(std::process::Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    // Read while it runs: the terminal's buffer is small.
+    let reader = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        let mut chunk = [0u8; 4096];
+        // Ends with EIO once the child has exited and closed its side.
+        while let Ok(n @ 1..) = terminal.read(&mut chunk) {
+            seen.extend_from_slice(&chunk[..n]);
+        }
+        seen
+    });
+    assert!(child.wait().unwrap().success());
+    let seen = reader.join().unwrap();
+    let seen = String::from_utf8_lossy(&seen);
+    assert!(seen.contains("scanning many.whl") || seen.contains(&format!("scanning {p}: ")), "{seen:?}");
+    assert!(seen.contains("/2001 members"), "{seen:?}");
+    assert!(seen.ends_with("\r\x1b[K"), "the line is cleared at the end: {seen:?}");
+}

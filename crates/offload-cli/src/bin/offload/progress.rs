@@ -1,18 +1,20 @@
 //! A one-line progress count on a terminal, for scans of large packages
 //! and folders: `scanning torch.whl: 1234/5678 members`, rewritten in
 //! place, shown only after half a second, and only when standard error is
-//! a terminal and the output is not JSON.
+//! a terminal and the output is not JSON. `OFFLOAD_PROGRESS_AFTER_MS`
+//! changes the delay (the tests set 0 to see it on a small package).
 
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
 
-const DELAY: Duration = Duration::from_millis(500);
+const DEFAULT_DELAY: Duration = Duration::from_millis(500);
 const REDRAW: Duration = Duration::from_millis(100);
 
 pub struct Progress {
     label: String,
     enabled: bool,
     start: Instant,
+    delay: Duration,
     last: Option<Instant>,
 }
 
@@ -20,7 +22,11 @@ impl Progress {
     /// `wanted`: the command's output allows it (not `--json`).
     pub fn new(label: &str, wanted: bool) -> Self {
         let enabled = wanted && std::io::stderr().is_terminal();
-        Progress { label: label.to_string(), enabled, start: Instant::now(), last: None }
+        let delay = std::env::var("OFFLOAD_PROGRESS_AFTER_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map_or(DEFAULT_DELAY, Duration::from_millis);
+        Progress { label: label.to_string(), enabled, start: Instant::now(), delay, last: None }
     }
 
     pub fn tick(&mut self, done: u64, total: Option<u64>, unit: &str) {
@@ -28,7 +34,7 @@ impl Progress {
             return;
         }
         let now = Instant::now();
-        if now.duration_since(self.start) < DELAY || self.last.is_some_and(|l| now.duration_since(l) < REDRAW) {
+        if now.duration_since(self.start) < self.delay || self.last.is_some_and(|l| now.duration_since(l) < REDRAW) {
             return;
         }
         let count = total.map_or_else(|| done.to_string(), |t| format!("{done}/{t}"));
