@@ -927,3 +927,41 @@ pub fn cuda_lz4(data: &[u8]) {
         }
     }
 }
+
+/// Walks `data` as a package of `kind` (every kind when `None`, by its
+/// magic) with small limits, so that spooling and the size limit are
+/// reached by small inputs too, and checks what the walker promises: a
+/// member with an offset is exactly the input's bytes there; every problem
+/// names what is wrong; rebasing a scan of each member keeps offsets inside
+/// the input.
+pub fn package_walk(kind: Option<offload_format::package::Kind>, data: &[u8]) {
+    use offload_format::inspect::{self, Options};
+    use offload_format::package::{self, Event, Limits};
+    let limits = Limits { max_depth: 3, in_memory: 64 << 10, max_member: 16 << 20, ..Limits::default() };
+    let mut visit = |event: Event<'_>| match event {
+        Event::Member(m) => {
+            if let Some(at) = m.offset {
+                let start = usize::try_from(at).expect("offset fits");
+                let end = start.checked_add(m.bytes.len()).expect("no overflow");
+                assert_eq!(data.get(start..end), Some(m.bytes), "a stored member is the input's bytes at its offset");
+            }
+            let mut inv = inspect::scan(m.bytes, "member", &Options::default());
+            package::rebase(&mut inv, m.steps, m.offset);
+            for o in &inv.objects {
+                if let Some(off) = o.offset {
+                    assert!(off.checked_add(o.size).is_some_and(|e| e <= data.len() as u64), "object outside the input");
+                }
+                assert!(!o.location.0.is_empty() || m.steps.is_empty());
+            }
+        }
+        Event::Progress { done, total } => assert!(total.is_none_or(|t| done <= t)),
+        Event::Problem(p) => assert!(!p.to_string().is_empty()),
+    };
+    let result = match kind {
+        Some(kind) => package::walk_as(kind, data, &limits, &mut visit),
+        None => package::walk(data, &limits, &mut visit),
+    };
+    if let Err(e) = result {
+        assert!(!e.to_string().is_empty());
+    }
+}

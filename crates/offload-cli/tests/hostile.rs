@@ -24,6 +24,7 @@
 //! contains `text`.
 
 mod common;
+mod package_support;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -155,6 +156,9 @@ struct Base {
     name: &'static str,
     data: Vec<u8>,
     modes: Vec<Mode>,
+    /// The inspector runs on every `thin`-th of its usual sample of the
+    /// damages (packages: their damages mostly end in the same few errors).
+    thin: usize,
 }
 
 fn fixture(path: &str) -> Vec<u8> {
@@ -163,7 +167,7 @@ fn fixture(path: &str) -> Vec<u8> {
 
 fn bases() -> Vec<Base> {
     let bundle_targets: &'static [&'static str] = &[HOST, G906, G908];
-    let b = |name: &'static str, path: &str, modes: Vec<Mode>| Base { name, data: fixture(path), modes };
+    let b = |name: &'static str, path: &str, modes: Vec<Mode>| Base { name, data: fixture(path), modes, thin: 1 };
     vec![
         b("binary bundle", "bundler/spec-3-1.out", vec![Mode::List("bc"), Mode::Unbundle("bc", bundle_targets)]),
         b("text bundle //", "bundler/text-i.out", vec![Mode::List("i"), Mode::Unbundle("i", &[HOST, G906, G90A])]),
@@ -202,6 +206,25 @@ fn bases() -> Vec<Base> {
         b("CUDA fat binary (LZ4)", "cuda/kern_lz4.fatbin", vec![]),
         b("CUDA concatenated entry", "cuda/concat.fatbin", vec![Mode::InspectSelectCuda]),
         b("CUDA object", "cuda/obj_sm80.o", vec![]),
+    ]
+    .into_iter()
+    .chain(package_bases())
+    .collect()
+}
+
+/// Small packages of every kind `offload` opens (the inspector's modes
+/// only), each holding a bundle and a compressed bundle.
+fn package_bases() -> Vec<Base> {
+    use package_support::*;
+    let (bundle, ccob) = (fixture("bundler/align-16.out"), fixture("bundler/ccob-l3.out"));
+    let files = [("./lib/a.bc", &bundle[..]), ("./lib/b.bc", &ccob[..])];
+    let p = |name: &'static str, data: Vec<u8>| Base { name, data, modes: vec![], thin: 4 };
+    vec![
+        p("package: wheel", zip_of(&[("x/a.bc", &bundle, false), ("x/b.bc", &ccob, true)])),
+        p("package: tar", tar_of(&files)),
+        p("package: tar.gz", compress(Z::Gzip, &tar_of(&files))),
+        p("package: deb", deb_of(&files)),
+        p("package: conda", conda_of(&files)),
     ]
 }
 
@@ -779,7 +802,7 @@ fn jobs() -> Vec<Job> {
         let data = std::sync::Arc::new(base.data);
         let all = damages(data.len());
         for (k, &damage) in all.iter().enumerate() {
-            let inspector = INSPECTOR_MODES.iter().filter(|(_, every)| k % every == 0).map(|(m, _)| *m);
+            let inspector = INSPECTOR_MODES.iter().filter(|(_, every)| k % (every * base.thin) == 0).map(|(m, _)| *m);
             for mode in base.modes.iter().copied().chain(inspector) {
                 jobs.push(Job { base: base.name.to_string(), data: data.clone(), damage, what: None, mode });
             }

@@ -18,6 +18,7 @@ pub mod layout;
 pub mod llvm_hash;
 pub mod offload_arch;
 pub mod offload_binary;
+pub mod package;
 pub mod plan;
 pub mod prune;
 pub mod string_map;

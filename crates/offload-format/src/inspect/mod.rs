@@ -74,6 +74,9 @@ pub enum Step {
     Image(usize),
     /// A global of an LLVM bitcode module (`!llvm.embedded.objects`).
     Global(String),
+    /// A file inside a package (zip, wheel, tar, deb, conda), by its path
+    /// there: `member torch/lib/libx.so` (see [`crate::package`]).
+    PackageMember(String),
 }
 
 /// Where a code object lies, outermost step first. Displayed as the steps
@@ -99,14 +102,17 @@ impl fmt::Display for Step {
             Step::Entry(id) => write!(f, "entry {id}"),
             Step::Image(i) => write!(f, "image {i}"),
             Step::Global(name) => write!(f, "global {name}"),
+            Step::PackageMember(path) => write!(f, "member {path}"),
         }
     }
 }
 
 impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let starts_with_container =
-            matches!(self.0.first(), Some(Step::Member { .. } | Step::Section(_) | Step::Global(_)));
+        let starts_with_container = matches!(
+            self.0.first(),
+            Some(Step::Member { .. } | Step::Section(_) | Step::Global(_) | Step::PackageMember(_))
+        );
         if !starts_with_container {
             f.write_str("file")?;
         }

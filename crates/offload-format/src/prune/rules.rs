@@ -129,6 +129,7 @@ impl Rules {
                     unit: u,
                     container: false,
                     image_kind: None,
+                    cuda: None,
                     payload: Payload::Plain(Bytes::Borrowed(&[])),
                 });
                 index.push((u, e));

@@ -8,7 +8,9 @@ usage: offload <command> [options] FILE...
 
 Finds the GPU code objects in any file: raw bundles (binary, text,
 compressed), OffloadBinary packages, ELF/COFF/Mach-O objects, executables
-and shared libraries, archives, bitcode, and any nesting of these.
+and shared libraries, archives, bitcode, and any nesting of these; also
+inside packages (zip, wheel, tar[.gz|.xz|.zst|.bz2], deb, conda) and
+folders, without unpacking them.
 
 commands:
   list FILE...                       one row per code object (headers only)

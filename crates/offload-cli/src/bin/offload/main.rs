@@ -3,14 +3,16 @@
 //! why the others are not loaded), extracts them, and verifies structure.
 
 mod args;
+mod inputs;
 mod output;
+mod progress;
 mod prune;
 
 use args::{Command, Filter};
 use offload_cli::{diag, io};
 use offload_format::inspect::decode::visit_objects;
 use offload_format::inspect::select::{Gpu, Runtime, Selection, Tier, Verdict, select};
-use offload_format::inspect::{BytesError, Inventory, Options, Severity, scan};
+use offload_format::inspect::{BytesError, Inventory, Options, Severity};
 use offload_format::plan::Plan;
 use output::{Object, Value};
 use std::process::ExitCode;
@@ -55,16 +57,6 @@ fn display_name(path: &str) -> String {
     std::path::Path::new(path).file_name().map_or_else(|| path.to_string(), |n| n.to_string_lossy().into_owned())
 }
 
-fn open(argv0: &str, path: &str) -> Option<io::Input> {
-    match io::Input::open(path) {
-        Ok(i) => Some(i),
-        Err(e) => {
-            eprintln!("{argv0}: error: '{path}': {}", io::error_text(&e));
-            None
-        }
-    }
-}
-
 /// Prints the scan's diagnostics (list, select, extract) with their
 /// severity: an error found while scanning makes `list` exit 1, and the
 /// message must say why.
@@ -79,32 +71,20 @@ fn list(argv0: &str, files: &[String], json: bool) -> u8 {
     let mut status = 0;
     let (mut rows, mut objects) = (Vec::new(), Vec::new());
     for path in files {
-        let Some(input) = open(argv0, path) else {
-            status = 1;
-            continue;
-        };
-        let inv = scan(input.bytes(), &display_name(path), &Options::default());
-        report(argv0, path, &inv);
-        if inv.objects.is_empty() {
+        let mut found = 0;
+        let problems = inputs::each(path, !json, &mut |item| {
+            let (path, inv) = (item.file, item.scan(&Options::default()));
+            report(argv0, path, &inv);
+            found += inv.objects.len();
+            if inv.has_errors() {
+                status = 1;
+            }
+            list_rows(item, &inv, &mut rows, &mut objects);
+        });
+        status |= inputs::report(argv0, &problems);
+        if found == 0 && !inputs::has_errors(&problems) {
             eprintln!("{argv0}: error: {path}: no offload code objects found");
             status = 1;
-        }
-        if inv.has_errors() {
-            status = 1;
-        }
-        for o in &inv.objects {
-            objects.push(output::code_object(path, o));
-            rows.push(vec![
-                path.clone(),
-                o.location.to_string(),
-                o.format.name().to_string(),
-                o.offload_kind.clone(),
-                o.triple.clone(),
-                if o.target_id.is_empty() { "-".into() } else { o.target_id.clone() },
-                o.size.to_string(),
-                output::offset(o.offset),
-                if o.compressed { "yes".into() } else { "no".into() },
-            ]);
         }
     }
     if json {
@@ -114,6 +94,24 @@ fn list(argv0: &str, files: &[String], json: bool) -> u8 {
         print!("{}", output::table(&header, &rows));
     }
     status
+}
+
+/// The rows (and JSON objects) `list` prints for one scanned item.
+fn list_rows(item: &inputs::Item, inv: &Inventory, rows: &mut Vec<Vec<String>>, objects: &mut Vec<Object>) {
+    for o in &inv.objects {
+        objects.push(item.object(o));
+        rows.push(vec![
+            item.file.to_string(),
+            o.location.to_string(),
+            o.format.name().to_string(),
+            o.offload_kind.clone(),
+            o.triple.clone(),
+            if o.target_id.is_empty() { "-".into() } else { o.target_id.clone() },
+            o.size.to_string(),
+            output::offset(o.offset),
+            if o.compressed { "yes".into() } else { "no".into() },
+        ]);
+    }
 }
 
 /// The verdict's columns: `selected` / reason code, and the explanation.
@@ -152,55 +150,57 @@ fn select_cmd(argv0: &str, files: &[String], gpu: &Gpu, runtime: Runtime, json: 
     let (mut chosen_rows, mut other_rows, mut chosen_json, mut other_json) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for path in files {
-        let Some(input) = open(argv0, path) else {
-            status = 1;
-            continue;
-        };
-        let inv = scan(input.bytes(), &display_name(path), &Options::default());
-        report(argv0, path, &inv);
-        let sel: Selection = select(&inv.objects, gpu, runtime);
-        let ids = |i: usize| inv.objects.get(i).map(|o| o.id.clone()).unwrap_or_default();
-        for (o, v) in inv.objects.iter().zip(&sel.verdicts) {
-            let Some(v) = v else { continue };
-            let (code, text) = verdict_text(v, &ids, gpu, runtime);
-            let selected = matches!(v, Verdict::Selected(_));
-            let obj = output::code_object(path, o)
-                .add("selected", Value::Bool(selected))
-                .add("reason_code", if selected { Value::Null } else { Value::Str(code.clone()) })
-                .add("reason", if selected { Value::Null } else { Value::Str(text.clone()) });
-            let verdict = if selected {
-                "selected"
-            } else if code == "not-chosen" {
-                "not chosen"
-            } else {
-                "rejected"
-            };
-            let row = vec![
-                path.clone(),
-                o.location.to_string(),
-                o.id.clone(),
-                output::offset(o.offset),
-                o.size.to_string(),
-                verdict.to_string(),
-                text,
-            ];
-            if selected {
-                chosen_json.push(obj);
-                chosen_rows.push(row);
-            } else {
-                other_json.push(obj);
-                other_rows.push(row);
+        let mut candidates = false;
+        let problems = inputs::each(path, !json, &mut |item| {
+            let (path, inv) = (item.file, item.scan(&Options::default()));
+            report(argv0, path, &inv);
+            let sel: Selection = select(&inv.objects, gpu, runtime);
+            let ids = |i: usize| inv.objects.get(i).map(|o| o.id.clone()).unwrap_or_default();
+            for (o, v) in inv.objects.iter().zip(&sel.verdicts) {
+                let Some(v) = v else { continue };
+                let (code, text) = verdict_text(v, &ids, gpu, runtime);
+                let selected = matches!(v, Verdict::Selected(_));
+                let obj = item
+                    .object(o)
+                    .add("selected", Value::Bool(selected))
+                    .add("reason_code", if selected { Value::Null } else { Value::Str(code.clone()) })
+                    .add("reason", if selected { Value::Null } else { Value::Str(text.clone()) });
+                let verdict = if selected {
+                    "selected"
+                } else if code == "not-chosen" {
+                    "not chosen"
+                } else {
+                    "rejected"
+                };
+                let row = vec![
+                    path.to_string(),
+                    o.location.to_string(),
+                    o.id.clone(),
+                    output::offset(o.offset),
+                    o.size.to_string(),
+                    verdict.to_string(),
+                    text,
+                ];
+                if selected {
+                    chosen_json.push(obj);
+                    chosen_rows.push(row);
+                } else {
+                    other_json.push(obj);
+                    other_rows.push(row);
+                }
             }
-        }
-        for &u in &sel.failed_units {
-            let loc = inv.units.get(u).map(|u| u.location.to_string()).unwrap_or_default();
-            eprintln!(
-                "{argv0}: error: {path}: no code object in the fat binary at {loc} loads on {gpu} ({} runtime)",
-                runtime.name()
-            );
-            status = 1;
-        }
-        if sel.chosen.is_empty() && sel.failed_units.is_empty() {
+            for &u in &sel.failed_units {
+                let loc = inv.units.get(u).map(|u| u.location.to_string()).unwrap_or_default();
+                eprintln!(
+                    "{argv0}: error: {path}: no code object in the fat binary at {loc} loads on {gpu} ({} runtime)",
+                    runtime.name()
+                );
+                status = 1;
+            }
+            candidates |= !(sel.chosen.is_empty() && sel.failed_units.is_empty());
+        });
+        status |= inputs::report(argv0, &problems);
+        if !candidates && !inputs::has_errors(&problems) {
             eprintln!("{argv0}: error: {path}: no {} code objects found", runtime.name());
             status = 1;
         }
@@ -221,39 +221,45 @@ fn verify(argv0: &str, files: &[String], json: bool) -> u8 {
     let mut status = 0;
     let mut objects = Vec::new();
     for path in files {
-        let Some(input) = open(argv0, path) else {
-            status = 1;
-            objects.push(
-                Object::default()
-                    .add("file", Value::Str(path.clone()))
-                    .add("severity", Value::Str("error".into()))
-                    .add("offset", Value::Null)
-                    .add("location", Value::Str(String::new()))
-                    .add("message", Value::Str("cannot be read".into())),
+        // Findings of every item of the path: (file, severity, offset, location, message).
+        let mut diags: Vec<(String, Severity, Option<u64>, String, String)> = Vec::new();
+        let (mut found, mut units) = (0, 0);
+        let problems = inputs::each(path, !json, &mut |item| {
+            let inv = item.scan(&Options { deep: true, ..Default::default() });
+            found += inv.objects.len();
+            units += inv.units.len();
+            let file = item.file.to_string();
+            diags.extend(
+                inv.diagnostics
+                    .iter()
+                    .map(|d| (file.clone(), d.severity, d.offset, d.location.clone(), d.message.clone())),
             );
-            continue;
-        };
-        let inv = scan(input.bytes(), &display_name(path), &Options { deep: true, ..Default::default() });
-        let mut errors = inv.diagnostics.iter().filter(|d| d.severity == Severity::Error).count();
-        let mut diags: Vec<(Severity, Option<u64>, String, String)> =
-            inv.diagnostics.iter().map(|d| (d.severity, d.offset, d.location.clone(), d.message.clone())).collect();
-        if inv.objects.is_empty() && errors == 0 {
-            diags.push((Severity::Error, None, "file".into(), "no offload code objects found".into()));
+        });
+        // Packages that could not be read: findings in JSON, messages on
+        // standard error (as for every command) in text.
+        let unread = diags.len()..diags.len() + problems.len();
+        if !json {
+            inputs::report(argv0, &problems);
+        }
+        diags.extend(problems.into_iter().map(|p| (p.file, p.severity, None, p.location, p.message)));
+        let mut errors = diags.iter().filter(|d| d.1 == Severity::Error).count();
+        if found == 0 && errors == 0 {
+            diags.push((path.clone(), Severity::Error, None, "file".into(), "no offload code objects found".into()));
             errors += 1;
         }
-        for (severity, offset, location, message) in &diags {
+        for (k, (file, severity, offset, location, message)) in diags.iter().enumerate() {
             if json {
                 objects.push(
                     Object::default()
-                        .add("file", Value::Str(path.clone()))
+                        .add("file", Value::Str(file.clone()))
                         .add("severity", Value::Str(severity.name().into()))
                         .add("offset", offset.map_or(Value::Null, Value::Num))
                         .add("location", Value::Str(location.clone()))
                         .add("message", Value::Str(message.clone())),
                 );
-            } else {
+            } else if !unread.contains(&k) {
                 let at = offset.map(|o| format!(":{o:#x}")).unwrap_or_default();
-                println!("{path}{at}: {}: {location}: {message}", severity.name());
+                println!("{file}{at}: {}: {location}: {message}", severity.name());
             }
         }
         if errors > 0 {
@@ -265,8 +271,8 @@ fn verify(argv0: &str, files: &[String], json: bool) -> u8 {
             let plural = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
             println!(
                 "{path}: {verdict}: {} in {}, {}, {}",
-                plural(inv.objects.len(), "code object", "code objects"),
-                plural(inv.units.len(), "fat binary", "fat binaries"),
+                plural(found, "code object", "code objects"),
+                plural(units, "fat binary", "fat binaries"),
                 plural(errors, "error", "errors"),
                 plural(warnings, "warning", "warnings"),
             );
@@ -314,85 +320,106 @@ fn extract(
     dir: Option<String>,
     json: bool,
 ) -> u8 {
-    let Some(input) = open(argv0, path) else { return 1 };
-    let inv = scan(input.bytes(), &display_name(path), &Options::default());
-    report(argv0, path, &inv);
-    let chosen = gpu.map(|g| select(&inv.objects, g, runtime).chosen).unwrap_or_default();
     let canonical = |t: &str| {
         let triple = if t.starts_with("sm_") { "nvptx64-nvidia-cuda" } else { "amdgcn-amd-amdhsa" };
         offload_format::inspect::id::canonical_target_id(triple, t).unwrap_or_else(|_| t.to_string())
     };
-    let picked: Vec<usize> = (0..inv.objects.len())
-        .filter(|&i| {
-            let o = &inv.objects[i];
-            filters.iter().any(|f| match f {
-                Filter::All => !o.container,
-                Filter::Id(id) => &o.id == id,
-                Filter::TargetId(t) => !o.target_id.is_empty() && o.target_id == canonical(t),
-                Filter::Index(n) => *n == i,
-                Filter::Gpu => chosen.contains(&i),
+    let dir = dir.unwrap_or_else(|| ".".into());
+    let mut outputs = io::Outputs::new();
+    // Staged outputs: the JSON object and the text line of each.
+    let mut written: Vec<(Object, String)> = Vec::new();
+    // Code objects in the items before this one (`--index` counts across a
+    // package), matches so far, and whether an item failed.
+    let (mut before, mut matched, mut failed) = (0, 0, false);
+    let problems = inputs::each(path, !json, &mut |item| {
+        if failed {
+            return;
+        }
+        let inv = item.scan(&Options::default());
+        report(argv0, item.file, &inv);
+        let chosen = gpu.map(|g| select(&inv.objects, g, runtime).chosen).unwrap_or_default();
+        let picked: Vec<usize> = (0..inv.objects.len())
+            .filter(|&i| {
+                let o = &inv.objects[i];
+                filters.iter().any(|f| match f {
+                    Filter::All => !o.container,
+                    Filter::Id(id) => &o.id == id,
+                    Filter::TargetId(t) => !o.target_id.is_empty() && o.target_id == canonical(t),
+                    Filter::Index(n) => *n == before + i,
+                    Filter::Gpu => chosen.contains(&i),
+                })
             })
-        })
-        .collect();
-    if picked.is_empty() {
+            .collect();
+        // With `-o`, only the first match is written; the others are
+        // counted for the error below.
+        let mut wanted = Vec::new();
+        for &i in &picked {
+            matched += 1;
+            if output.is_none() || matched == 1 {
+                wanted.push(i);
+            }
+        }
+        // Each bundle is decompressed once, on one of several threads, and
+        // its objects are staged as soon as it is: memory holds one
+        // decompressed bundle per thread, never all of them.
+        let staged: Vec<Mutex<Option<(String, io::StagedOutput)>>> = wanted.iter().map(|_| Mutex::new(None)).collect();
+        let visited = visit_objects(&inv, &wanted, 0, |i, bytes| {
+            let bytes = bytes.map_err(ExtractError::Bytes)?;
+            let dest = match &output {
+                Some(o) => o.clone(),
+                None => format!("{dir}/{}", output_name(path, before + i, &inv.objects[i].id, bytes)),
+            };
+            let out = io::Outputs::stage_detached(&dest, &Plan::borrowed(bytes), &[item.input])
+                .map_err(ExtractError::Output)?;
+            if let Some(slot) = wanted.binary_search(&i).ok().and_then(|p| staged.get(p))
+                && let Ok(mut slot) = slot.lock()
+            {
+                *slot = Some((dest, out));
+            }
+            Ok(())
+        });
+        if let Err((position, failure)) = visited {
+            match failure {
+                ExtractError::Bytes(e) => {
+                    let o = &inv.objects[wanted[position]];
+                    eprintln!("{argv0}: error: {}: '{}' at {}: {e}", item.file, o.id, o.location);
+                }
+                ExtractError::Output(e) => eprintln!("{argv0}: error: {e}"),
+            }
+            failed = true;
+            return;
+        }
+        for (&i, slot) in wanted.iter().zip(staged) {
+            if let Some((dest, out)) = slot.into_inner().ok().flatten() {
+                outputs.adopt(out);
+                let o = &inv.objects[i];
+                let line = format!("{dest}\t{}\t{}", o.id, o.location);
+                written.push((item.object(o).add("path", Value::Str(dest)), line));
+            }
+        }
+        before += inv.objects.len();
+    });
+    if inputs::report(argv0, &problems) != 0 || failed {
+        return 1;
+    }
+    if matched == 0 {
         eprintln!("{argv0}: error: {path}: no code object matches");
         return 1;
     }
-    if output.is_some() && picked.len() > 1 {
-        eprintln!("{argv0}: error: {path}: {} code objects match; use --output-dir to write them all", picked.len());
+    if output.is_some() && matched > 1 {
+        eprintln!("{argv0}: error: {path}: {matched} code objects match; use --output-dir to write them all");
         return 1;
-    }
-    // Each bundle is decompressed once, on one of several threads, and its
-    // objects are staged as soon as it is: memory holds one decompressed
-    // bundle per thread, never all of them.
-    let dir = dir.unwrap_or_else(|| ".".into());
-    let staged: Vec<Mutex<Option<(String, io::StagedOutput)>>> = picked.iter().map(|_| Mutex::new(None)).collect();
-    let visited = visit_objects(&inv, &picked, 0, |i, bytes| {
-        let bytes = bytes.map_err(ExtractError::Bytes)?;
-        let dest = match &output {
-            Some(o) => o.clone(),
-            None => format!("{dir}/{}", output_name(path, i, &inv.objects[i].id, bytes)),
-        };
-        let out =
-            io::Outputs::stage_detached(&dest, &Plan::borrowed(bytes), &[&input]).map_err(ExtractError::Output)?;
-        if let Some(slot) = picked.binary_search(&i).ok().and_then(|p| staged.get(p))
-            && let Ok(mut slot) = slot.lock()
-        {
-            *slot = Some((dest, out));
-        }
-        Ok(())
-    });
-    if let Err((position, failure)) = visited {
-        match failure {
-            ExtractError::Bytes(e) => {
-                let o = &inv.objects[picked[position]];
-                eprintln!("{argv0}: error: {path}: '{}' at {}: {e}", o.id, o.location);
-            }
-            ExtractError::Output(e) => eprintln!("{argv0}: error: {e}"),
-        }
-        return 1;
-    }
-    let mut outputs = io::Outputs::new();
-    let mut written = Vec::new();
-    for (&i, slot) in picked.iter().zip(staged) {
-        if let Some((dest, out)) = slot.into_inner().ok().flatten() {
-            outputs.adopt(out);
-            written.push((i, dest));
-        }
     }
     if let Err(e) = outputs.commit() {
         eprintln!("{argv0}: error: {e}");
         return 1;
     }
     if json {
-        let objects: Vec<Object> = written
-            .iter()
-            .map(|(i, dest)| output::code_object(path, &inv.objects[*i]).add("path", Value::Str(dest.clone())))
-            .collect();
+        let objects: Vec<Object> = written.into_iter().map(|(o, _)| o).collect();
         print!("{}", output::array(&objects));
     } else if output.as_deref() != Some("-") {
-        for (i, dest) in &written {
-            println!("{dest}\t{}\t{}", inv.objects[*i].id, inv.objects[*i].location);
+        for (_, line) in &written {
+            println!("{line}");
         }
     }
     0

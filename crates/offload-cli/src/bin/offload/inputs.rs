@@ -1,0 +1,161 @@
+//! What the commands scan for one path given on the command line: the file
+//! itself; each member of a package (zip, wheel, tar, deb, conda) that may
+//! hold code; or, for a folder, each file below it (each its own `file`,
+//! packages opened too). See `offload_format::package`.
+
+use crate::output::{self, Object};
+use crate::progress::Progress;
+use offload_cli::io;
+use offload_format::inspect::{CodeObject, Inventory, Options, Severity, Step, scan};
+use offload_format::package::{self, Event, HEAD_LEN, Limits};
+use std::cell::Cell;
+use std::path::Path;
+
+/// One thing to scan.
+pub struct Item<'a> {
+    /// The FILE column: the path given, or a file below the folder given.
+    pub file: &'a str,
+    pub bytes: &'a [u8],
+    /// The mapped file `bytes` come from when they are stored there as is
+    /// (extraction copies them with the kernel).
+    pub input: &'a io::Input,
+    prefix: &'a [Step],
+    base: Option<u64>,
+    /// Fat binaries found in the file's items so far: units are numbered
+    /// across a package.
+    units: &'a Cell<usize>,
+    units_before: usize,
+}
+
+impl<'a> Item<'a> {
+    /// Scans the item; locations start at the file, offsets are absolute
+    /// in it (none for code inside a compressed member).
+    pub fn scan(&self, opts: &Options) -> Inventory<'a> {
+        let name = match self.prefix.last() {
+            Some(Step::PackageMember(path)) => path.rsplit('/').next().unwrap_or(path).to_string(),
+            _ => crate::display_name(self.file),
+        };
+        let mut inv = scan(self.bytes, &name, opts);
+        package::rebase(&mut inv, self.prefix, self.base);
+        self.units.set(self.units_before + inv.units.len());
+        inv
+    }
+
+    /// The JSON object of a code object this item's scan found.
+    pub fn object(&self, o: &CodeObject) -> Object {
+        if self.units_before == 0 {
+            return output::code_object(self.file, o);
+        }
+        let numbered = CodeObject { unit: o.unit.saturating_add(self.units_before), ..o.clone() };
+        output::code_object(self.file, &numbered)
+    }
+}
+
+/// A file, package member or folder that could not be read.
+pub struct Problem {
+    pub file: String,
+    pub severity: Severity,
+    /// The member (`member a/b.so`); empty for the file itself.
+    pub location: String,
+    pub message: String,
+}
+
+/// Prints `problems`; 1 if any is an error.
+pub fn report(argv0: &str, problems: &[Problem]) -> u8 {
+    for p in problems {
+        if p.location.is_empty() {
+            eprintln!("{argv0}: {}: '{}': {}", p.severity.name(), p.file, p.message);
+        } else {
+            eprintln!("{argv0}: {}: {}: {}: {}", p.severity.name(), p.file, p.location, p.message);
+        }
+    }
+    u8::from(has_errors(problems))
+}
+
+pub fn has_errors(problems: &[Problem]) -> bool {
+    problems.iter().any(|p| p.severity == Severity::Error)
+}
+
+fn unreadable(file: &str, e: &std::io::Error) -> Problem {
+    Problem { file: file.into(), severity: Severity::Error, location: String::new(), message: io::error_text(e) }
+}
+
+/// Calls `visit` for each thing to scan in `path`, one at a time, and
+/// returns what could not be read. `progress`: a count may be shown on a
+/// terminal.
+pub fn each(path: &str, progress: bool, visit: &mut dyn FnMut(&Item<'_>)) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    if path != "-" && Path::new(path).is_dir() {
+        let mut bar = Progress::new(path, progress);
+        for (n, file) in package::dir::files(Path::new(path)).enumerate() {
+            match file {
+                Err(e) => problems.push(Problem {
+                    file: e.path.display().to_string(),
+                    severity: Severity::Error,
+                    location: String::new(),
+                    message: io::error_text(&e.error),
+                }),
+                Ok(file) => {
+                    let file = file.to_string_lossy();
+                    match io::Input::open(&file) {
+                        Err(e) => problems.push(unreadable(&file, &e)),
+                        Ok(input) if package::interesting(head(input.bytes())) => {
+                            bar.clear();
+                            one(&file, &input, None, visit, &mut problems);
+                        }
+                        Ok(_) => {}
+                    }
+                }
+            }
+            bar.tick(n as u64 + 1, None, "files");
+        }
+        return problems;
+    }
+    match io::Input::open(path) {
+        Err(e) => problems.push(unreadable(path, &e)),
+        Ok(input) => one(path, &input, Some(Progress::new(path, progress)), visit, &mut problems),
+    }
+    problems
+}
+
+fn head(bytes: &[u8]) -> &[u8] {
+    bytes.get(..bytes.len().min(HEAD_LEN)).unwrap_or_default()
+}
+
+/// One file: a package is walked, anything else scanned as it is.
+fn one(
+    file: &str,
+    input: &io::Input,
+    mut bar: Option<Progress>,
+    visit: &mut dyn FnMut(&Item<'_>),
+    problems: &mut Vec<Problem>,
+) {
+    let bytes = input.bytes();
+    let units = Cell::new(0);
+    if package::detect(head(bytes)).is_none() {
+        return visit(&Item { file, bytes, input, prefix: &[], base: Some(0), units: &units, units_before: 0 });
+    }
+    let found = |e: package::PackageError| {
+        let location =
+            if e.at.is_empty() { String::new() } else { offload_format::inspect::Location(e.at.clone()).to_string() };
+        Problem { file: file.into(), severity: e.severity(), location, message: e.kind.to_string() }
+    };
+    let result = package::walk(bytes, &Limits::default(), &mut |event| match event {
+        Event::Member(m) => {
+            if let Some(b) = &mut bar {
+                b.clear();
+            }
+            let units_before = units.get();
+            visit(&Item { file, bytes: m.bytes, input, prefix: m.steps, base: m.offset, units: &units, units_before });
+        }
+        Event::Progress { done, total } => {
+            if let Some(b) = &mut bar {
+                b.tick(done, total, "members");
+            }
+        }
+        Event::Problem(e) => problems.push(found(e)),
+    });
+    if let Err(e) = result {
+        problems.push(found(e));
+    }
+}
