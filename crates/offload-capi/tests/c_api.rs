@@ -247,7 +247,7 @@ fn errors_have_status_and_message() {
     let lines: Vec<&str> = got.lines().collect();
     assert_eq!(&lines[..expected.len()], &expected);
     let rest = &lines[expected.len()..];
-    assert!(rest[0].starts_with("1\tgpu: ") && rest[0].contains("gfx9000"), "{}", rest[0]);
+    assert!(rest[0].starts_with("1\tgpu: ") && rest[0].contains("gfx90a:xnack"), "{}", rest[0]);
     assert_eq!(rest[1], "1\tunknown runtime 7 (0: hip, 1: openmp)");
     assert_eq!(rest[2], "1\tcode object index 3 is out of range (the inventory holds 0)");
     assert_eq!(rest[3], "3\tnot a compressed bundle (no CCOB header)");

@@ -127,7 +127,7 @@ static int errors_cmd(const char *missing) {
   report(offload_inventory_get(inv, 0, &co));
   size_t count = 0;
   report(offload_select(inv, "gfx90a:xnack+", OFFLOAD_RUNTIME_HIP, NULL, 0, &count));
-  report(offload_select(inv, "gfx9000", OFFLOAD_RUNTIME_HIP, NULL, 0, &count));
+  report(offload_select(inv, "gfx90a:xnack", OFFLOAD_RUNTIME_HIP, NULL, 0, &count));
   report(offload_select(inv, "gfx90a", 7, NULL, 0, &count));
   report(offload_code_object_copy(inv, 3, NULL, 0, &count));
   offload_inventory_free(inv);
