@@ -133,6 +133,7 @@ fn text(d: &Diff) -> String {
             vec![
                 c.status.name().to_string(),
                 file_name(&c.file),
+                c.unit.to_string(),
                 c.target.clone(),
                 c.id.clone(),
                 size(c.size_a),
@@ -142,7 +143,7 @@ fn text(d: &Diff) -> String {
         })
         .collect();
     if !rows.is_empty() {
-        out.push_str(&output::table(&["STATUS", "FILE", "TARGET", "ID", "SIZE A", "SIZE B", "DELTA"], &rows));
+        out.push_str(&output::table(&["STATUS", "FILE", "UNIT", "TARGET", "ID", "SIZE A", "SIZE B", "DELTA"], &rows));
         out.push('\n');
     }
     let head = ["ADDED", "REMOVED", "CHANGED", "UNCHANGED", "BYTES A", "BYTES B", "DELTA"];
