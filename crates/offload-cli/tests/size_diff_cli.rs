@@ -255,3 +255,17 @@ fn diff_matches_package_members_and_folder_files_by_path() {
     assert_eq!((v["total"]["removed"].as_u64(), v["total"]["unchanged"].as_u64()), (Some(6), Some(3)));
     assert_eq!(offload(&["diff", p(&v1), p(&v1)]).status.code(), Some(0));
 }
+
+#[test]
+fn diff_of_a_corrupt_compressed_bundle_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = bundle(dir.path(), "good.co", &[("gfx906", &data(1, 4000, true))], true);
+    let mut bytes = std::fs::read(&good).unwrap();
+    bytes[16] ^= 0xff; // the decompressed bundle's hash (version 2 header)
+    let bad = dir.path().join("bad.co");
+    std::fs::write(&bad, &bytes).unwrap();
+    let o = offload(&["diff", p(&good), p(&bad)]);
+    assert_eq!(o.status.code(), Some(2), "{}", String::from_utf8_lossy(&o.stdout));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("bad.co") && err.contains("not compared"), "{err}");
+}
