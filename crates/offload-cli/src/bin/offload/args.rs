@@ -21,6 +21,10 @@ commands:
   verify FILE...                     deep structural check of every payload
   prune --keep T[,T...] IN -o OUT    drop the device code of other GPU targets
                                      from a HIP host binary (README: offload prune)
+  size [--keep T[,T...]] PATH...     bytes per target and offload kind, and what
+                                     prune --keep would save
+  diff A B                           code objects added, removed and changed
+                                     (exit 0 identical, 1 different)
 
 options:
   --json               machine-readable output (schema in the README)
@@ -76,6 +80,16 @@ pub enum Command {
         files: Vec<String>,
     },
     Prune(PruneArgs),
+    Size {
+        keep: Vec<String>,
+        json: bool,
+        paths: Vec<String>,
+    },
+    Diff {
+        json: bool,
+        a: String,
+        b: String,
+    },
     Help,
     Version,
 }
@@ -141,6 +155,38 @@ fn parse_prune(rest: &[String]) -> Result<Command, String> {
     Ok(Command::Prune(p))
 }
 
+/// Parses `size [--keep T[,T...]] [--json] PATH...` and `diff [--json] A B`.
+fn parse_size_diff(command: &str, rest: &[String]) -> Result<Command, String> {
+    let mut args = Args { items: rest.iter() };
+    let (mut json, mut keep, mut paths) = (false, Vec::new(), Vec::new());
+    while let Some(arg) = args.items.next() {
+        if arg == "-" || !arg.starts_with('-') {
+            paths.push(arg.clone());
+            continue;
+        }
+        let (opt, inline) = match arg.split_once('=') {
+            Some((o, v)) if o.starts_with("--") => (o, Some(v)),
+            _ => (arg.as_str(), None),
+        };
+        match opt {
+            "-h" | "--help" => return Ok(Command::Help),
+            "--json" if inline.is_none() => json = true,
+            "--keep" if command == "size" => {
+                keep.extend(args.value(opt, inline)?.split(',').filter(|t| !t.is_empty()).map(str::to_string))
+            }
+            _ => return Err(format!("unknown option '{arg}' for '{command}'")),
+        }
+    }
+    if command == "size" {
+        if paths.is_empty() {
+            return Err("'size' needs at least one path".into());
+        }
+        return Ok(Command::Size { keep, json, paths });
+    }
+    let [a, b] = paths.as_slice() else { return Err("'diff' takes exactly two paths, A and B".into()) };
+    Ok(Command::Diff { json, a: a.clone(), b: b.clone() })
+}
+
 /// Splits `--opt=value`, and takes the value of `--opt value` from `rest`.
 struct Args<'a> {
     items: std::slice::Iter<'a, String>,
@@ -180,6 +226,7 @@ pub fn parse(argv: &[String]) -> Result<Command, String> {
         "--version" => return Ok(Command::Version),
         "list" | "select" | "extract" | "verify" => {}
         "prune" => return parse_prune(rest),
+        "size" | "diff" => return parse_size_diff(command, rest),
         other => return Err(format!("unknown command '{other}'")),
     }
     let mut args = Args { items: rest.iter() };

@@ -3,10 +3,12 @@
 //! why the others are not loaded), extracts them, and verifies structure.
 
 mod args;
+mod diff;
 mod inputs;
 mod output;
 mod progress;
 mod prune;
+mod size;
 
 use args::{Command, Filter};
 use offload_cli::{diag, io};
@@ -42,6 +44,8 @@ fn main() -> ExitCode {
         Ok(Command::Select { gpu, runtime, json, files }) => select_cmd(&argv0, &files, &gpu, runtime, json),
         Ok(Command::Verify { json, files }) => verify(&argv0, &files, json),
         Ok(Command::Prune(args)) => prune::run(&argv0, &args),
+        Ok(Command::Size { keep, json, paths }) => size::run(&argv0, &paths, &keep, json),
+        Ok(Command::Diff { json, a, b }) => diff::run(&argv0, &a, &b, json),
         Ok(Command::Extract { filters, gpu, runtime, output, dir, json, file }) => {
             extract(&argv0, &file, &filters, gpu.as_ref(), runtime, output, dir, json)
         }
