@@ -151,10 +151,48 @@ pub fn cuobjdump_extract(file: &Path, into: &Path) -> (Vec<Vec<u8>>, Vec<Vec<u8>
     (elf, ptx)
 }
 
+/// `cuobjdump -all -lelf -lptx`: the listed file names, per kind, in the
+/// order printed (`ELF file    1: kern.1.sm_80.cubin`).
+pub fn cuobjdump_names(file: &Path) -> (Vec<String>, Vec<String>) {
+    let out = common::run(Command::new(cuda_bin().join("cuobjdump")).args(["-all", "-lelf", "-lptx"]).arg(file));
+    let (mut elf, mut ptx) = (Vec::new(), Vec::new());
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Some((head, name)) = line.split_once(": ") else { continue };
+        if head.starts_with("ELF file") {
+            elf.push(name.trim().to_string());
+        } else if head.starts_with("PTX file") {
+            ptx.push(name.trim().to_string());
+        }
+    }
+    (elf, ptx)
+}
+
+/// Asserts that `cuobjdump -lelf -lptx` names as many cubins and PTX files
+/// as `offload list` reports, each with the listed architecture (ELF names
+/// drop an `f` suffix, cuda-fatbin-spec.md §7, hence the trimmed match).
+pub fn assert_names_match(file: &Path) {
+    let (elf_names, ptx_names) = cuobjdump_names(file);
+    let records = in_cuobjdump_order(list(file));
+    for (kind, names) in [("elf", elf_names), ("ptx", ptx_names)] {
+        let arches: Vec<&str> =
+            records.iter().filter(|r| s(r, "image_kind") == kind).map(|r| s(r, "target_id")).collect();
+        assert_eq!(arches.len(), names.len(), "{}: {kind} count, cuobjdump lists {names:?}", file.display());
+        for (arch, name) in arches.iter().zip(&names) {
+            // BASE.N.sm_XY.cubin / BASE.N.sm_XY.ptx
+            let listed = name.rsplit('.').nth(1).unwrap_or_default();
+            let same = listed.trim_end_matches(['a', 'f']) == arch.trim_end_matches(['a', 'f']);
+            assert!(same, "{}: {name} listed for {arch}", file.display());
+        }
+    }
+}
+
 /// Asserts that `offload extract` writes, for every cubin and PTX entry, the
-/// bytes cuobjdump extracts (and, for stored entries, the bytes at the
+/// bytes cuobjdump extracts (after checking the names `-lelf`/`-lptx` list) (and, for stored entries, the bytes at the
 /// listed offset); returns how many files were compared.
 pub fn assert_extraction_matches(file: &Path) -> usize {
+    if file.extension().is_none_or(|e| e != "cubin") {
+        assert_names_match(file);
+    }
     let theirs = tempfile::tempdir().unwrap();
     let (want_elf, want_ptx) = cuobjdump_extract(file, theirs.path());
     let ours = tempfile::tempdir().unwrap();
