@@ -116,6 +116,24 @@ fn sm_70_comes_from_the_old_driver_only() {
 }
 
 #[test]
+fn select_sees_every_clang_registration() {
+    let Some(dir) = corpus() else { return };
+    // clang registers each fat binary through a record in .nvFatBinSegment
+    // (old driver: __cuda_fatbin_wrapper; new driver's link step:
+    // .fatbin_wrapper); nvcc -dlink adds its own for rdc_exe. None may read
+    // as unregistered, and each loadable one yields its sm_90 cubin on 9.0.
+    for (file, loadable_units) in [("exe", 2), ("libtwo.so", 2), ("rdc_exe", 1), ("nd_exe", 1), ("libnd.so", 1)] {
+        let out = offload(&["select", "--json", "--gpu", "sm_90", dir.join(file).to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(0), "{file}: {}", String::from_utf8_lossy(&out.stderr));
+        let records = inspect_support::json(&out);
+        assert!(records.iter().all(|r| r["reason_code"].as_str() != Some("unregistered")), "{file}");
+        let picked: Vec<&str> =
+            records.iter().filter(|r| r["selected"].as_bool() == Some(true)).map(|r| s(r, "id")).collect();
+        assert_eq!(picked, vec!["cuda-elf-sm_90"; loadable_units], "{file}");
+    }
+}
+
+#[test]
 fn new_driver_rdc_objects_hold_offload_binaries_cuobjdump_cannot_see() {
     let Some(dir) = corpus() else { return };
     for name in ["nd_rdc_kern.o", "nd_rdc_main.o"] {
