@@ -21,6 +21,8 @@ commands:
   verify FILE...                     deep structural check of every payload
   prune --keep T[,T...] IN -o OUT    drop the device code of other GPU targets
                                      from a HIP host binary (README: offload prune)
+  gpus [--sysfs-root DIR]            the GPUs of this machine, as the runtimes
+                                     will ask for code (README: offload gpus)
 
 options:
   --json               machine-readable output (schema in the README)
@@ -76,6 +78,10 @@ pub enum Command {
         files: Vec<String>,
     },
     Prune(PruneArgs),
+    Gpus {
+        sysfs_root: Option<String>,
+        json: bool,
+    },
     Help,
     Version,
 }
@@ -141,6 +147,25 @@ fn parse_prune(rest: &[String]) -> Result<Command, String> {
     Ok(Command::Prune(p))
 }
 
+/// Parses `gpus [--sysfs-root DIR] [--json]`.
+fn parse_gpus(rest: &[String]) -> Result<Command, String> {
+    let mut args = Args { items: rest.iter() };
+    let (mut sysfs_root, mut json) = (None, false);
+    while let Some(arg) = args.items.next() {
+        let (opt, inline) = match arg.split_once('=') {
+            Some((o, v)) if o.starts_with("--") => (o, Some(v)),
+            _ => (arg.as_str(), None),
+        };
+        match opt {
+            "-h" | "--help" => return Ok(Command::Help),
+            "--json" if inline.is_none() => json = true,
+            "--sysfs-root" => sysfs_root = Some(args.value(opt, inline)?),
+            _ => return Err(format!("unknown argument '{arg}' for 'gpus'")),
+        }
+    }
+    Ok(Command::Gpus { sysfs_root, json })
+}
+
 /// Splits `--opt=value`, and takes the value of `--opt value` from `rest`.
 struct Args<'a> {
     items: std::slice::Iter<'a, String>,
@@ -180,6 +205,7 @@ pub fn parse(argv: &[String]) -> Result<Command, String> {
         "--version" => return Ok(Command::Version),
         "list" | "select" | "extract" | "verify" => {}
         "prune" => return parse_prune(rest),
+        "gpus" => return parse_gpus(rest),
         other => return Err(format!("unknown command '{other}'")),
     }
     let mut args = Args { items: rest.iter() };

@@ -3,6 +3,7 @@
 //! why the others are not loaded), extracts them, and verifies structure.
 
 mod args;
+mod gpus;
 mod inputs;
 mod output;
 mod progress;
@@ -42,6 +43,9 @@ fn main() -> ExitCode {
         Ok(Command::Select { gpu, runtime, json, files }) => select_cmd(&argv0, &files, &gpu, runtime, json),
         Ok(Command::Verify { json, files }) => verify(&argv0, &files, json),
         Ok(Command::Prune(args)) => prune::run(&argv0, &args),
+        Ok(Command::Gpus { sysfs_root, json }) => {
+            gpus::run(&argv0, sysfs_root.as_deref().map(std::path::Path::new), json)
+        }
         Ok(Command::Extract { filters, gpu, runtime, output, dir, json, file }) => {
             extract(&argv0, &file, &filters, gpu.as_ref(), runtime, output, dir, json)
         }
