@@ -95,8 +95,12 @@ fn xnack_from_hsa_xnack_then_noretry_then_driver_default() {
     // An explicit noretry.
     assert_eq!(xnack(Some("0"), None), [s(Some(true), Origin::Noretry); 2]);
     assert_eq!(xnack(Some("1"), Some("yes")), [s(Some(false), Origin::Noretry); 2]);
-    // -1: the driver's default per chip: off for gfx90a and gfx90c.
-    assert_eq!(xnack(Some("-1"), None), [s(Some(false), Origin::DriverDefault); 2]);
+    // -1: the driver's default per chip: off for gfx90a; gfx90c's default
+    // changed with the kernel version, so unknown, and the note says why.
+    assert_eq!(xnack(Some("-1"), None), [s(Some(false), Origin::DriverDefault), s(None, Origin::Unknown)]);
+    let root = tree(&["renoir"], Some("-1"));
+    let notes = scan_with(&root, env(None)).notes.join("\n");
+    assert!(notes.contains("depends on the kernel version"), "{notes}");
     // No parameter file: unknown, and said why.
     let root = tree(&["mi250x"], None);
     let found = scan_with(&root, env(None));
