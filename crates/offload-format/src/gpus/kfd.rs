@@ -93,7 +93,14 @@ pub(super) fn scan(root: &Path, env: &Environment, scan: &mut Scan) -> Result<()
         for (line, text) in bad {
             scan.warnings.push(format!("{}:{line}: not a 'key value' line: '{text}'", path.display()));
         }
-        let name = read_small(&node_dir.join("name")).ok().flatten().map(|s| s.trim().to_string());
+        // The kernel writes its ASIC name here: a code name (`vega20`) for
+        // older chips, the placeholder `ip discovery` for newer ones, which
+        // names nothing.
+        let name = read_small(&node_dir.join("name"))
+            .ok()
+            .flatten()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty() && s != "ip discovery");
         let gpu = Node { node, props: &props, name, override_processor: &override_processor, noretry, env };
         if let Some(gpu) = gpu.local_gpu(&path.display().to_string(), scan) {
             scan.gpus.push(gpu);
@@ -219,7 +226,7 @@ impl Node<'_> {
             physical: (processor != physical).then_some(physical),
             xnack,
             sramecc,
-            name: self.name.clone().filter(|n| !n.is_empty()),
+            name: self.name.clone(),
             device_id: self.props.get("device_id").and_then(|v| u32::try_from(v).ok()),
             node: Some(self.node),
         })

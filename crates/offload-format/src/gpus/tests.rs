@@ -57,7 +57,8 @@ fn every_model_maps_to_its_processor() {
     assert_eq!(found.gpus.iter().map(|g| g.node).collect::<Vec<_>>(), (1..=8).map(Some).collect::<Vec<_>>());
     assert_eq!(found.gpus.iter().map(|g| g.index).collect::<Vec<_>>(), (0..8).collect::<Vec<_>>());
     let mi300x = &found.gpus[0];
-    assert_eq!((mi300x.device_id, mi300x.name.as_deref()), (Some(0x74a1), Some("gfx942")));
+    assert_eq!((mi300x.device_id, mi300x.name.as_deref()), (Some(0x74a1), None), "'ip discovery' names nothing");
+    assert_eq!(found.gpus[1].name.as_deref(), Some("aldebaran"));
     assert_eq!(mi300x.sramecc, Some(Setting { on: Some(true), origin: Origin::Capability }));
     assert_eq!(mi300x.xnack, Some(Setting { on: Some(false), origin: Origin::Noretry }));
     assert_eq!(found.gpus[3].xnack, None, "gfx1030 has no xnack feature");
