@@ -226,3 +226,14 @@ fn a_root_scan_never_asks_nvml_and_a_local_scan_does_not_fail_without_it() {
         assert!(local.warnings.iter().all(|w| !w.contains("libnvidia-ml")), "{:?}", local.warnings);
     }
 }
+
+#[test]
+fn local_gpus_are_what_select_takes() {
+    // Each GPU must be the canonical `Gpu` that `--gpu TARGET-ID` parses
+    // to, so `offload check` can hand it to `select` unchanged.
+    let root = tree(&["mi300x", "mi250x", "rx7900xtx", "renoir"], Some("0"));
+    for local in scan_with(&root, Environment::default()).gpus {
+        assert_eq!(crate::inspect::select::Gpu::parse(&local.gpu.target_id()).unwrap(), local.gpu);
+        assert_eq!(local.gpu.warning(), None, "{}", local.gpu);
+    }
+}
