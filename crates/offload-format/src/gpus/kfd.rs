@@ -47,12 +47,19 @@ impl Properties {
     }
 }
 
-/// Reads a small text file; `Ok(None)` when it does not exist.
+/// Reads a small text file; `Ok(None)` when it does not exist. Sysfs
+/// attributes are regular files: anything else (a FIFO, a device) is
+/// refused before opening, since reading one could block or never end.
 fn read_small(path: &Path) -> std::io::Result<Option<String>> {
-    let file = match std::fs::File::open(path) {
+    match std::fs::metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        other => other?,
-    };
+        Err(e) => return Err(e),
+        Ok(m) if !m.is_file() => {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "not a regular file"));
+        }
+        Ok(_) => {}
+    }
+    let file = std::fs::File::open(path)?;
     let mut bytes = Vec::new();
     file.take(MAX_FILE).read_to_end(&mut bytes)?;
     Ok(Some(String::from_utf8_lossy(&bytes).into_owned()))

@@ -237,3 +237,19 @@ fn local_gpus_are_what_select_takes() {
         assert_eq!(local.gpu.warning(), None, "{}", local.gpu);
     }
 }
+
+#[test]
+fn special_files_are_refused_not_read() {
+    let root = tree(&["mi50", "rx6800"], None);
+    let nodes = root.path().join("sys/class/kfd/kfd/topology/nodes");
+    // A FIFO would block a reader forever; a device would never end.
+    fs::remove_file(nodes.join("1/properties")).unwrap();
+    let fifo = std::ffi::CString::new(nodes.join("1/properties").to_str().unwrap()).unwrap();
+    // SAFETY: a valid C path string.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    fs::remove_file(nodes.join("2/properties")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", nodes.join("2/properties")).unwrap();
+    let found = scan_with(&root, Environment::default());
+    assert!(found.gpus.is_empty());
+    assert_eq!(found.warnings.iter().filter(|w| w.contains("not a regular file")).count(), 2, "{:?}", found.warnings);
+}
