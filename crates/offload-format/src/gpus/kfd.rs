@@ -72,7 +72,11 @@ pub(super) fn scan(root: &Path, env: &Environment, scan: &mut Scan) -> Result<()
         other => other.map_err(|source| ScanError::Read { path: dir.clone(), source })?,
     };
     let mut nodes: Vec<u32> = Vec::new();
-    for entry in entries.take(MAX_NODES) {
+    for (count, entry) in entries.enumerate() {
+        if count == MAX_NODES {
+            scan.warnings.push(format!("{}: more than {MAX_NODES} entries; the rest are not read", dir.display()));
+            break;
+        }
         let entry = entry.map_err(|source| ScanError::Read { path: dir.clone(), source })?;
         if let Some(n) = entry.file_name().to_str().and_then(|s| s.parse().ok()) {
             nodes.push(n);
@@ -175,6 +179,14 @@ fn read_noretry(root: &Path, scan: &mut Scan) -> Option<Noretry> {
     }
 }
 
+/// Adds a note unless it is there already: eight GPUs with the same
+/// unknown setting need one line, not eight.
+fn note_once(scan: &mut Scan, note: String) {
+    if !scan.notes.contains(&note) {
+        scan.notes.push(note);
+    }
+}
+
 struct Node<'a> {
     node: u32,
     props: &'a Properties,
@@ -209,14 +221,14 @@ impl Node<'_> {
         let sramecc = row.filter(|p| p.sramecc).map(|_| match self.props.get("capability") {
             Some(bits) => Setting { on: Some(bits & CAP_SRAM_EDC != 0), origin: Origin::Capability },
             None => {
-                scan.notes.push(format!("node {}: no 'capability' property; sramecc unknown", self.node));
+                note_once(scan, "sramecc unknown: a KFD node has no 'capability' property".into());
                 Setting { on: None, origin: Origin::Unknown }
             }
         });
         let xnack = row.filter(|p| p.xnack).map(|_| {
             let (setting, why) = xnack::resolve(self.env, self.noretry, physical_row);
             if let Some(why) = why {
-                scan.notes.push(format!("node {}: xnack unknown: {why}", self.node));
+                note_once(scan, format!("xnack unknown: {why}"));
             }
             setting
         });

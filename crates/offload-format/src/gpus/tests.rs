@@ -108,6 +108,9 @@ fn xnack_from_hsa_xnack_then_noretry_then_driver_default() {
     assert_eq!(found.gpus[0].xnack, Some(s(None, Origin::Unknown)));
     assert_eq!(found.gpus[0].gpu.target_id(), "gfx90a:sramecc+");
     assert!(found.notes.iter().any(|n| n.contains("noretry")), "{:?}", found.notes);
+    // Eight GPUs with the same unknown setting: one note.
+    let root = tree(&["mi300x"; 8], None);
+    assert_eq!(scan_with(&root, env(None)).notes.len(), 1);
 }
 
 #[test]
