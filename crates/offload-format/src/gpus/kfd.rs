@@ -83,6 +83,9 @@ pub(super) fn scan(root: &Path, env: &Environment, scan: &mut Scan) -> Result<()
         }
     }
     nodes.sort_unstable();
+    if let Some(v) = env.hsa_xnack.as_deref().filter(|v| !matches!(v.trim(), "0" | "1")) {
+        scan.warnings.push(format!("HSA_XNACK='{v}' is not 0 or 1; ignored"));
+    }
     let override_processor = gfx_override(env, scan);
     let noretry = read_noretry(root, scan);
     for node in nodes {

@@ -96,6 +96,9 @@ fn xnack_from_hsa_xnack_then_noretry_then_driver_default() {
     // An explicit noretry.
     assert_eq!(xnack(Some("0"), None), [s(Some(true), Origin::Noretry); 2]);
     assert_eq!(xnack(Some("1"), Some("yes")), [s(Some(false), Origin::Noretry); 2]);
+    let root = tree(&["mi250x"], Some("1"));
+    let warned = scan_with(&root, env(Some("yes"))).warnings;
+    assert_eq!(warned, ["HSA_XNACK='yes' is not 0 or 1; ignored"]);
     // -1: the driver's default per chip: off for gfx90a; gfx90c's default
     // changed with the kernel version, so unknown, and the note says why.
     assert_eq!(xnack(Some("-1"), None), [s(Some(false), Origin::DriverDefault), s(None, Origin::Unknown)]);
@@ -255,4 +258,31 @@ fn special_files_are_refused_not_read() {
     let found = scan_with(&root, Environment::default());
     assert!(found.gpus.is_empty());
     assert_eq!(found.warnings.iter().filter(|w| w.contains("not a regular file")).count(), 2, "{:?}", found.warnings);
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+    /// Any bytes in a properties file or `noretry`: a scan that lists at
+    /// most one GPU, with every line it could not parse warned about.
+    #[test]
+    fn any_bytes_scan_without_panicking(
+        properties in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..512),
+        noretry in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..16),
+        version in proptest::prelude::any::<u32>(),
+    ) {
+        let root = tree(&["mi50"], None);
+        let node = root.path().join("sys/class/kfd/kfd/topology/nodes/1/properties");
+        let mut bytes = format!("gfx_target_version {version}\nsimd_count 4\n").into_bytes();
+        bytes.extend_from_slice(&properties);
+        fs::write(&node, &bytes).unwrap();
+        let params = root.path().join("sys/module/amdgpu/parameters");
+        fs::create_dir_all(&params).unwrap();
+        fs::write(params.join("noretry"), &noretry).unwrap();
+        let found = scan_with(&root, Environment::default());
+        proptest::prop_assert!(found.gpus.len() <= 1);
+        let mut bad = Vec::new();
+        kfd::Properties::parse(&String::from_utf8_lossy(&bytes), &mut bad);
+        let warned = found.warnings.iter().filter(|w| w.contains("not a 'key value' line")).count();
+        proptest::prop_assert_eq!(warned, bad.len());
+    }
 }
