@@ -13,6 +13,7 @@ pub mod bundler;
 pub mod coff;
 pub mod cuda;
 pub mod elf;
+pub mod gpus;
 pub mod inspect;
 pub mod layout;
 pub mod llvm_hash;

@@ -25,6 +25,8 @@ commands:
                                      prune --keep would save
   diff A B                           code objects added, removed and changed
                                      (exit 0 identical, 1 different)
+  gpus [--sysfs-root DIR]            the GPUs of this machine, as the runtimes
+                                     will ask for code (README: offload gpus)
 
 options:
   --json               machine-readable output (schema in the README)
@@ -89,6 +91,10 @@ pub enum Command {
         json: bool,
         a: String,
         b: String,
+    },
+    Gpus {
+        sysfs_root: Option<String>,
+        json: bool,
     },
     Help,
     Version,
@@ -187,6 +193,25 @@ fn parse_size_diff(command: &str, rest: &[String]) -> Result<Command, String> {
     Ok(Command::Diff { json, a: a.clone(), b: b.clone() })
 }
 
+/// Parses `gpus [--sysfs-root DIR] [--json]`.
+fn parse_gpus(rest: &[String]) -> Result<Command, String> {
+    let mut args = Args { items: rest.iter() };
+    let (mut sysfs_root, mut json) = (None, false);
+    while let Some(arg) = args.items.next() {
+        let (opt, inline) = match arg.split_once('=') {
+            Some((o, v)) if o.starts_with("--") => (o, Some(v)),
+            _ => (arg.as_str(), None),
+        };
+        match opt {
+            "-h" | "--help" => return Ok(Command::Help),
+            "--json" if inline.is_none() => json = true,
+            "--sysfs-root" => sysfs_root = Some(args.value(opt, inline)?),
+            _ => return Err(format!("unknown argument '{arg}' for 'gpus'")),
+        }
+    }
+    Ok(Command::Gpus { sysfs_root, json })
+}
+
 /// Splits `--opt=value`, and takes the value of `--opt value` from `rest`.
 struct Args<'a> {
     items: std::slice::Iter<'a, String>,
@@ -227,6 +252,7 @@ pub fn parse(argv: &[String]) -> Result<Command, String> {
         "list" | "select" | "extract" | "verify" => {}
         "prune" => return parse_prune(rest),
         "size" | "diff" => return parse_size_diff(command, rest),
+        "gpus" => return parse_gpus(rest),
         other => return Err(format!("unknown command '{other}'")),
     }
     let mut args = Args { items: rest.iter() };

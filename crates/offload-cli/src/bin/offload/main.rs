@@ -4,6 +4,7 @@
 
 mod args;
 mod diff;
+mod gpus;
 mod inputs;
 mod output;
 mod progress;
@@ -46,6 +47,9 @@ fn main() -> ExitCode {
         Ok(Command::Prune(args)) => prune::run(&argv0, &args),
         Ok(Command::Size { keep, json, paths }) => size::run(&argv0, &paths, &keep, json),
         Ok(Command::Diff { json, a, b }) => diff::run(&argv0, &a, &b, json),
+        Ok(Command::Gpus { sysfs_root, json }) => {
+            gpus::run(&argv0, sysfs_root.as_deref().map(std::path::Path::new), json)
+        }
         Ok(Command::Extract { filters, gpu, runtime, output, dir, json, file }) => {
             extract(&argv0, &file, &filters, gpu.as_ref(), runtime, output, dir, json)
         }
