@@ -110,7 +110,6 @@
 pub mod amdgpu;
 #[allow(missing_docs)]
 pub mod bitcode;
-#[allow(missing_docs)]
 pub mod bundle;
 #[allow(missing_docs)]
 pub mod bundler;
@@ -120,7 +119,6 @@ pub mod coff;
 pub mod cuda;
 #[allow(missing_docs)]
 pub mod elf;
-#[allow(missing_docs)]
 pub mod inspect;
 #[allow(missing_docs)]
 pub mod layout;
@@ -132,7 +130,6 @@ pub mod offload_arch;
 pub mod offload_binary;
 #[allow(missing_docs)]
 pub mod package;
-#[allow(missing_docs)]
 pub mod plan;
 #[allow(missing_docs)]
 pub mod prune;
