@@ -126,9 +126,7 @@ pub mod layout;
 pub mod llvm_hash;
 #[allow(missing_docs)]
 pub mod offload_arch;
-#[allow(missing_docs)]
 pub mod offload_binary;
-#[allow(missing_docs)]
 pub mod package;
 pub mod plan;
 #[allow(missing_docs)]

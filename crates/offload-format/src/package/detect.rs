@@ -16,9 +16,13 @@ pub enum Kind {
     /// A Debian package: an `ar` archive whose first member is
     /// `debian-binary`.
     Deb,
+    /// A gzip stream (a `.tar.gz`, or one compressed file).
     Gzip,
+    /// An xz stream.
     Xz,
+    /// A zstd stream.
     Zstd,
+    /// A bzip2 stream.
     Bzip2,
 }
 
