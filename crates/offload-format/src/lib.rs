@@ -129,7 +129,6 @@ pub mod offload_arch;
 pub mod offload_binary;
 pub mod package;
 pub mod plan;
-#[allow(missing_docs)]
 pub mod prune;
 #[allow(missing_docs)]
 pub mod string_map;
