@@ -115,7 +115,6 @@ pub mod bundle;
 pub mod bundler;
 #[allow(missing_docs)]
 pub mod coff;
-#[allow(missing_docs)]
 pub mod cuda;
 #[allow(missing_docs)]
 pub mod elf;
