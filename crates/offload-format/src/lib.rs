@@ -106,34 +106,25 @@
 
 // Modules marked `allow(missing_docs)` still have undocumented public
 // items (issue 17, item 1): the marks come off as the items get documented.
-#[allow(missing_docs)]
 pub mod amdgpu;
-#[allow(missing_docs)]
 pub mod bitcode;
 pub mod bundle;
 #[allow(missing_docs)]
 pub mod bundler;
-#[allow(missing_docs)]
 pub mod coff;
 pub mod cuda;
 #[allow(missing_docs)]
 pub mod elf;
 pub mod inspect;
-#[allow(missing_docs)]
 pub mod layout;
-#[allow(missing_docs)]
 pub mod llvm_hash;
-#[allow(missing_docs)]
 pub mod offload_arch;
 pub mod offload_binary;
 pub mod package;
 pub mod plan;
 pub mod prune;
-#[allow(missing_docs)]
 pub mod string_map;
-#[allow(missing_docs)]
 pub mod target_id;
-#[allow(missing_docs)]
 pub mod triple;
 #[allow(missing_docs)]
 pub mod wrapper;
