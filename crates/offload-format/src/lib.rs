@@ -109,7 +109,6 @@
 pub mod amdgpu;
 pub mod bitcode;
 pub mod bundle;
-#[allow(missing_docs)]
 pub mod bundler;
 pub mod coff;
 pub mod cuda;

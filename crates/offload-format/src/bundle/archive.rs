@@ -128,8 +128,8 @@ pub enum MemberError {
 /// Options of an archive unbundling run.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ArchiveOptions {
-    /// `-allow-missing-bundles`: a target with no code gets no archive
-    /// instead of an error.
+    /// `-allow-missing-bundles`: a target with no code in any member is
+    /// not an error.
     pub allow_missing_bundles: bool,
     /// `-hip-openmp-compatible`: HIP entries also serve OpenMP targets.
     pub hip_openmp_compatible: bool,
