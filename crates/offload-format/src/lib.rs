@@ -112,7 +112,6 @@ pub mod bundle;
 pub mod bundler;
 pub mod coff;
 pub mod cuda;
-#[allow(missing_docs)]
 pub mod elf;
 pub mod inspect;
 pub mod layout;
