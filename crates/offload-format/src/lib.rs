@@ -104,8 +104,6 @@
 
 #![warn(missing_docs)]
 
-// Modules marked `allow(missing_docs)` still have undocumented public
-// items (issue 17, item 1): the marks come off as the items get documented.
 pub mod amdgpu;
 pub mod bitcode;
 pub mod bundle;
@@ -124,5 +122,4 @@ pub mod prune;
 pub mod string_map;
 pub mod target_id;
 pub mod triple;
-#[allow(missing_docs)]
 pub mod wrapper;

@@ -5,7 +5,7 @@
 //! Reading works for ELF, COFF and Mach-O (Mach-O section names have at
 //! most 16 bytes, so a Mach-O file never holds a bundle, as with LLVM).
 //! Writing and host extraction rewrite ELF files in process the way
-//! llvm-objcopy does ([`crate::elf::rewrite`]) and COFF files with
+//! llvm-objcopy does ([`crate::elf::rewrite()`]) and COFF files with
 //! [`crate::coff`]; LLVM cannot write Mach-O bundles either.
 
 use super::binary::MAGIC;

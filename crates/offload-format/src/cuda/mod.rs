@@ -17,7 +17,7 @@
 //! offset; iterators stop after the first error, having yielded everything
 //! before it (the lenient use `verify` makes). Nothing is allocated from a
 //! header field: decompression grows its output with the data it actually
-//! produces ([`decode`]).
+//! produces (the `decode` module).
 
 mod cubin;
 mod decode;

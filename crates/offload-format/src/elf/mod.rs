@@ -3,8 +3,8 @@
 //!
 //! * [`ElfFile`] reads the header, the section table and section names of
 //!   ELF32/ELF64 files of either byte order, checking every offset.
-//! * [`rewrite`] adds and removes sections and lays the result out exactly
-//!   as llvm-objcopy 19 does (see [`rewrite`]'s module for the rules), so
+//! * [`rewrite()`] adds and removes sections and lays the result out exactly
+//!   as llvm-objcopy 19 does (see the `rewrite` module for the rules), so
 //!   that our fat objects and extracted host objects are byte-identical to
 //!   LLVM's.
 

@@ -11,9 +11,9 @@
 //! memory, or, above [`Limits::in_memory`], into an unlinked temporary file
 //! that is then mapped, and has no offset. Folders are walked by [`dir`].
 //!
-//! One reader per container: [`zip`](self::zip) (central directory, via the
-//! `zip` crate), [`tar`](self::tar) (via the `tar` crate, mapped or
-//! streamed), [`deb`] (`ar`, via `object`), [`stream`] (the four
+//! One reader per container (private modules): `zip` (central directory, via the
+//! `zip` crate), `tar` (via the `tar` crate, mapped or
+//! streamed), `deb` (`ar`, via `object`), `stream` (the four
 //! compressed-stream formats).
 
 mod buffer;
