@@ -18,7 +18,10 @@ use crate::target_id::parse_format;
 pub struct Rules {
     /// Canonical target IDs (`gfx90a`, `gfx90a:xnack+`, `gfx9-generic`).
     pub keep: Vec<String>,
+    /// Canonical target IDs whose entries go ([`parse_target`] forms).
     pub drop: Vec<String>,
+    /// GPUs whose selected code object is kept (as `offload select`
+    /// picks it for HIP).
     pub keep_gpu: Vec<Gpu>,
     /// Let a fat binary lose all its device code.
     pub allow_empty: bool,
@@ -56,7 +59,9 @@ fn agrees(rule: &str, entry: &str) -> bool {
 /// One entry of a unit as the rules see it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EntryInfo {
+    /// The bundle entry ID.
     pub id: String,
+    /// Payload size in bytes.
     pub size: u64,
 }
 
