@@ -188,7 +188,8 @@ fn packages_list_what_their_files_hold() {
                 let found = listed.iter().position(|p| {
                     let at = s(p, "location");
                     s(p, "id") == s(r, "id")
-                        && (at.ends_with(&format!("/{name} {location}")) || at.ends_with(&format!("member {name} {location}")))
+                        && (at.ends_with(&format!("/{name} {location}"))
+                            || at.ends_with(&format!("member {name} {location}")))
                 });
                 let Some(found) = found else { panic!("{pkg}: no '{}' at ... {name} {location}", s(r, "id")) };
                 let p = &listed[found];
@@ -203,8 +204,14 @@ fn packages_list_what_their_files_hold() {
                     let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
                     let from_pkg = offload(&["extract", "--index", &found.to_string(), "-o", a.to_str().unwrap(), pkg]);
                     assert!(from_pkg.status.success(), "{}", String::from_utf8_lossy(&from_pkg.stderr));
-                    let from_file =
-                        offload(&["extract", "--index", &i.to_string(), "-o", b.to_str().unwrap(), file.to_str().unwrap()]);
+                    let from_file = offload(&[
+                        "extract",
+                        "--index",
+                        &i.to_string(),
+                        "-o",
+                        b.to_str().unwrap(),
+                        file.to_str().unwrap(),
+                    ]);
                     assert!(from_file.status.success(), "{}", String::from_utf8_lossy(&from_file.stderr));
                     assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap(), "{pkg}: {name} {location}");
                 }

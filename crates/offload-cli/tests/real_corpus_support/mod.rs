@@ -86,7 +86,8 @@ impl Corpus {
         artifacts.dedup();
         for artifact in artifacts {
             let dir = self.dir.join("packages").join(artifact);
-            let package = std::fs::read_dir(&dir).ok().and_then(|mut d| d.next()).and_then(|e| e.ok()).map(|e| e.path());
+            let package =
+                std::fs::read_dir(&dir).ok().and_then(|mut d| d.next()).and_then(|e| e.ok()).map(|e| e.path());
             let Some(package) = package else {
                 panic!("incomplete corpus: no package in {}; rerun scripts/fetch-real-corpus.sh", dir.display())
             };

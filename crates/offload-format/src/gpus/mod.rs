@@ -35,13 +35,18 @@ impl Environment {
     }
 }
 
+/// Who made a local GPU, which decides how it was found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Vendor {
+    /// An AMD GPU, found in the KFD topology.
     Amd,
+    /// An NVIDIA GPU, found through NVML.
     Nvidia,
 }
 
 impl Vendor {
+    /// The vendor's lowercase name as printed in listings: `amd` or
+    /// `nvidia`.
     pub fn name(self) -> &'static str {
         match self {
             Vendor::Amd => "amd",
@@ -67,6 +72,8 @@ pub enum Origin {
 }
 
 impl Origin {
+    /// A short name for the origin as printed in listings (`HSA_XNACK`,
+    /// `noretry`, `driver-default`, `capability`, `unknown`).
     pub fn name(self) -> &'static str {
         match self {
             Origin::HsaXnack => "HSA_XNACK",
@@ -82,7 +89,10 @@ impl Origin {
 /// where that came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Setting {
+    /// Whether the feature is on (`+`) or off (`-`); `None` when it could
+    /// not be told.
     pub on: Option<bool>,
+    /// Where `on` was read from.
     pub origin: Origin,
 }
 
@@ -91,14 +101,18 @@ pub struct Setting {
 pub struct LocalGpu {
     /// Position in the listing (AMD GPUs by KFD node, then NVIDIA ones).
     pub index: usize,
+    /// Who made the GPU.
     pub vendor: Vendor,
     /// What the runtime asks code objects for (the processor after
     /// `HSA_OVERRIDE_GFX_VERSION`); unknown settings are left out.
     pub gpu: Gpu,
     /// The real processor, when `HSA_OVERRIDE_GFX_VERSION` replaced it.
     pub physical: Option<String>,
-    /// `None` when the processor has no such target-ID feature.
+    /// The `xnack` setting; `None` when the processor has no such
+    /// target-ID feature.
     pub xnack: Option<Setting>,
+    /// The `sramecc` setting; `None` when the processor has no such
+    /// target-ID feature.
     pub sramecc: Option<Setting>,
     /// The device's name: NVML's name, or the KFD node's `name` file.
     pub name: Option<String>,
@@ -112,7 +126,10 @@ pub struct LocalGpu {
 /// warning: the other GPUs are still listed).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Scan {
+    /// The GPUs found, AMD ones first, numbered by their `index`.
     pub gpus: Vec<LocalGpu>,
+    /// What could not be read or understood (a malformed file, NVML not
+    /// answering); the GPUs not affected are still in `gpus`.
     pub warnings: Vec<String>,
     /// Facts the reader needs to trust the list: an override in force,
     /// why a setting is unknown.
@@ -122,8 +139,14 @@ pub struct Scan {
 /// Why the machine could not be scanned at all.
 #[derive(Debug, thiserror::Error)]
 pub enum ScanError {
+    /// A directory of the KFD topology exists but could not be read.
     #[error("{path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        /// The directory that could not be read.
+        path: PathBuf,
+        /// The I/O error reading it.
+        source: std::io::Error,
+    },
 }
 
 /// Where to look and what the environment says.
@@ -133,6 +156,7 @@ pub struct Probe {
     /// scans this machine. A recorded tree describes another machine, so
     /// NVML (which cannot be pointed at one) is not asked then.
     pub root: Option<PathBuf>,
+    /// The environment variables the AMD runtime would see.
     pub env: Environment,
 }
 

@@ -17,8 +17,14 @@ use std::sync::Mutex;
 /// What identifies a code object across versions.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct Key {
+    /// The file the object is in, relative to the input root; for a
+    /// package member, `FILE:MEMBER` (or the member path alone when the
+    /// file name is empty).
     pub file: String,
+    /// The number of the object's fat binary in that file, counted in file
+    /// order.
     pub unit: usize,
+    /// The object's entry ID within its fat binary.
     pub id: String,
     /// Objects with the same file, unit and ID before this one.
     pub repeat: usize,
@@ -27,11 +33,15 @@ pub struct Key {
 /// One code object as the diff sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
+    /// What identifies the object across versions.
     pub key: Key,
     /// Canonical target ID, `-` if none; `host` for host entries.
     pub target: String,
+    /// The offload kind (`hip`, `openmp`, `cuda`, `host`, ...).
     pub kind: String,
+    /// Uncompressed size in bytes.
     pub size: u64,
+    /// Bytes the object takes in the file (see [`super::size`]).
     pub stored: u64,
     /// xxh3-64 of the decoded bytes.
     pub hash: u64,
@@ -97,13 +107,19 @@ pub fn entries(inv: &Inventory<'_>, file: &str) -> Result<Vec<Entry>, (String, B
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Status {
+    /// Only in B.
     Added,
+    /// Only in A.
     Removed,
+    /// In both, with different bytes (hash or size differ).
     Changed,
+    /// In both, with the same hash and size.
     Unchanged,
 }
 
 impl Status {
+    /// The lowercase name, as in the JSON output: `added`, `removed`,
+    /// `changed` or `unchanged`.
     pub fn name(self) -> &'static str {
         match self {
             Status::Added => "added",
@@ -117,14 +133,21 @@ impl Status {
 /// One code object present in A, B or both.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Change {
+    /// What happened to the object.
     pub status: Status,
+    /// The file part of the object's [`Key`].
     pub file: String,
+    /// The fat binary number part of the object's [`Key`].
     pub unit: usize,
+    /// The entry ID part of the object's [`Key`].
     pub id: String,
+    /// The canonical target ID (taken from B when the object is in B).
     pub target: String,
+    /// The offload kind (taken from B when the object is in B).
     pub kind: String,
-    /// Uncompressed sizes; `None` on the side it is missing from.
+    /// Uncompressed size in bytes in A; `None` when not in A.
     pub size_a: Option<u64>,
+    /// Uncompressed size in bytes in B; `None` when not in B.
     pub size_b: Option<u64>,
 }
 
@@ -138,15 +161,21 @@ impl Change {
 /// Counts of one group (a target, a file, or everything).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Summary {
+    /// Objects only in B.
     pub added: u64,
+    /// Objects only in A.
     pub removed: u64,
+    /// Objects in both whose bytes differ.
     pub changed: u64,
+    /// Objects in both with the same bytes.
     pub unchanged: u64,
-    /// Uncompressed bytes in A and in B.
+    /// Uncompressed bytes in A.
     pub bytes_a: u64,
+    /// Uncompressed bytes in B.
     pub bytes_b: u64,
-    /// Stored bytes (see [`super::size`]) in A and in B.
+    /// Stored bytes (see [`super::size`]) in A.
     pub stored_a: u64,
+    /// Stored bytes (see [`super::size`]) in B.
     pub stored_b: u64,
 }
 
@@ -168,6 +197,7 @@ impl Summary {
         }
     }
 
+    /// True when nothing was added, removed or changed.
     pub fn identical(&self) -> bool {
         self.added == 0 && self.removed == 0 && self.changed == 0
     }
@@ -178,8 +208,11 @@ impl Summary {
 pub struct Diff {
     /// Every object, sorted by file, unit, ID.
     pub changes: Vec<Change>,
+    /// Counts over every object.
     pub total: Summary,
+    /// Counts per canonical target ID.
     pub by_target: BTreeMap<String, Summary>,
+    /// Counts per file (the file part of the key).
     pub by_file: BTreeMap<String, Summary>,
 }
 

@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 /// Counts for a set of code objects.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Counts {
+    /// Number of code objects.
     pub objects: u64,
     /// Uncompressed bytes.
     pub bytes: u64,
@@ -25,6 +26,7 @@ pub struct Counts {
 }
 
 impl Counts {
+    /// Adds `other`'s counts to these (byte sums saturate).
     pub fn add(&mut self, other: Counts) {
         self.objects += other.objects;
         self.bytes = self.bytes.saturating_add(other.bytes);
@@ -40,6 +42,7 @@ pub struct TargetSize {
     pub target: String,
     /// `hip`, `hipv4`, `openmp`, `cuda`, ...
     pub kind: String,
+    /// The objects' counts, flattened into the row when serialized.
     #[serde(flatten)]
     pub counts: Counts,
 }
@@ -56,6 +59,7 @@ pub struct Tally {
 }
 
 impl Tally {
+    /// Adds `other`'s sizes to this tally, row by row.
     pub fn merge(&mut self, other: &Tally) {
         for (key, counts) in &other.targets {
             self.targets.entry(key.clone()).or_default().add(*counts);
