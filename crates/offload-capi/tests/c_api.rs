@@ -40,7 +40,35 @@ fn target_dir() -> PathBuf {
 
 fn lib_dir() -> PathBuf {
     let dir = target_dir();
-    if dir.join("liboffload.so").is_file() { dir } else { dir.join("deps") }
+    for d in [dir.clone(), dir.join("deps")] {
+        if d.join("liboffload.so").is_file() {
+            return d;
+        }
+    }
+    build_library_separately()
+}
+
+/// `cargo test` builds this crate's test harness but not its `cdylib`, so
+/// on a fresh checkout (`cargo test --workspace` without a `cargo build`
+/// first) the library is built here, once, into a target folder of its own:
+/// the running `cargo test` holds the lock of the main one.
+fn build_library_separately() -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let own = repo().join("target/capi-lib");
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            eprintln!("liboffload.so not built yet: building it into {}", own.display());
+            let status = Command::new(cargo)
+                .args(["build", "-p", "offload-capi", "--lib"])
+                .env("CARGO_TARGET_DIR", &own)
+                .current_dir(repo())
+                .status()
+                .expect("cargo runs");
+            assert!(status.success(), "cargo build -p offload-capi failed");
+            own.join("debug")
+        })
+        .clone()
 }
 
 /// The `offload` binary of this build, when it has been built.
