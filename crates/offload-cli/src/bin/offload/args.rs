@@ -6,6 +6,9 @@
 use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use offload_format::inspect::select::{Gpu, Runtime};
 
+/// `offload --version` prints `offload (offload-binutils) VERSION`.
+pub const VERSION: &str = concat!("(offload-binutils) ", env!("CARGO_PKG_VERSION"));
+
 const ABOUT: &str = "Lists, selects, extracts and verifies the GPU code objects in any file";
 
 const LONG_ABOUT: &str = "\
@@ -26,7 +29,7 @@ missing from the processor table is matched as given, with a warning";
 #[derive(Parser, Debug)]
 #[command(
     name = "offload",
-    version = concat!("(offload-binutils) ", env!("CARGO_PKG_VERSION")),
+    version = VERSION,
     about = ABOUT,
     long_about = LONG_ABOUT,
     after_help = EXIT_STATUS,

@@ -10,7 +10,10 @@ use std::path::Path;
 /// The man page of `command` in roff.
 fn page(command: clap::Command) -> std::io::Result<Vec<u8>> {
     let mut out = Vec::new();
-    clap_mangen::Man::new(command).render(&mut out)?;
+    // The footer names the tool and its version on every page (clap would
+    // write the subcommand's name there).
+    let source = format!("offload {}", crate::args::VERSION);
+    clap_mangen::Man::new(command).source(source).render(&mut out)?;
     Ok(out)
 }
 
