@@ -42,10 +42,12 @@ artifacts=(
   "rocm-llvm|pypi|rocm-llvm-python==7.2.2.562.46|rocm_llvm_python-7.2.2.562.46-cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl|e96118552366a135ff9c3d8b9d8dc2d5889eca1b457986f5546861f3e9a19762|tools|rocm/llvm/librocmllvm.so"
 )
 
-unpacked_ok() { # name sha dest members...
-  local name=$1 sha=$2 dest=$3 m
-  shift 3
+unpacked_ok() { # name sha dest file members...
+  local name=$1 sha=$2 dest=$3 file=$4 m
+  shift 4
   [ "$(cat "$dir/.stamp-$name" 2>/dev/null)" = "$sha" ] || return 1
+  # The packages themselves are kept too: `offload list x.whl` is tested on them.
+  [ "$dest" = tools ] || [ -s "$dir/packages/$name/$file" ] || return 1
   for m in "$@"; do
     [ -s "$(target_path "$name" "$dest" "$m")" ] || return 1
   done
@@ -79,7 +81,7 @@ total=0
 for a in "${artifacts[@]}"; do
   IFS='|' read -r name registry spec file sha dest members <<<"$a"
   read -r -a list <<<"$members"
-  if unpacked_ok "$name" "$sha" "$dest" "${list[@]}"; then
+  if unpacked_ok "$name" "$sha" "$dest" "$file" "${list[@]}"; then
     continue
   fi
   # Outside the cache: apt-get download drops to the _apt user, who may not
@@ -98,11 +100,17 @@ for a in "${artifacts[@]}"; do
     mkdir -p "$(dirname "$out")"
     mv -f "$work/x/$(basename "$m")" "$out"
   done
-  total=$((total + $(stat -c %s "$work/$file")))
+  if [ "$dest" != tools ]; then
+    mkdir -p "$dir/packages/$name"
+    mv -f "$work/$file" "$dir/packages/$name/$file"
+    total=$((total + $(stat -c %s "$dir/packages/$name/$file")))
+  else
+    total=$((total + $(stat -c %s "$work/$file")))
+  fi
   echo "$sha" >"$dir/.stamp-$name"
   rm -rf "$work"
   trap - EXIT
 done
 [ "$total" = 0 ] || echo "fetch-real-corpus: downloaded $((total / 1048576)) MiB"
 echo "fetch-real-corpus: corpus ready in $dir"
-(cd "$dir" && find files tools -type f -printf '  %p  %s bytes\n' | sort)
+(cd "$dir" && find files tools packages -type f -printf '  %p  %s bytes\n' | sort)

@@ -106,7 +106,7 @@ fn bad_command_lines_exit_2() {
     let gnu = fixture("gnu_rela.so");
     for args in [
         vec!["prune", p(&gnu), "-o", "x"],
-        vec!["prune", "--keep", "gfx9000", p(&gnu), "-o", "x"],
+        vec!["prune", "--keep", "gfx90a:xnack", p(&gnu), "-o", "x"],
         vec!["prune", "--keep", "gfx906", p(&gnu)],
         vec!["prune", "--keep", "gfx906", "--mode", "fast", p(&gnu), "-o", "x"],
         vec!["prune", "--keep-gpu", "gfx9-generic", p(&gnu), "-o", "x"],

@@ -169,6 +169,59 @@ fn verify_is_clean() {
     }
 }
 
+/// The wheels and the .deb themselves, read without unpacking: every code
+/// object of each unpacked corpus file appears in the package's listing,
+/// under the member that holds it, with the same ID, target, size and
+/// (decompressed) bytes; `verify` is clean on the package.
+#[test]
+fn packages_list_what_their_files_hold() {
+    let Some(corpus) = Corpus::get() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    for (package, files) in corpus.packages() {
+        let pkg = package.to_str().unwrap();
+        let listed = json(&offload(&["list", "--json", pkg]));
+        for file in files {
+            let name = file.file_name().unwrap().to_str().unwrap();
+            let mut compared = 0;
+            for (i, r) in json(&offload(&["list", "--json", file.to_str().unwrap()])).iter().enumerate() {
+                let location = s(r, "location");
+                let found = listed.iter().position(|p| {
+                    let at = s(p, "location");
+                    at.ends_with(&format!("/{name} {location}")) || at.ends_with(&format!("member {name} {location}"))
+                });
+                let Some(found) = found else { panic!("{pkg}: no '{}' at ... {name} {location}", s(r, "id")) };
+                let p = &listed[found];
+                for key in ["id", "target_id", "offload_kind", "format"] {
+                    assert_eq!(s(p, key), s(r, key), "{pkg}: {name} {location}: {key}");
+                }
+                assert_eq!(n(p, "size"), n(r, "size"), "{pkg}: {name} {location}");
+                // A compressed package member has no offset; the bytes come
+                // from `extract --index`, counted across the package.
+                assert!(p["offset"].is_null(), "{pkg}: a deflated/xz member has no offset in the package");
+                if i % 7 == 0 && s(r, "offload_kind") != "host" {
+                    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+                    let from_pkg = offload(&["extract", "--index", &found.to_string(), "-o", a.to_str().unwrap(), pkg]);
+                    assert!(from_pkg.status.success(), "{}", String::from_utf8_lossy(&from_pkg.stderr));
+                    let from_file = offload(&[
+                        "extract",
+                        "--index",
+                        &i.to_string(),
+                        "-o",
+                        b.to_str().unwrap(),
+                        file.to_str().unwrap(),
+                    ]);
+                    assert!(from_file.status.success(), "{}", String::from_utf8_lossy(&from_file.stderr));
+                    assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap(), "{pkg}: {name} {location}");
+                }
+                compared += 1;
+            }
+            assert!(compared > 0, "{}: no code objects", file.display());
+        }
+        let out = offload(&["verify", "--json", pkg]);
+        assert!(json(&out).is_empty() && out.status.success(), "{pkg}: {}", String::from_utf8_lossy(&out.stdout));
+    }
+}
+
 /// `offload extract --all` into `dir`: the written file of each (unit, id).
 fn extract_all(file: &Path, dir: &Path) -> BTreeMap<(u64, String), std::path::PathBuf> {
     std::fs::create_dir_all(dir).unwrap();

@@ -21,6 +21,7 @@ pub mod offload_binary;
 pub mod package;
 pub mod plan;
 pub mod prune;
+pub mod report;
 pub mod string_map;
 pub mod target_id;
 pub mod triple;

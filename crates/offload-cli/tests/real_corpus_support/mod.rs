@@ -77,6 +77,29 @@ impl Corpus {
     pub fn files(&self) -> Vec<PathBuf> {
         CORPUS.iter().map(|f| self.dir.join("files").join(f)).collect()
     }
+
+    /// Each downloaded package (wheel or .deb), with the corpus files that
+    /// were unpacked from it.
+    pub fn packages(&self) -> Vec<(PathBuf, Vec<PathBuf>)> {
+        let mut out = Vec::new();
+        let mut artifacts: Vec<&str> = CORPUS.iter().filter_map(|f| f.split('/').next()).collect();
+        artifacts.dedup();
+        for artifact in artifacts {
+            let dir = self.dir.join("packages").join(artifact);
+            let package =
+                std::fs::read_dir(&dir).ok().and_then(|mut d| d.next()).and_then(|e| e.ok()).map(|e| e.path());
+            let Some(package) = package else {
+                panic!("incomplete corpus: no package in {}; rerun scripts/fetch-real-corpus.sh", dir.display())
+            };
+            let files = CORPUS
+                .iter()
+                .filter(|f| f.starts_with(&format!("{artifact}/")))
+                .map(|f| self.dir.join("files").join(f))
+                .collect();
+            out.push((package, files));
+        }
+        out
+    }
 }
 
 /// One fat binary of a `.hip_fatbin` section, as the references see it.
