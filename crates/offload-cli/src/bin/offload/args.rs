@@ -22,6 +22,8 @@ const EXIT_STATUS: &str = "\
 Exit status: 0 success; 1 nothing found, nothing loadable, verify found
 errors, or a file could not be read; 2 bad command line.";
 
+const GPU_SHORT: &str = "The GPU, as a target ID: gfx90a:xnack+, sm_80, ...";
+
 const GPU_HELP: &str = "A target ID: gfx90a:xnack+, gfx950:sramecc+:xnack-, \
 amdgcn-amd-amdhsa--gfx906, fiji, sm_80 (also compute_80, 8.0); a gfx name \
 missing from the processor table is matched as given, with a warning";
@@ -87,12 +89,13 @@ pub enum Sub {
         /// Machine-readable output (schema in the README)
         #[arg(long)]
         json: bool,
+        /// Files, packages or folders (- for standard input)
         #[arg(required = true, value_name = "FILE")]
         files: Vec<String>,
     },
     /// The code object a runtime loads on GPU, and why each other one is not loaded
     Select {
-        #[arg(long, value_parser = parse_gpu, help = GPU_HELP)]
+        #[arg(long, value_parser = parse_gpu, help = GPU_SHORT, long_help = GPU_HELP)]
         gpu: Gpu,
         /// The runtime that loads the code [default: cuda for an NVIDIA GPU, else hip]
         #[arg(long, value_enum)]
@@ -100,6 +103,7 @@ pub enum Sub {
         /// Machine-readable output (schema in the README)
         #[arg(long)]
         json: bool,
+        /// Files, packages or folders (- for standard input)
         #[arg(required = true, value_name = "FILE")]
         files: Vec<String>,
     },
@@ -110,6 +114,7 @@ pub enum Sub {
         /// Machine-readable output (schema in the README)
         #[arg(long)]
         json: bool,
+        /// Files, packages or folders (- for standard input)
         #[arg(required = true, value_name = "FILE")]
         files: Vec<String>,
     },
@@ -124,23 +129,26 @@ pub enum Sub {
         #[arg(long)]
         json: bool,
     },
-    /// Bytes of device code per target, and what --keep would save
+    /// Bytes per target and offload kind, and what prune --keep would save
     Size {
-        /// Targets to keep (comma-separated, repeatable)
+        /// Targets prune would keep (comma-separated, repeatable)
         #[arg(long, value_name = "T[,T...]", value_delimiter = ',')]
         keep: Vec<String>,
         /// Machine-readable output (schema in the README)
         #[arg(long)]
         json: bool,
+        /// Files, packages or folders
         #[arg(required = true, value_name = "PATH")]
         paths: Vec<String>,
     },
-    /// The code objects that differ between two files
+    /// Code objects added, removed and changed from A to B (exit 0 identical, 1 different)
     Diff {
         /// Machine-readable output (schema in the README)
         #[arg(long)]
         json: bool,
+        /// The old file, package or folder
         a: String,
+        /// The new one
         b: String,
     },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
@@ -171,7 +179,7 @@ pub struct ExtractArgs {
     /// The code object with this index, counted across a package (repeatable)
     #[arg(long, value_name = "N", group = "filter")]
     index: Vec<usize>,
-    #[arg(long, value_parser = parse_gpu, group = "filter", help = GPU_HELP)]
+    #[arg(long, value_parser = parse_gpu, group = "filter", help = GPU_SHORT, long_help = GPU_HELP)]
     gpu: Option<Gpu>,
     /// The runtime that loads the code, with --gpu [default: cuda for an NVIDIA GPU, else hip]
     #[arg(long, value_enum, requires = "gpu")]
@@ -185,6 +193,7 @@ pub struct ExtractArgs {
     /// Machine-readable output (schema in the README)
     #[arg(long)]
     json: bool,
+    /// A file, package or folder (- for standard input)
     #[arg(value_name = "FILE")]
     file: String,
 }
@@ -219,6 +228,7 @@ pub struct PruneCli {
     /// The output file (- for standard output)
     #[arg(short, long, value_name = "OUT", required_unless_present = "dry_run")]
     output: Option<String>,
+    /// The HIP host binary (executable, shared library or object)
     #[arg(value_name = "IN")]
     input: String,
 }
