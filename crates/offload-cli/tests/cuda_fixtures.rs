@@ -1,5 +1,5 @@
 //! CUDA fat binaries without NVIDIA's tools: golden files made by nvcc 13.5
-//! (`fixtures/cuda/COMMANDS.md`), with what `cuobjdump` 13.5 extracted
+//! and clang 19 (`fixtures/cuda/COMMANDS.md`), with what `cuobjdump` 13.5 extracted
 //! from them recorded in `expected.tsv` (MD5 of each cubin and PTX file).
 
 mod common;
@@ -56,7 +56,7 @@ fn expected() -> BTreeMap<String, Vec<Row>> {
 #[test]
 fn listing_and_bytes_match_what_cuobjdump_extracted() {
     let files = expected();
-    assert_eq!(files.len(), 9);
+    assert_eq!(files.len(), 11);
     let mut checked = 0;
     for (file, rows) in &files {
         let out = offload(&["list", "--json", &path(file)]);
@@ -102,7 +102,25 @@ fn listing_and_bytes_match_what_cuobjdump_extracted() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 29);
+    assert_eq!(checked, 32);
+}
+
+#[test]
+fn clang_built_objects_select_like_nvcc_ones() {
+    let select = |file: &str, gpu: &str| {
+        let out = offload(&["select", "--json", "--gpu", gpu, &path(file)]);
+        let verdicts: Vec<(bool, String)> = json(&out)
+            .iter()
+            .map(|r| (r["selected"].as_bool() == Some(true), r["reason_code"].as_str().unwrap_or("").to_string()))
+            .collect();
+        (out.status.code(), verdicts)
+    };
+    // clang -fgpu-rdc: relocatable device code, never loaded as such.
+    let relocatable = (false, "relocatable".to_string());
+    assert_eq!(select("clang_rdc_sm70.o", "sm_70"), (Some(1), vec![relocatable.clone(), relocatable]));
+    // The new driver's sm_90 cubin: loaded on 9.0, not on 8.6.
+    assert_eq!(select("clang_nd_sm90.o", "sm_90"), (Some(0), vec![(true, String::new())]));
+    assert_eq!(select("clang_nd_sm90.o", "sm_86").0, Some(1));
 }
 
 #[test]

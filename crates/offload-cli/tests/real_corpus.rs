@@ -187,7 +187,9 @@ fn packages_list_what_their_files_hold() {
                 let location = s(r, "location");
                 let found = listed.iter().position(|p| {
                     let at = s(p, "location");
-                    at.ends_with(&format!("/{name} {location}")) || at.ends_with(&format!("member {name} {location}"))
+                    s(p, "id") == s(r, "id")
+                        && (at.ends_with(&format!("/{name} {location}"))
+                            || at.ends_with(&format!("member {name} {location}")))
                 });
                 let Some(found) = found else { panic!("{pkg}: no '{}' at ... {name} {location}", s(r, "id")) };
                 let p = &listed[found];

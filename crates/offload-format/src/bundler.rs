@@ -15,60 +15,88 @@ use std::num::NonZeroU64;
 /// Everything that stops the bundler, with LLVM 19's wording.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BundlerError {
+    /// `-unbundle` and `-list` given together.
     #[error("-unbundle and -list cannot be used together")]
     UnbundleWithList,
+    /// `-list` with other than one input.
     #[error("only one input file supported for -list")]
     ListInputCount,
+    /// `-list` with `-output`.
     #[error("-outputs option is invalid for -list")]
     ListWithOutputs,
+    /// `-list` with `-targets`.
     #[error("-targets option is invalid for -list")]
     ListWithTargets,
+    /// `-check-input-archive` without `-unbundle`.
     #[error("-check-input-archive cannot be used while bundling")]
     CheckArchiveWhileBundling,
+    /// `-check-input-archive` for a type other than `a`.
     #[error("-check-input-archive can only be used for unbundling archives (-type=a)")]
     CheckArchiveNotArchive,
+    /// No `-output` given.
     #[error("no output file specified!")]
     NoOutput,
+    /// No `-targets` given.
     #[error("for the --targets option: must be specified at least once!")]
     NoTargets,
+    /// Unbundling with other than one input.
     #[error("only one input file supported in unbundling mode")]
     UnbundleInputCount,
+    /// Unbundling with as many outputs as targets not given.
     #[error("number of output files and targets should match in unbundling mode")]
     UnbundleOutputCount,
+    /// Bundling with `-type=a`.
     #[error("Archive files are only supported for unbundling")]
     ArchiveBundling,
+    /// Bundling with other than one output.
     #[error("only one output file supported in bundling mode")]
     BundleOutputCount,
+    /// Bundling with as many inputs as targets not given.
     #[error("number of input files and targets should match in bundling mode")]
     BundleInputCount,
+    /// A target given twice.
     #[error("Duplicate targets are not allowed")]
     DuplicateTarget,
+    /// Two targets that standardize to the same ID (the two as given, and that ID).
     #[error("Duplicate targets are not allowed: '{0}' and '{1}' both stand for '{2}'")]
     SameStandardizedTarget(String, String, String),
+    /// A target that does not parse or that LLVM rejects (the message).
     #[error("{0}")]
     InvalidTarget(String),
+    /// Two targets whose target IDs conflict (`gfx90a` and `gfx90a:xnack+`).
     #[error("Cannot bundle inputs with conflicting targets: '{0}' and '{1}'")]
     ConflictingTargets(String, String),
+    /// Bundling with other than one host target (how many).
     #[error("expecting exactly one host target but got {0}")]
     HostCount(usize),
+    /// A `-type` LLVM 19 does not know (the value).
     #[error("'{0}': invalid file type specified")]
     InvalidFileType(String),
+    /// `-bundle-align=0`.
     #[error("invalid -bundle-align value 0: the alignment must be at least 1")]
     ZeroAlignment,
+    /// Targets with no entry in the input, without `-allow-missing-bundles` (their list).
     #[error("Can't find bundles for {0}")]
     MissingBundles(String),
+    /// The host target was asked for but the input has no host entry.
     #[error("Can't find bundle for the host target")]
     MissingHostBundle,
+    /// A malformed bundle.
     #[error("{0}")]
     Format(#[from] BundleError),
+    /// A compressed input that does not decompress or whose hash does not match.
     #[error("Failed to decompress input: {0}")]
     Decompress(CompressedError),
+    /// Compressing the output failed.
     #[error("{0}")]
     Compress(CompressedError),
+    /// An object file that cannot be read or written.
     #[error("{0}")]
     Object(#[from] ObjectError),
+    /// An archive that cannot be unbundled.
     #[error("{0}")]
     Archive(#[from] ArchiveError),
+    /// Any other failure (the message).
     #[error("{0}")]
     Other(String),
 }
@@ -76,12 +104,19 @@ pub enum BundlerError {
 /// What was asked for on the command line, before any file is opened.
 #[derive(Debug, Clone, Default)]
 pub struct Request {
+    /// The `-type` value.
     pub file_type: String,
+    /// The `-targets` values, in order.
     pub targets: Vec<String>,
+    /// How many `-input`s.
     pub input_count: usize,
+    /// How many `-output`s.
     pub output_count: usize,
+    /// `-unbundle`.
     pub unbundle: bool,
+    /// `-list`.
     pub list: bool,
+    /// `-check-input-archive`.
     pub check_input_archive: bool,
 }
 
@@ -305,8 +340,12 @@ pub struct Decompressed<'a> {
 /// What `-verbose` reports about a decompressed input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DecompressionInfo {
+    /// The compressed bundle's header.
     pub header: Header,
+    /// Bytes of compressed data.
     pub compressed_len: usize,
+    /// The truncated MD5 of the decompressed data (compare with
+    /// `header.hash`).
     pub computed_hash: u64,
 }
 
@@ -352,7 +391,10 @@ pub fn compress(bundle: &[u8], options: &CompressOptions) -> Result<compressed::
 /// Options of an unbundling run.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct UnbundleOptions {
+    /// `-allow-missing-bundles`: a target with no entry gets an empty
+    /// output instead of an error.
     pub allow_missing_bundles: bool,
+    /// `-hip-openmp-compatible`: HIP entries also serve OpenMP targets.
     pub hip_openmp_compatible: bool,
 }
 

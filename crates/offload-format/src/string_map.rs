@@ -18,6 +18,7 @@ pub enum StringHash {
 }
 
 impl StringHash {
+    /// The 32-bit hash of `key` that picks its bucket.
     pub fn hash(self, key: &[u8]) -> u32 {
         match self {
             StringHash::Xxh3 => xxhash_rust::xxh3::xxh3_64(key) as u32,
@@ -38,6 +39,7 @@ pub struct StringMapOrder<'k> {
 }
 
 impl<'k> StringMapOrder<'k> {
+    /// An empty map (16 buckets, as LLVM starts) using `hash`.
     pub fn new(hash: StringHash) -> Self {
         StringMapOrder { hash, buckets: vec![None; 16], items: 0, probes: 0 }
     }

@@ -20,22 +20,52 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Why a target ID does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TargetIdError {
+    /// Features without a processor (`:xnack+`; the whole ID).
     #[error("target ID '{0}' has an empty processor name")]
     EmptyProcessor(String),
+    /// A feature without its `+`/`-`.
     #[error("target ID '{id}': feature '{feature}' must end in '+' or '-'")]
-    MissingSign { id: String, feature: String },
+    MissingSign {
+        /// The whole target ID.
+        id: String,
+        /// The feature as written.
+        feature: String,
+    },
+    /// A feature given twice.
     #[error("target ID '{id}': feature '{feature}' appears more than once")]
-    DuplicateFeature { id: String, feature: String },
+    DuplicateFeature {
+        /// The whole target ID.
+        id: String,
+        /// The feature's name.
+        feature: String,
+    },
+    /// A processor the triple's table does not list.
     #[error("target ID '{id}': unknown processor '{processor}' for {triple}")]
-    UnknownProcessor { id: String, processor: String, triple: String },
+    UnknownProcessor {
+        /// The whole target ID.
+        id: String,
+        /// The processor as written.
+        processor: String,
+        /// The triple it was looked up for.
+        triple: String,
+    },
+    /// A feature the processor does not have (`gfx1100:xnack+`).
     #[error("target ID '{id}': processor {processor} does not support feature '{feature}'")]
-    UnsupportedFeature { id: String, processor: String, feature: String },
+    UnsupportedFeature {
+        /// The whole target ID.
+        id: String,
+        /// The canonical processor.
+        processor: String,
+        /// The feature's name.
+        feature: String,
+    },
 }
 
 /// A target ID split into its processor and features, without checking
 /// either against a processor table (clang's "format-only" parse).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TargetIdParts<'a> {
+    /// The processor as written (may be empty).
     pub processor: &'a str,
     /// Feature name to On (`+`) or Off (`-`), sorted by name.
     pub features: BTreeMap<&'a str, bool>,
@@ -73,7 +103,9 @@ pub fn parse_format(id: &str) -> Result<TargetIdParts<'_>, TargetIdError> {
 /// features the processor supports.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TargetId {
+    /// The canonical processor name (`gfx803` for `fiji`).
     pub processor: String,
+    /// Feature name to On (`+`) or Off (`-`), sorted by name.
     pub features: BTreeMap<String, bool>,
 }
 
@@ -140,6 +172,7 @@ pub const OFFLOAD_KINDS: [&str; 4] = ["host", "openmp", "hip", "hipv4"];
 /// A bundle entry ID as LLVM 19's bundler understands it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BundleEntryId {
+    /// The offload kind (`host`, `hip`, `hipv4`, `openmp`, ...).
     pub kind: String,
     /// Always rebuilt from four components (`arch-vendor-os-env`).
     pub triple: Triple,
@@ -186,14 +219,17 @@ impl BundleEntryId {
         format!("{}-{}-{}", self.kind, self.triple.as_str(), self.target_id)
     }
 
+    /// Whether the kind is one of [`OFFLOAD_KINDS`].
     pub fn is_kind_valid(&self) -> bool {
         OFFLOAD_KINDS.contains(&self.kind.as_str())
     }
 
+    /// Whether the triple's architecture is one LLVM knows.
     pub fn is_triple_valid(&self) -> bool {
         self.triple.is_known_arch()
     }
 
+    /// Whether this is the host entry.
     pub fn is_host(&self) -> bool {
         self.kind == "host"
     }

@@ -34,6 +34,9 @@ macro_rules! named_enum {
     ($(#[$meta:meta])* $vis:vis enum $ty:ident { $($variant:ident => $name:literal,)* }) => {
         $(#[$meta])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        // Each variant is LLVM's value of the same name, and `name()`
+        // spells it: a doc line per variant would repeat the table.
+        #[allow(missing_docs)]
         $vis enum $ty { $($variant,)* }
 
         impl $ty {
@@ -833,21 +836,27 @@ impl Triple {
         split_dash(split_dash(&self.text).1).1
     }
 
+    /// The parsed architecture (`Unknown` when LLVM does not know it).
     pub fn arch(&self) -> Arch {
         self.arch
     }
+    /// The parsed sub-architecture (`armv7`'s `V7`, ...).
     pub fn sub_arch(&self) -> SubArch {
         self.sub_arch
     }
+    /// The parsed vendor.
     pub fn vendor(&self) -> Vendor {
         self.vendor
     }
+    /// The parsed operating system.
     pub fn os(&self) -> Os {
         self.os
     }
+    /// The parsed environment.
     pub fn environment(&self) -> Environment {
         self.environment
     }
+    /// The object format, given or implied by the other components.
     pub fn object_format(&self) -> ObjectFormat {
         self.object_format
     }
@@ -888,15 +897,19 @@ impl Triple {
         core && self.environment == other.environment && self.object_format == other.object_format
     }
 
+    /// Whether the architecture is `amdgcn`.
     pub fn is_amdgcn(&self) -> bool {
         self.arch == Arch::Amdgcn
     }
+    /// Whether the architecture is `r600`.
     pub fn is_r600(&self) -> bool {
         self.arch == Arch::R600
     }
+    /// `amdgcn` or `r600`.
     pub fn is_amdgpu(&self) -> bool {
         self.is_amdgcn() || self.is_r600()
     }
+    /// `nvptx` or `nvptx64`.
     pub fn is_nvptx(&self) -> bool {
         matches!(self.arch, Arch::Nvptx | Arch::Nvptx64)
     }

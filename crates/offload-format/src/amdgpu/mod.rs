@@ -12,7 +12,7 @@
 //!   `clang-offload-bundler` uses it, because what it accepts and prints
 //!   must be LLVM 19's (it refuses `gfx950` as LLVM 19 does).
 //! * [`Table::Current`]: every processor of the newest LLVM table (see
-//!   [`table`] for the sources and version). The inspector uses it, so that
+//!   its `table` module for the sources and version). The inspector uses it, so that
 //!   files built by newer compilers (ROCm 7: gfx950, gfx1153, gfx1250, ...)
 //!   are understood.
 //!

@@ -35,45 +35,105 @@ use std::io::Cursor;
 /// a message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ArchiveError {
+    /// The archive itself does not parse.
     #[error("'{archive}': {message}")]
-    Malformed { archive: String, message: String },
+    Malformed {
+        /// The archive's name as given.
+        archive: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A thin archive, whose members are other files.
     #[error("'{archive}': thin archives are not supported (their members live in other files)")]
-    Thin { archive: String },
+    Thin {
+        /// The archive's name as given.
+        archive: String,
+    },
     /// A member file of a thin archive could not be read (LLVM's wording).
     #[error("'{member}': {message}")]
-    ThinMember { member: String, message: String },
+    ThinMember {
+        /// The member's path.
+        member: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A member that cannot be unbundled.
     #[error("'{member}' in '{archive}': {source}")]
-    Member { archive: String, member: String, source: MemberError },
+    Member {
+        /// The archive's name as given.
+        archive: String,
+        /// The member's name.
+        member: String,
+        /// What is wrong with it.
+        source: MemberError,
+    },
+    /// Two entries of one member are compatible with the same target but
+    /// name different target IDs.
     #[error("conflicting TargetIDs [{first}, {second}] found in {member} of {archive}")]
-    Conflict { first: String, second: String, member: String, archive: String },
+    Conflict {
+        /// The first target ID.
+        first: String,
+        /// The second target ID.
+        second: String,
+        /// The member's name.
+        member: String,
+        /// The archive's name.
+        archive: String,
+    },
+    /// No member has code for a target asked for (and missing bundles are
+    /// not allowed).
     #[error("no compatible code object found for the target '{target}' in heterogeneous archive library: {archive}")]
-    NoCompatible { target: String, archive: String },
+    NoCompatible {
+        /// The target asked for.
+        target: String,
+        /// The archive's name.
+        archive: String,
+    },
+    /// The output archive for a target could not be built.
     #[error("cannot write the archive for '{target}': {message}")]
-    Write { target: String, message: String },
+    Write {
+        /// The target the archive is for.
+        target: String,
+        /// What went wrong.
+        message: String,
+    },
 }
 
 /// What is wrong with one member.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MemberError {
+    /// An object file that cannot be used.
     #[error("{0}")]
     Object(#[from] ObjectError),
+    /// A malformed bundle.
     #[error("{0}")]
     Bundle(#[from] super::BundleError),
+    /// A compressed bundle that does not decompress (the reason).
     #[error("Failed to decompress code object: {0}")]
     Decompress(String),
+    /// The host object to write (its size in bytes) cannot be allocated.
     #[error("the host object ({0} bytes) does not fit in memory")]
     HostTooLarge(u64),
     /// Bundles that share bytes (overlapping sections or entries, several
     /// host markers): a way to make a small member produce huge outputs.
     #[error("malformed member: its bundles claim {total} bytes, more than the {len} bytes it holds")]
-    Overlapping { total: u64, len: u64 },
+    Overlapping {
+        /// The bytes the bundles claim together.
+        total: u64,
+        /// The member's length in bytes.
+        len: u64,
+    },
 }
 
 /// Options of an archive unbundling run.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ArchiveOptions {
+    /// `-allow-missing-bundles`: a target with no code in any member is
+    /// not an error.
     pub allow_missing_bundles: bool,
+    /// `-hip-openmp-compatible`: HIP entries also serve OpenMP targets.
     pub hip_openmp_compatible: bool,
+    /// `-check-input-archive`: report members whose entries conflict.
     pub check_input_archive: bool,
 }
 

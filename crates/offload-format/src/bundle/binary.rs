@@ -26,6 +26,7 @@ pub struct BinaryEntry<'a> {
     pub id: &'a [u8],
     /// Absolute offset of the payload in the input.
     pub offset: u64,
+    /// The payload, a slice of the input.
     pub payload: &'a [u8],
 }
 
@@ -43,8 +44,11 @@ fn read_u64(data: &[u8], at: u64) -> Option<u64> {
 /// One record of the entry table: an ID and where its payload lies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TableEntry<'a> {
+    /// The bundle entry ID as stored.
     pub id: &'a [u8],
+    /// Absolute offset of the payload.
     pub offset: u64,
+    /// Payload size in bytes.
     pub size: u64,
 }
 
@@ -116,6 +120,21 @@ pub fn read_table(prefix: &[u8], total_len: u64) -> Result<Table<'_>, BundleErro
 /// Reads the entries of a whole binary bundle, in file order, with their
 /// payloads. Returns `Ok(None)` when `data` does not start with the magic
 /// (not a bundle: LLVM treats such input as having no bundles).
+///
+/// ```
+/// use offload_format::bundle::binary;
+/// use std::num::NonZeroU64;
+///
+/// let entries: [(&[u8], &[u8]); 2] =
+///     [(b"host-x86_64-unknown-linux-gnu-", b""), (b"hip-amdgcn-amd-amdhsa--gfx906", b"code")];
+/// let bundle = binary::write(&entries, NonZeroU64::new(4096).unwrap()).to_vec();
+/// let read = binary::read(&bundle)?.expect("starts with the magic");
+/// assert_eq!(read[1].id, b"hip-amdgcn-amd-amdhsa--gfx906");
+/// assert_eq!((read[1].offset, read[1].payload), (4096, &b"code"[..]));
+/// assert!(binary::read(b"not a bundle")?.is_none());
+/// assert!(binary::read(&bundle[..40]).is_err());
+/// # Ok::<(), offload_format::bundle::BundleError>(())
+/// ```
 pub fn read(data: &[u8]) -> Result<Option<Vec<BinaryEntry<'_>>>, BundleError> {
     match read_table(data, data.len() as u64)? {
         Table::NotABundle => Ok(None),

@@ -29,17 +29,21 @@ const V1_HEADER: usize = 20;
 /// A compression method.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Method {
+    /// zlib (RFC 1950), method code 0.
     Zlib,
+    /// zstd, method code 1; what LLVM uses by default.
     Zstd,
 }
 
 impl Method {
+    /// The method code stored in the header.
     pub fn code(self) -> u16 {
         match self {
             Method::Zlib => 0,
             Method::Zstd => 1,
         }
     }
+    /// The method for a header's code; `None` for an unknown one.
     pub fn from_code(code: u16) -> Option<Method> {
         match code {
             0 => Some(Method::Zlib),
@@ -47,6 +51,7 @@ impl Method {
             _ => None,
         }
     }
+    /// `zlib` or `zstd`.
     pub fn name(self) -> &'static str {
         match self {
             Method::Zlib => "zlib",
@@ -58,26 +63,65 @@ impl Method {
 /// Why a compressed bundle cannot be read or written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CompressedError {
+    /// The input is shorter than its version's header. The message is
+    /// LLVM 19's, which the bundler reproduces.
     #[error("Compressed bundle header size too small: {len} bytes, version {version} needs {needed}")]
-    HeaderTruncated { len: usize, version: u16, needed: usize },
+    HeaderTruncated {
+        /// Bytes available.
+        len: usize,
+        /// The version read (0 when even that is missing).
+        version: u16,
+        /// Bytes that version's header needs.
+        needed: usize,
+    },
+    /// A version other than 1, 2 or 3.
     #[error("unknown compressed bundle version {0} (versions 1, 2 and 3 are known)")]
     UnknownVersion(u16),
+    /// A method code other than 0 (zlib) or 1 (zstd).
     #[error("Unknown compressing method")]
     UnknownMethod(u16),
+    /// The header's total size runs past the end of the input.
     #[error("compressed bundle claims a total size of {total} bytes, but {available} bytes are present")]
-    TotalSizeBeyondInput { total: u64, available: u64 },
+    TotalSizeBeyondInput {
+        /// The total size declared, in bytes.
+        total: u64,
+        /// Bytes available from the blob's start.
+        available: u64,
+    },
+    /// The header's total size does not even cover the header.
     #[error("compressed bundle claims a total size of {total} bytes, smaller than its {header}-byte header")]
-    TotalSizeTooSmall { total: u64, header: usize },
+    TotalSizeTooSmall {
+        /// The total size declared, in bytes.
+        total: u64,
+        /// The header's length in bytes.
+        header: usize,
+    },
+    /// The compressed data does not decode (the decoder's message).
     #[error("Could not decompress embedded file contents: {0}")]
     Decompress(String),
+    /// The data decodes to another size than the header declares.
     #[error("decompressed size {actual} does not match the size in the header ({declared} bytes)")]
-    SizeMismatch { declared: u64, actual: u64 },
+    SizeMismatch {
+        /// The uncompressed size in the header.
+        declared: u64,
+        /// The bytes decoded (decoding stops just past the declared size).
+        actual: u64,
+    },
+    /// The decompressed data's truncated MD5 differs from the header's.
     #[error(
         "compressed bundle is corrupt: stored hash {stored:#018x}, but the decompressed data hashes to {computed:#018x}"
     )]
-    HashMismatch { stored: u64, computed: u64 },
+    HashMismatch {
+        /// The hash in the header.
+        stored: u64,
+        /// The hash of the decompressed data.
+        computed: u64,
+    },
+    /// The compressor failed (its message).
     #[error("Could not compress: {0}")]
     Compress(String),
+    /// Non-zero bytes after the one blob [`read_single_blob`] expects
+    /// (how many bytes follow).
     #[error("{0} bytes follow the compressed bundle; one bundle per file is read here (`offload list` shows them all)")]
     TrailingData(usize),
 }
@@ -85,18 +129,25 @@ pub enum CompressedError {
 /// A parsed header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header {
+    /// Format version: 1, 2 or 3.
     pub version: u16,
+    /// How the data is compressed.
     pub method: Method,
     /// Header plus compressed data (versions 2 and 3).
     pub total_size: Option<u64>,
+    /// Size of the bundle once decompressed, in bytes (as declared; checked
+    /// when decompressing).
     pub uncompressed_size: u64,
+    /// The truncated MD5 of the uncompressed bundle ([`truncated_md5`]).
     pub hash: u64,
+    /// Length of the header in bytes (20, 24 or 32 by version).
     pub header_len: usize,
 }
 
 /// One compressed bundle inside a buffer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Blob<'a> {
+    /// The parsed header.
     pub header: Header,
     /// The compressed data.
     pub data: &'a [u8],
@@ -225,6 +276,23 @@ pub fn truncated_md5(data: &[u8]) -> u64 {
 }
 
 /// Decompresses a blob, checking its declared size and its hash.
+///
+/// ```
+/// use offload_format::bundle::compressed::{CompressOptions, compress, decompress, read_blob};
+///
+/// let bundle = b"__CLANG_OFFLOAD_BUNDLE__ and the rest of a bundle".repeat(10);
+/// let ccob = compress(&bundle, &CompressOptions::default())?;
+/// assert!(ccob.bytes.starts_with(b"CCOB") && ccob.bytes.len() < bundle.len());
+/// let blob = read_blob(&ccob.bytes)?;
+/// assert_eq!(blob.header.uncompressed_size, bundle.len() as u64);
+/// assert_eq!(decompress(&blob)?, bundle);
+///
+/// // A flipped byte in the data is caught (by zstd's checks or the hash).
+/// let mut bad = ccob.bytes.clone();
+/// *bad.last_mut().unwrap() ^= 1;
+/// assert!(decompress(&read_blob(&bad)?).is_err());
+/// # Ok::<(), offload_format::bundle::compressed::CompressedError>(())
+/// ```
 pub fn decompress(blob: &Blob) -> Result<Vec<u8>, CompressedError> {
     let out = decompress_unverified(blob)?;
     let computed = truncated_md5(&out);
@@ -288,6 +356,7 @@ pub struct BlobDecoder<'a> {
 }
 
 impl<'a> BlobDecoder<'a> {
+    /// A decoder at the start of `blob`'s data.
     pub fn new(blob: &Blob<'a>) -> Result<Self, CompressedError> {
         Ok(BlobDecoder { reader: decoder_reader(blob)?, declared: blob.header.uncompressed_size, produced: 0 })
     }
@@ -323,9 +392,11 @@ impl<'a> BlobDecoder<'a> {
 pub struct Hasher(Md5);
 
 impl Hasher {
+    /// Adds the next piece of the data.
     pub fn update(&mut self, data: &[u8]) {
         self.0.update(data);
     }
+    /// The hash of everything added, as [`truncated_md5`] gives it.
     pub fn finish(self) -> u64 {
         let digest = self.0.finalize();
         let mut low = [0u8; 8];
@@ -337,6 +408,7 @@ impl Hasher {
 /// How to compress.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CompressOptions {
+    /// zstd or zlib.
     pub method: Method,
     /// zstd: 1..=22 (higher values are clamped by zstd); zlib: 0..=9.
     pub level: i32,
@@ -410,8 +482,11 @@ fn header(method: Method, version: u16, uncompressed_len: u64, hash: u64, compre
 pub struct Compressed {
     /// The whole compressed bundle, header included.
     pub bytes: Vec<u8>,
+    /// The header version written (see [`effective_version`]).
     pub version: u16,
+    /// The truncated MD5 stored in the header.
     pub hash: u64,
+    /// Bytes of compressed data after the header.
     pub compressed_len: usize,
 }
 

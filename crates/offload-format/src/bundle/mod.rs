@@ -15,21 +15,50 @@ pub mod text;
 /// A bundle that cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BundleError {
+    /// A header part does not fit in the input.
     #[error("malformed bundle: the {what} at offset {offset} runs past the end of the input ({len} bytes)")]
-    Truncated { what: &'static str, offset: u64, len: u64 },
+    Truncated {
+        /// Which part (`entry table`, `entry ID`, ...).
+        what: &'static str,
+        /// Where it starts in the input.
+        offset: u64,
+        /// The input's length in bytes.
+        len: u64,
+    },
+    /// An entry's payload lies (partly) outside the input.
     #[error(
         "malformed bundle: entry {index} ('{id}') claims {size} bytes at offset {offset}, outside the input ({len} bytes)"
     )]
-    PayloadOutOfRange { index: u64, id: String, offset: u64, size: u64, len: u64 },
+    PayloadOutOfRange {
+        /// The entry's position in the table, from 0.
+        index: u64,
+        /// The entry's ID (lossy UTF-8).
+        id: String,
+        /// The payload offset the entry claims.
+        offset: u64,
+        /// The payload size the entry claims, in bytes.
+        size: u64,
+        /// The input's length in bytes.
+        len: u64,
+    },
+    /// A text bundle entry that is never closed.
     #[error("malformed text bundle: entry '{id}' starting at offset {offset} has no END marker")]
-    MissingEndMarker { id: String, offset: u64 },
+    MissingEndMarker {
+        /// The entry's ID.
+        id: String,
+        /// Offset of its start marker.
+        offset: u64,
+    },
 }
 
 /// How a `-type` value is bundled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FileType {
     /// Text with marker lines in the given comment syntax.
-    Text { comment: &'static str },
+    Text {
+        /// The line-comment token (`//`, `#`, `;`).
+        comment: &'static str,
+    },
     /// The binary header format.
     Binary,
     /// Object files: bundles are sections; non-objects fall back to binary.

@@ -5,7 +5,7 @@
 //! Reading works for ELF, COFF and Mach-O (Mach-O section names have at
 //! most 16 bytes, so a Mach-O file never holds a bundle, as with LLVM).
 //! Writing and host extraction rewrite ELF files in process the way
-//! llvm-objcopy does ([`crate::elf::rewrite`]) and COFF files with
+//! llvm-objcopy does ([`crate::elf::rewrite()`]) and COFF files with
 //! [`crate::coff`]; LLVM cannot write Mach-O bundles either.
 
 use super::binary::MAGIC;
@@ -19,12 +19,21 @@ pub const HOST_MARKER: &[u8] = &[0];
 /// Errors of object files that look like objects but cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ObjectError {
+    /// A malformed ELF file.
     #[error("{0}")]
     Elf(#[from] ElfError),
+    /// A malformed COFF file.
     #[error("{0}")]
     Coff(#[from] crate::coff::CoffError),
+    /// A malformed object of another format (Mach-O).
     #[error("malformed {format} file: {message}")]
-    Malformed { format: &'static str, message: String },
+    Malformed {
+        /// The format's name.
+        format: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+    /// An object the bundler cannot handle (the reason).
     #[error("{0}")]
     Unsupported(String),
 }
@@ -32,8 +41,11 @@ pub enum ObjectError {
 /// The object formats whose sections can hold bundles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
+    /// ELF, 32 or 64 bits, either byte order.
     Elf,
+    /// COFF (Windows objects).
     Coff,
+    /// Mach-O: recognised, but LLVM 19's bundler cannot put bundles in it.
     MachO,
 }
 
@@ -89,7 +101,9 @@ pub fn detect(data: &[u8]) -> Result<Option<Format>, ObjectError> {
 /// A bundle section: its entry ID and contents.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BundleSection<'a> {
+    /// The entry ID (the section name without its prefix).
     pub id: &'a [u8],
+    /// The section's contents, a slice of the input.
     pub contents: &'a [u8],
 }
 

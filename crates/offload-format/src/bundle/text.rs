@@ -24,6 +24,7 @@ pub struct Markers {
 }
 
 impl Markers {
+    /// The markers for the line-comment token `comment` (`//`, `#`, `;`).
     pub fn new(comment: &str) -> Markers {
         Markers {
             start: format!("\n{comment} {MAGIC}__START__ ").into_bytes(),
@@ -64,6 +65,7 @@ pub struct TextReader<'a> {
 }
 
 impl<'a> TextReader<'a> {
+    /// A reader at the start of `data`, for markers in `comment` syntax.
     pub fn new(data: &'a [u8], comment: &str) -> Self {
         TextReader { data, markers: Markers::new(comment), pos: 0, current: None }
     }

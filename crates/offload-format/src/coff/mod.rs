@@ -24,10 +24,13 @@ use std::collections::BTreeMap;
 /// Why a COFF file cannot be rewritten.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CoffError {
+    /// The file does not parse as COFF (what is wrong).
     #[error("malformed COFF file: {0}")]
     Malformed(String),
+    /// A valid COFF file this writer cannot rewrite (why).
     #[error("cannot rewrite this COFF file: {0}")]
     Unsupported(String),
+    /// A request LLVM's tools also refuse (their message).
     #[error("{0}")]
     Refused(String),
 }

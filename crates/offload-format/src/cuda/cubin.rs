@@ -9,8 +9,11 @@ use super::{EM_CUDA, u16_at, u32_at, u64_at};
 pub struct Cubin {
     /// `e_type`: 1 relocatable (rdc), 2 executable.
     pub elf_type: u16,
+    /// `EI_OSABI` (the CUDA ABI number).
     pub osabi: u8,
+    /// `EI_ABIVERSION`.
     pub abi_version: u8,
+    /// `e_flags`: the SM number and ABI bits.
     pub elf_flags: u32,
 }
 

@@ -11,7 +11,9 @@ pub struct FatBinary<'a> {
     /// The whole fat binary, header included (`header size + fat size`
     /// bytes).
     pub data: &'a [u8],
+    /// The header's version field (1 in every known toolchain's output).
     pub version: u16,
+    /// Size of the header in bytes (16, or more with unknown fields).
     pub header_size: u16,
 }
 
@@ -54,6 +56,41 @@ impl<'a> FatBinary<'a> {
 /// each with its offset in `data`. Zero bytes between them are padding.
 /// After bytes that are no fat binary, or a fat binary whose header is
 /// damaged, the iterator yields the error and stops.
+///
+/// ```
+/// use offload_format::cuda::{EntryKind, fat_binaries, flags};
+///
+/// // A fat binary with one uncompressed sm_80 cubin entry, built by hand:
+/// // a 16-byte header (magic, version 1, header size, size of the entries)
+/// // and a 64-byte entry header followed by the payload.
+/// let payload = b"\x7fELF cubin bytes...";
+/// let mut entry = vec![0u8; 64];
+/// entry[0..2].copy_from_slice(&2u16.to_le_bytes()); // kind: cubin
+/// entry[4..8].copy_from_slice(&64u32.to_le_bytes()); // header size
+/// entry[8..16].copy_from_slice(&(payload.len() as u64).to_le_bytes());
+/// entry[0x1c..0x20].copy_from_slice(&80u32.to_le_bytes()); // sm_80
+/// entry[0x28..0x30].copy_from_slice(&(flags::HOST_64BIT | flags::HOST_LINUX).to_le_bytes());
+/// entry.extend_from_slice(payload);
+/// let mut data = 0xBA55_ED50u32.to_le_bytes().to_vec();
+/// data.extend_from_slice(&1u16.to_le_bytes());
+/// data.extend_from_slice(&16u16.to_le_bytes());
+/// data.extend_from_slice(&(entry.len() as u64).to_le_bytes());
+/// data.extend_from_slice(&entry);
+///
+/// for fatbin in fat_binaries(&data) {
+///     let (offset, fatbin) = fatbin?;
+///     assert_eq!(offset, 0);
+///     for e in fatbin.entries() {
+///         let e = e?;
+///         assert_eq!((e.header.kind(), e.header.arch().to_string()), (EntryKind::Elf, "sm_80".into()));
+///         assert_eq!(e.header.codec(), None);
+///         assert_eq!(e.stream()?, payload);
+///     }
+/// }
+/// // Damage is an error, not a panic.
+/// assert!(fat_binaries(&data[..40]).any(|r| r.is_err()));
+/// # Ok::<(), offload_format::cuda::CudaError>(())
+/// ```
 pub fn fat_binaries(data: &[u8]) -> impl Iterator<Item = Result<(usize, FatBinary<'_>), CudaError>> {
     let mut pos = 0usize;
     let mut done = false;
@@ -90,18 +127,31 @@ pub fn fat_binaries(data: &[u8]) -> impl Iterator<Item = Result<(usize, FatBinar
 /// `payload_size` its exact size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct EntryHeader {
+    /// [`EntryKind`] value.
     pub kind: u16,
+    /// Size of the header with its extension, in bytes.
     pub header_size: u32,
+    /// Size of the stored payload in bytes, padding included.
     pub payload_size: u64,
+    /// Size of the compressed stream in bytes (0 when stored as is).
     pub compressed_size: u32,
+    /// Offset of the options string in the header (0: none).
     pub options_offset: u32,
+    /// Minor version of the producing toolchain's format.
     pub version_minor: u16,
+    /// Major version of the producing toolchain's format.
     pub version_major: u16,
+    /// The SM number, without suffix ([`EntryHeader::arch`] adds it).
     pub arch: u32,
+    /// Offset of the identifier string in the header (0: none).
     pub identifier_offset: u32,
+    /// Length of the identifier string in bytes.
     pub identifier_len: u32,
+    /// Flag bits ([`super::flags`]).
     pub flags: u64,
+    /// Obfuscation key, as stored.
     pub key: u64,
+    /// Size of the decoded payload in bytes (for compressed entries).
     pub uncompressed_size: u64,
 }
 
@@ -125,6 +175,7 @@ impl EntryHeader {
         })
     }
 
+    /// What the entry holds.
     pub fn kind(&self) -> EntryKind {
         EntryKind::from_u16(self.kind)
     }
@@ -134,6 +185,7 @@ impl EntryHeader {
         Arch::from_header(self.arch, self.flags)
     }
 
+    /// How the payload is stored; `None` when as is.
     pub fn codec(&self) -> Option<Codec> {
         Codec::from_flags(self.flags)
     }
@@ -142,6 +194,7 @@ impl EntryHeader {
 /// One entry of a fat binary.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Entry<'a> {
+    /// The header's fields.
     pub header: EntryHeader,
     /// Offset of the entry from the start of its fat binary.
     pub offset: usize,
@@ -237,7 +290,9 @@ impl<'a> Entry<'a> {
 /// One image inside a concatenated entry's decompressed stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Child {
+    /// Its position in the entry's table, from 0.
     pub index: usize,
+    /// Its header (see [`EntryHeader`] for how the fields differ).
     pub header: EntryHeader,
     /// Offset of the image in the decoded stream.
     pub start: u64,

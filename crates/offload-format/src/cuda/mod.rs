@@ -17,7 +17,7 @@
 //! offset; iterators stop after the first error, having yielded everything
 //! before it (the lenient use `verify` makes). Nothing is allocated from a
 //! header field: decompression grows its output with the data it actually
-//! produces ([`decode`]).
+//! produces (the `decode` module).
 
 mod cubin;
 mod decode;
@@ -44,17 +44,27 @@ pub const EM_CUDA: u16 = 190;
 
 /// Entry flag bits (spec §4, "Flags").
 pub mod flags {
+    /// Built for a 64-bit host.
     pub const HOST_64BIT: u64 = 0x1;
+    /// Built with debug information.
     pub const DEBUG: u64 = 0x2;
+    /// Built for a Linux host.
     pub const HOST_LINUX: u64 = 0x10;
+    /// Built for a macOS host.
     pub const HOST_MAC: u64 = 0x20;
+    /// Built for a Windows host.
     pub const HOST_WINDOWS: u64 = 0x40;
     /// cuobjdump calls these "compressed" but no toolchain writes them.
     pub const COMPRESSED_UNKNOWN: u64 = 0x1000 | 0x4000;
+    /// The payload is one raw LZ4 block.
     pub const LZ4: u64 = 0x2000;
+    /// The payload is one zstd frame.
     pub const ZSTD: u64 = 0x8000;
+    /// The payload is obfuscated.
     pub const OBFUSCATED: u64 = 0x10000;
+    /// Architecture-specific code (`sm_90a`).
     pub const ARCH_A: u64 = 0x10_0000;
+    /// Family-specific code (`sm_100f`).
     pub const ARCH_F: u64 = 0x20_0000;
     /// Set on sm_100+ cubins; the driver prefers a tied cubin without it.
     pub const SM100_ELF: u64 = 0x100_0000;
@@ -63,16 +73,20 @@ pub mod flags {
 /// What an entry holds (the `kind` field).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum EntryKind {
+    /// PTX text (kind 1).
     Ptx,
+    /// A cubin (kind 2).
     Elf,
     /// NVVM IR for link-time optimisation (`code=lto_XY`).
     Nvvm,
     /// Several cubins compressed as one stream (`nvcc --concat`).
     Concat,
+    /// A kind value with no known meaning.
     Other(u16),
 }
 
 impl EntryKind {
+    /// The kind for a stored value.
     pub fn from_u16(v: u16) -> Self {
         match v {
             1 => EntryKind::Ptx,
@@ -99,6 +113,7 @@ impl EntryKind {
 /// Architecture-specific (`a`) or family-specific (`f`) code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Suffix {
+    /// Plain code (`sm_90`).
     None,
     /// Runs only on exactly this compute capability.
     A,
@@ -110,7 +125,9 @@ pub enum Suffix {
 /// `sm_121` = 121).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Arch {
+    /// `10 * major + minor`.
     pub number: u32,
+    /// The `a`/`f` suffix.
     pub suffix: Suffix,
 }
 
@@ -129,10 +146,12 @@ impl Arch {
         Arch { number: arch, suffix }
     }
 
+    /// The major compute capability (9 for `sm_90`).
     pub fn major(self) -> u32 {
         self.number / 10
     }
 
+    /// The minor compute capability (0 for `sm_90`).
     pub fn minor(self) -> u32 {
         self.number % 10
     }
@@ -203,36 +222,126 @@ impl Codec {
 /// Offsets are from the start of the slice given to the reader.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CudaError {
+    /// The fat binary header is cut short.
     #[error("fat binary at {at:#x}: {needed} bytes of header needed, {available} left")]
-    ShortHeader { at: usize, needed: usize, available: usize },
+    ShortHeader {
+        /// Offset of the fat binary or entry concerned.
+        at: usize,
+        /// Bytes the header needs.
+        needed: usize,
+        /// Bytes available there.
+        available: usize,
+    },
+    /// No fat binary magic.
     #[error("fat binary at {at:#x}: bad magic {found:#010x} (expected 0xba55ed50)")]
-    BadMagic { at: usize, found: u32 },
+    BadMagic {
+        /// Offset of the fat binary or entry concerned.
+        at: usize,
+        /// The magic found.
+        found: u32,
+    },
+    /// A header size below 16 bytes.
     #[error("fat binary at {at:#x}: header size {size} is smaller than 16")]
-    BadHeaderSize { at: usize, size: u16 },
+    BadHeaderSize {
+        /// Offset of the fat binary or entry concerned.
+        at: usize,
+        /// The size stored, in bytes.
+        size: u16,
+    },
+    /// The entries run past the end of the data.
     #[error("fat binary at {at:#x}: its {declared} bytes of entries reach past the {available} bytes there")]
-    FatSizeBeyondEnd { at: usize, declared: u64, available: usize },
+    FatSizeBeyondEnd {
+        /// Offset of the fat binary or entry concerned.
+        at: usize,
+        /// The size declared, in bytes.
+        declared: u64,
+        /// Bytes available there.
+        available: usize,
+    },
+    /// An entry header is cut short.
     #[error("entry at {at:#x}: only {available} bytes left for its 64-byte header")]
-    ShortEntry { at: usize, available: usize },
+    ShortEntry {
+        /// Offset of the fat binary or entry concerned.
+        at: usize,
+        /// Bytes available there.
+        available: usize,
+    },
+    /// An entry header size below 64 or past the fat binary.
     #[error("entry at {at:#x}: header size {size} is smaller than 64 or reaches past the fat binary")]
-    BadEntryHeaderSize { at: usize, size: u32 },
+    BadEntryHeaderSize {
+        /// Offset of the fat binary or entry concerned.
+        at: usize,
+        /// The size stored, in bytes.
+        size: u32,
+    },
+    /// An entry payload runs past the fat binary.
     #[error("entry at {at:#x}: its {size}-byte payload reaches past the end of the fat binary")]
-    PayloadBeyondEnd { at: usize, size: u64 },
+    PayloadBeyondEnd {
+        /// Offset of the fat binary or entry concerned.
+        at: usize,
+        /// The size stored, in bytes.
+        size: u64,
+    },
+    /// A compressed size larger than the payload holding it.
     #[error("entry at {at:#x}: compressed size {compressed} exceeds the payload size {payload}")]
-    CompressedBeyondPayload { at: usize, compressed: u32, payload: u64 },
+    CompressedBeyondPayload {
+        /// Offset of the fat binary or entry concerned.
+        at: usize,
+        /// The compressed size stored, in bytes.
+        compressed: u32,
+        /// The payload size stored, in bytes.
+        payload: u64,
+    },
+    /// An entry string lies outside its header.
     #[error("entry at {at:#x}: {what} lies outside the entry header")]
-    StringOutsideHeader { at: usize, what: &'static str },
+    StringOutsideHeader {
+        /// Offset of the fat binary or entry concerned.
+        at: usize,
+        /// Which string (`identifier`, `options`).
+        what: &'static str,
+    },
+    /// A malformed table of a concatenated entry.
     #[error("concatenated entry at {at:#x}: {problem}")]
-    BadConcat { at: usize, problem: String },
+    BadConcat {
+        /// Offset of the fat binary or entry concerned.
+        at: usize,
+        /// What is wrong.
+        problem: String,
+    },
+    /// A compressed stream that does not decode.
     #[error("{codec:?} stream: {problem}")]
-    Decompress { codec: Codec, problem: String },
+    Decompress {
+        /// The codec.
+        codec: Codec,
+        /// What is wrong.
+        problem: String,
+    },
+    /// A stream decodes to another size than declared.
     #[error("decompressed to {actual} bytes, the header says {declared}")]
-    SizeMismatch { declared: u64, actual: u64 },
+    SizeMismatch {
+        /// The size declared, in bytes.
+        declared: u64,
+        /// The bytes produced.
+        actual: u64,
+    },
+    /// An obfuscated payload, which is not decoded.
     #[error("the payload is obfuscated (flag 0x10000) and is not decoded")]
     Obfuscated,
+    /// A compression flag with no known codec (the flag bits).
     #[error("compression flag {0:#x} names a codec no toolchain is known to write")]
     UnknownCodec(u64),
+    /// A concatenated entry's child lies outside the decoded data.
     #[error("child image {index} ({start:#x}+{len:#x}) lies outside the {available} decompressed bytes")]
-    ChildOutside { index: usize, start: u64, len: u64, available: usize },
+    ChildOutside {
+        /// The child's position, from 0.
+        index: usize,
+        /// Its offset in the decompressed data.
+        start: u64,
+        /// Its length in bytes.
+        len: u64,
+        /// Bytes available there.
+        available: usize,
+    },
 }
 
 fn u16_at(data: &[u8], at: usize) -> Option<u16> {

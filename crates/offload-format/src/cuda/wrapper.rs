@@ -24,7 +24,9 @@ pub const WRAPPER_SECTION: &str = ".nvFatBinSegment";
 pub struct Wrapper {
     /// Offset of the record in its section.
     pub offset: usize,
+    /// The record's magic as stored.
     pub magic: u32,
+    /// The record's version as stored.
     pub version: u32,
     /// The fat binary's address as stored (0 where a relocation supplies
     /// it).

@@ -6,7 +6,9 @@ use super::{ElfError, SectionHeader, malformed};
 /// The ELF class and byte order of a file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Codec {
+    /// ELFCLASS64 (else 32-bit).
     pub is64: bool,
+    /// Big-endian (else little-endian).
     pub big: bool,
 }
 
@@ -32,15 +34,19 @@ impl Codec {
         Ok(Codec { is64, big })
     }
 
+    /// Bytes of an address or offset: 8 or 4.
     pub fn word_size(&self) -> usize {
         if self.is64 { 8 } else { 4 }
     }
+    /// Bytes of the ELF header.
     pub fn ehdr_size(&self) -> usize {
         if self.is64 { 64 } else { 52 }
     }
+    /// Bytes of one section header.
     pub fn shdr_size(&self) -> usize {
         if self.is64 { 64 } else { 40 }
     }
+    /// Bytes of one symbol table entry.
     pub fn sym_size(&self) -> usize {
         if self.is64 { 24 } else { 16 }
     }
@@ -49,14 +55,17 @@ impl Codec {
         self.word_size() * if rela { 3 } else { 2 }
     }
 
+    /// The u16 at `at`; `None` past the end of `data`.
     pub fn u16(&self, data: &[u8], at: usize) -> Option<u16> {
         let b = bytes::<2>(data, at)?;
         Some(if self.big { u16::from_be_bytes(b) } else { u16::from_le_bytes(b) })
     }
+    /// The u32 at `at`; `None` past the end of `data`.
     pub fn u32(&self, data: &[u8], at: usize) -> Option<u32> {
         let b = bytes::<4>(data, at)?;
         Some(if self.big { u32::from_be_bytes(b) } else { u32::from_le_bytes(b) })
     }
+    /// The u64 at `at`; `None` past the end of `data`.
     pub fn u64(&self, data: &[u8], at: usize) -> Option<u64> {
         let b = bytes::<8>(data, at)?;
         Some(if self.big { u64::from_be_bytes(b) } else { u64::from_le_bytes(b) })
@@ -66,12 +75,15 @@ impl Codec {
         if self.is64 { self.u64(data, at) } else { self.u32(data, at).map(u64::from) }
     }
 
+    /// Appends `v` in the file's byte order.
     pub fn put_u16(&self, out: &mut Vec<u8>, v: u16) {
         out.extend_from_slice(&if self.big { v.to_be_bytes() } else { v.to_le_bytes() });
     }
+    /// Appends `v` in the file's byte order.
     pub fn put_u32(&self, out: &mut Vec<u8>, v: u32) {
         out.extend_from_slice(&if self.big { v.to_be_bytes() } else { v.to_le_bytes() });
     }
+    /// Appends `v` in the file's byte order.
     pub fn put_u64(&self, out: &mut Vec<u8>, v: u64) {
         out.extend_from_slice(&if self.big { v.to_be_bytes() } else { v.to_le_bytes() });
     }
@@ -110,6 +122,7 @@ impl Codec {
         })
     }
 
+    /// Appends `sh` as a section header of this class.
     pub fn put_shdr(&self, out: &mut Vec<u8>, sh: &SectionHeader) {
         self.put_u32(out, sh.name);
         self.put_u32(out, sh.sh_type);

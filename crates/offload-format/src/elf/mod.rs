@@ -3,8 +3,8 @@
 //!
 //! * [`ElfFile`] reads the header, the section table and section names of
 //!   ELF32/ELF64 files of either byte order, checking every offset.
-//! * [`rewrite`] adds and removes sections and lays the result out exactly
-//!   as llvm-objcopy 19 does (see [`rewrite`]'s module for the rules), so
+//! * [`rewrite()`] adds and removes sections and lays the result out exactly
+//!   as llvm-objcopy 19 does (see the `rewrite` module for the rules), so
 //!   that our fat objects and extracted host objects are byte-identical to
 //!   LLVM's.
 
@@ -20,40 +20,65 @@ use std::borrow::Cow;
 
 /// The section type of a section holding program data.
 pub const SHT_PROGBITS: u32 = 1;
+/// Section type: the static symbol table.
 pub const SHT_SYMTAB: u32 = 2;
+/// Section type: a string table.
 pub const SHT_STRTAB: u32 = 3;
+/// Section type: relocations with addends.
 pub const SHT_RELA: u32 = 4;
+/// Section type: the SysV symbol hash table.
 pub const SHT_HASH: u32 = 5;
+/// Section type: dynamic linking information.
 pub const SHT_DYNAMIC: u32 = 6;
+/// Section type: occupies no file bytes (`.bss`).
 pub const SHT_NOBITS: u32 = 8;
+/// Section type: relocations without addends.
 pub const SHT_REL: u32 = 9;
+/// Section type: the dynamic symbol table.
 pub const SHT_DYNSYM: u32 = 11;
+/// Section type: a section group (COMDAT).
 pub const SHT_GROUP: u32 = 17;
+/// Section type: extended section indices of a symbol table.
 pub const SHT_SYMTAB_SHNDX: u32 = 18;
+/// Section type: the GNU symbol hash table.
 pub const SHT_GNU_HASH: u32 = 0x6fff_fff6;
 /// LLVM's compact relocations (not supported by the rewriter).
 pub const SHT_CREL: u32 = 0x4000_0014;
 
+/// Section flag: member of a section group.
 pub const SHF_GROUP: u64 = 0x200;
+/// Section flag: occupies memory at run time.
 pub const SHF_ALLOC: u64 = 0x2;
+/// Section flag: contents compressed (`Elf_Chdr` first).
 pub const SHF_COMPRESSED: u64 = 0x800;
+/// Section flag: left out by the linker.
 pub const SHF_EXCLUDE: u64 = 0x8000_0000;
 
+/// Section index: undefined symbol.
 pub const SHN_UNDEF: u16 = 0;
+/// Section index: start of the reserved range.
 pub const SHN_LORESERVE: u32 = 0xff00;
+/// Section index: absolute symbol.
 pub const SHN_ABS: u16 = 0xfff1;
+/// Section index: common symbol.
 pub const SHN_COMMON: u16 = 0xfff2;
+/// Section index: the real index is in `SHT_SYMTAB_SHNDX`.
 pub const SHN_XINDEX: u16 = 0xffff;
 
+/// Machine: MIPS.
 pub const EM_MIPS: u16 = 8;
+/// Machine: Qualcomm Hexagon.
 pub const EM_HEXAGON: u16 = 164;
+/// Machine: AMD GPU.
 pub const EM_AMDGPU: u16 = 224;
 
 /// Why an ELF file cannot be read or rewritten.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ElfError {
+    /// The file does not parse as ELF (what is wrong).
     #[error("malformed ELF file: {0}")]
     Malformed(String),
+    /// A valid ELF file this rewriter cannot handle (why).
     #[error("cannot rewrite this ELF file: {0}")]
     Unsupported(String),
     /// A removal that would break a reference (llvm-objcopy refuses these too).
@@ -73,36 +98,57 @@ pub fn is_elf(data: &[u8]) -> bool {
 /// The fields of the ELF header that llvm-objcopy carries over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header {
+    /// `EI_OSABI`.
     pub osabi: u8,
+    /// `EI_ABIVERSION`.
     pub abi_version: u8,
+    /// `e_type`: 1 relocatable, 2 executable, 3 shared object.
     pub e_type: u16,
+    /// `e_machine` (`EM_*`).
     pub machine: u16,
+    /// `e_version`.
     pub version: u32,
+    /// `e_entry`: the entry point address.
     pub entry: u64,
+    /// `e_flags`: machine-specific bits.
     pub flags: u32,
+    /// `e_phnum`: number of program headers.
     pub phnum: u16,
 }
 
 /// One section header, fields widened to 64 bits.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SectionHeader {
+    /// `sh_name`: offset of the name in the section name string table.
     pub name: u32,
+    /// `sh_type` (`SHT_*`).
     pub sh_type: u32,
+    /// `sh_flags` (`SHF_*`).
     pub flags: u64,
+    /// `sh_addr`: address at run time (0 when not allocated).
     pub addr: u64,
+    /// `sh_offset`: file offset of the contents.
     pub offset: u64,
+    /// `sh_size` in bytes.
     pub size: u64,
+    /// `sh_link`: an associated section's index.
     pub link: u32,
+    /// `sh_info`: type-specific.
     pub info: u32,
+    /// `sh_addralign` in bytes.
     pub align: u64,
+    /// `sh_entsize`: size of one entry for tables, else 0.
     pub entsize: u64,
 }
 
 /// A parsed ELF file: header and section table, borrowing the input.
 #[derive(Debug)]
 pub struct ElfFile<'a> {
+    /// The whole file.
     pub data: &'a [u8],
+    /// Its class and byte order.
     pub codec: Codec,
+    /// The ELF header fields kept.
     pub header: Header,
     /// Every section header, the null one (index 0) included.
     pub sections: Vec<SectionHeader>,
@@ -197,6 +243,7 @@ impl<'a> ElfFile<'a> {
         })
     }
 
+    /// Whether the file is 64-bit (ELFCLASS64).
     pub fn is64(&self) -> bool {
         self.codec.is64
     }

@@ -32,7 +32,9 @@ use std::borrow::Cow;
 /// (what `--set-section-flags=readonly,exclude` gives a new section).
 #[derive(Clone, Debug)]
 pub struct NewSection<'a> {
+    /// The section's name.
     pub name: Vec<u8>,
+    /// Its contents.
     pub data: &'a [u8],
 }
 

@@ -200,6 +200,31 @@ struct Group<'b> {
 /// When `visit` fails, the call stops taking new work and returns the
 /// failure of the object that comes first in `wanted` (the same one a
 /// one-by-one loop would stop at), with its position in `wanted`.
+///
+/// ```
+/// use offload_format::inspect::decode::visit_objects;
+/// use offload_format::inspect::{Options, scan};
+/// use std::sync::Mutex;
+///
+/// let data = include_bytes!("../../../../samples/hip-gfx906-gfx90a.compressed.bc");
+/// let inventory = scan(data, "sample", &Options::default());
+/// let device: Vec<usize> =
+///     (0..inventory.objects.len()).filter(|&i| inventory.objects[i].offload_kind != "host").collect();
+/// let sizes = Mutex::new(Vec::new());
+/// let stats = visit_objects(&inventory, &device, 0, |index, bytes| {
+///     // Write the bytes out here; `bytes` is only valid during the call.
+///     let bytes = bytes?;
+///     sizes.lock().unwrap().push((index, bytes.len() as u64));
+///     Ok::<(), offload_format::inspect::BytesError>(())
+/// })
+/// .map_err(|(_, e)| e)?;
+/// let mut sizes = sizes.into_inner().unwrap();
+/// sizes.sort();
+/// assert_eq!(sizes, [(1, inventory.objects[1].size), (2, inventory.objects[2].size)]);
+/// // Both objects live in one compressed bundle, decompressed once.
+/// assert_eq!(stats.bundles_decoded, 1);
+/// # Ok::<(), offload_format::inspect::BytesError>(())
+/// ```
 pub fn visit_objects<'a, E: Send>(
     inv: &Inventory<'a>,
     wanted: &[usize],

@@ -63,7 +63,12 @@ impl Default for Options {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Step {
     /// A member of an archive, named by the archive's name.
-    Member { archive: String, member: String },
+    Member {
+        /// The archive's name as shown in messages.
+        archive: String,
+        /// The member's name as the archive stores it.
+        member: String,
+    },
     /// A section of an object (`segment,section` on Mach-O).
     Section(String),
     /// The n-th payload of a section or file holding several back to back.
@@ -163,8 +168,19 @@ impl Format {
 /// (data decoded from bitcode or decompressed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Bytes<'a> {
+    /// A slice of the scanned file.
     Borrowed(&'a [u8]),
-    Owned { buffer: usize, start: usize, len: usize },
+    /// `len` bytes at `start` of a buffer the [`Inventory`] owns; only the
+    /// inventory that made it can resolve it (the numbers are checked
+    /// again when resolved, so a stale one yields no bytes, not a panic).
+    Owned {
+        /// Which of the inventory's buffers.
+        buffer: usize,
+        /// Offset in that buffer.
+        start: usize,
+        /// Length in bytes.
+        len: usize,
+    },
 }
 
 /// How to get a code object's bytes.
@@ -174,20 +190,40 @@ pub enum Payload<'a> {
     Plain(Bytes<'a>),
     /// `len` bytes at `start` of the decompressed contents of the
     /// compressed bundle `blob` (header included).
-    Compressed { blob: Bytes<'a>, start: u64, len: u64 },
+    Compressed {
+        /// The whole compressed bundle, header included.
+        blob: Bytes<'a>,
+        /// Offset of the object in the decompressed bundle.
+        start: u64,
+        /// The object's size in bytes.
+        len: u64,
+    },
     /// `len` bytes at `start` of a CUDA fat binary entry's decoded
     /// `stream`, which declares `uncompressed` bytes (for PTX, the text
     /// without the NUL that ends the stream).
-    Cuda { stream: Bytes<'a>, codec: crate::cuda::Codec, uncompressed: u64, start: u64, len: u64 },
+    Cuda {
+        /// The entry's stored (possibly compressed) data.
+        stream: Bytes<'a>,
+        /// How `stream` is compressed.
+        codec: crate::cuda::Codec,
+        /// The size `stream` declares once decoded, in bytes.
+        uncompressed: u64,
+        /// Offset of the object in the decoded stream.
+        start: u64,
+        /// The object's size in bytes.
+        len: u64,
+    },
 }
 
 /// What a CUDA fat binary entry's header says, for the rules that pick one
 /// (`select --kind cuda`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CudaEntry {
+    /// What the entry holds (cubin, PTX, ...).
     pub kind: crate::cuda::EntryKind,
     /// The header's architecture with its `a`/`f` suffix.
     pub arch: crate::cuda::Arch,
+    /// The entry header's flag bits as stored (compression, 64-bit, ...).
     pub flags: u64,
     /// Found in `__nv_relfatbin`: relocatable device code that `nvlink`
     /// reads, never loaded by the runtime as such.
@@ -203,7 +239,9 @@ pub struct CudaEntry {
 /// One code object (or host entry) found in a file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CodeObject<'a> {
+    /// Where it lies in the scanned file.
     pub location: Location,
+    /// The container it is an entry of.
     pub format: Format,
     /// The bundle entry ID as stored; for OffloadBinary images
     /// `<triple>-<arch>`.
@@ -225,6 +263,8 @@ pub struct CodeObject<'a> {
     /// Absolute offset of the bytes in the scanned file, when they are
     /// stored there as is.
     pub offset: Option<u64>,
+    /// Stored compressed (a compressed bundle, or a compressed CUDA
+    /// entry): [`Inventory::bytes`] decompresses it.
     pub compressed: bool,
     /// Index into [`Inventory::units`]: the fat binary (bundle, compressed
     /// bundle, or set of OffloadBinaries of one section) that a runtime
@@ -235,6 +275,8 @@ pub struct CodeObject<'a> {
     pub container: bool,
     /// OffloadBinary images only: the kind of image.
     pub image_kind: Option<crate::offload_binary::ImageKind>,
+    /// How to get its bytes; use [`Inventory::bytes`] rather than reading
+    /// this directly.
     pub payload: Payload<'a>,
     /// CUDA fat binary entries and cubins only.
     pub cuda: Option<CudaEntry>,
@@ -258,18 +300,23 @@ impl CodeObject<'_> {
 /// A set of code objects a runtime registers together.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Unit {
+    /// Where the unit lies in the scanned file.
     pub location: Location,
+    /// Its container format.
     pub format: Format,
 }
 
 /// How bad a finding is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Severity {
+    /// Something unusual that a tool or runtime still accepts.
     Warning,
+    /// Malformed or inconsistent data: `offload verify` fails on it.
     Error,
 }
 
 impl Severity {
+    /// `warning` or `error`, as in listings and JSON.
     pub fn name(self) -> &'static str {
         match self {
             Severity::Warning => "warning",
@@ -281,21 +328,28 @@ impl Severity {
 /// A problem found while scanning or checking.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Diagnostic {
+    /// How bad it is.
     pub severity: Severity,
     /// Absolute offset in the scanned file of the byte concerned (or of the
     /// compressed bundle or container holding it), when known.
     pub offset: Option<u64>,
+    /// Where it is, in the words of [`Location`]'s display.
     pub location: String,
+    /// What is wrong, in one sentence.
     pub message: String,
 }
 
 /// Why a code object's bytes could not be produced.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum BytesError {
+    /// The compressed bundle is malformed, does not decompress, or its
+    /// hash does not match.
     #[error(transparent)]
     Compressed(#[from] crate::bundle::compressed::CompressedError),
+    /// The decompressed data is shorter than the object's place in it.
     #[error("the code object lies outside its decompressed bundle")]
     OutOfRange,
+    /// A CUDA entry's stream does not decode.
     #[error(transparent)]
     Cuda(#[from] crate::cuda::CudaError),
 }
@@ -304,8 +358,12 @@ pub enum BytesError {
 /// [`decode::visit_objects`]).
 #[derive(Debug, Default)]
 pub struct Inventory<'a> {
+    /// Every code object found, in file order; a container record comes
+    /// before the objects inside it.
     pub objects: Vec<CodeObject<'a>>,
+    /// The units the objects belong to ([`CodeObject::unit`]).
     pub units: Vec<Unit>,
+    /// What was found wrong or unusual, in the order found.
     pub diagnostics: Vec<Diagnostic>,
     owned: Vec<Arc<[u8]>>,
 }

@@ -41,13 +41,17 @@ use std::fmt;
 /// The runtime that loads the code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Runtime {
+    /// The HIP runtime (offload kinds `hip`, `hipv4`, `hcc`).
     Hip,
+    /// The OpenMP offload runtime (offload kind `openmp`).
     OpenMp,
     /// The CUDA driver loading fat binaries (rules in `select_cuda`).
     Cuda,
 }
 
 impl Runtime {
+    /// `hip`, `openmp` or `cuda` (the CLI's `--runtime` values); `None`
+    /// for anything else.
     pub fn parse(s: &str) -> Option<Runtime> {
         match s {
             "hip" => Some(Runtime::Hip),
@@ -57,6 +61,7 @@ impl Runtime {
         }
     }
 
+    /// The name [`Runtime::parse`] accepts.
     pub fn name(self) -> &'static str {
         match self {
             Runtime::Hip => "hip",
@@ -87,20 +92,29 @@ impl Runtime {
 pub struct Gpu {
     /// `amdgcn` or `nvptx64`.
     pub arch: &'static str,
+    /// The canonical processor name (`gfx90a`, `gfx803` for `fiji`,
+    /// `sm_80`).
     pub processor: String,
+    /// The xnack setting given (`:xnack+` is `Some(true)`); `None` when
+    /// not given, which matches code built for either setting.
     pub xnack: Option<bool>,
+    /// The sramecc setting given, as for `xnack`.
     pub sramecc: Option<bool>,
 }
 
 /// Why a GPU description is not one.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum GpuError {
+    /// A generic target (`gfx9-generic`) names code, not a GPU.
     #[error("'{0}' is a generic target, not a GPU; name the processor (e.g. gfx906)")]
     Generic(String),
+    /// Not a valid AMDGPU target ID (unknown processor, bad feature, ...).
     #[error("{0} (a processor name with its settings: gfx90a, gfx942:sramecc+:xnack-, gfx1100, fiji, sm_80, ...)")]
     TargetId(#[from] TargetIdError),
+    /// An NVIDIA GPU given with `:feature` settings.
     #[error("'{0}': NVIDIA GPUs have no target-ID features")]
     NvptxFeatures(String),
+    /// An NVIDIA architecture with an `a`/`f` suffix (`sm_90a`).
     #[error("'{0}': a GPU has no a/f suffix (those name code); give its compute capability, e.g. sm_90 or 9.0")]
     NvidiaSuffix(String),
 }
@@ -108,6 +122,18 @@ pub enum GpuError {
 impl Gpu {
     /// Parses `gfx90a:xnack+`, `amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-`
     /// (an HSA ISA name), `fiji` or `sm_80`.
+    ///
+    /// ```
+    /// use offload_format::inspect::select::Gpu;
+    ///
+    /// let gpu = Gpu::parse("amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-")?;
+    /// assert_eq!((gpu.arch, gpu.processor.as_str()), ("amdgcn", "gfx90a"));
+    /// assert_eq!((gpu.xnack, gpu.sramecc), (Some(false), Some(true)));
+    /// assert_eq!(gpu.target_id(), "gfx90a:sramecc+:xnack-");
+    /// assert_eq!(Gpu::parse("fiji")?.processor, "gfx803");
+    /// assert!(Gpu::parse("gfx9-generic").is_err());
+    /// # Ok::<(), offload_format::inspect::select::GpuError>(())
+    /// ```
     pub fn parse(text: &str) -> Result<Gpu, GpuError> {
         let tid = text.rsplit_once("--").map_or(text, |(_, t)| t);
         if let Some(arch) = nvidia_gpu(tid) {
@@ -210,8 +236,12 @@ fn nvidia_gpu(text: &str) -> Option<Result<String, GpuError>> {
 /// How a compatible code object serves the GPU, best first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Tier {
+    /// Built for the GPU's own processor.
     Native,
+    /// Built for the generic target that covers the processor
+    /// (`gfx9-generic` for `gfx906`).
     Generic,
+    /// AMD's SPIR-V (`amdgcnspirv`), compiled for the GPU when loaded.
     SpirV,
     /// CUDA: a cubin of the same major and a lower minor version.
     Compatible,
@@ -222,24 +252,38 @@ pub enum Tier {
 /// Why a code object is not loaded.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Rejection {
+    /// A host entry: never loaded on a GPU.
     Host,
+    /// An offload kind the runtime does not load (`openmp` for HIP).
     OtherKind {
+        /// The object's offload kind.
         kind: String,
     },
+    /// A triple for another architecture, vendor or OS.
     OtherTriple {
+        /// The object's triple.
         triple: String,
     },
     /// A bundle ID with a three-field triple (`hip-amdgcn-amd-amdhsa-gfx906`).
     ThreeFieldTriple,
+    /// The object names no processor.
     NoTargetId,
+    /// The object's target ID does not parse.
     InvalidTargetId {
+        /// Why, in words.
         error: String,
     },
+    /// Stored under an alternative processor name (`fiji`), which the HIP
+    /// runtime does not match against the canonical one.
     AlternativeName {
+        /// The name as stored.
         stored: String,
+        /// The canonical name it stands for.
         canonical: String,
     },
+    /// Built for another processor.
     OtherProcessor {
+        /// The object's (canonical) processor.
         processor: String,
     },
     /// (feature, what the code object requires, what the GPU has).
@@ -311,9 +355,12 @@ pub enum Verdict {
     Selected(Tier),
     /// Compatible, but `chosen` (an index into the objects) is preferred.
     NotChosen {
+        /// Index of the object loaded instead.
         chosen: usize,
+        /// How this one would have served.
         tier: Tier,
     },
+    /// Not loadable on the GPU, and why.
     Rejected(Rejection),
 }
 
@@ -398,7 +445,31 @@ fn evaluate(o: &CodeObject, gpu: &Gpu, runtime: Runtime) -> Result<(Tier, usize)
     Ok((tier, parts.features.len()))
 }
 
-/// Judges every code object for `gpu` under `runtime`.
+/// Judges every code object for `gpu` under `runtime`, as the runtime
+/// would: per unit (one fat binary), the best compatible object is chosen
+/// (native before generic before SPIR-V, then the one fixing the most
+/// features); every other object gets a verdict saying why not.
+///
+/// ```
+/// use offload_format::inspect::select::{Gpu, Runtime, Tier, Verdict, select};
+/// use offload_format::inspect::{Options, scan};
+///
+/// let data = include_bytes!("../../../../samples/hip-gfx906-gfx90a.bc");
+/// let inventory = scan(data, "sample", &Options::default());
+/// let selection = select(&inventory.objects, &Gpu::parse("gfx906")?, Runtime::Hip);
+/// assert_eq!(selection.chosen, [1]);
+/// assert_eq!(selection.verdicts[1], Some(Verdict::Selected(Tier::Native)));
+/// let codes: Vec<_> = selection
+///     .verdicts
+///     .iter()
+///     .map(|v| match v {
+///         Some(Verdict::Rejected(r)) => r.code(),
+///         _ => "-",
+///     })
+///     .collect();
+/// assert_eq!(codes, ["host", "-", "other-processor"]);
+/// # Ok::<(), offload_format::inspect::select::GpuError>(())
+/// ```
 pub fn select(objects: &[CodeObject], gpu: &Gpu, runtime: Runtime) -> Selection {
     if runtime == Runtime::Cuda {
         return super::select_cuda::select(objects, gpu);

@@ -25,22 +25,40 @@ use crate::cuda::{Arch, EntryKind, Suffix, flags};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CudaRejection {
     /// Built for another major version.
-    OtherMajor { arch: String },
+    OtherMajor {
+        /// The entry's architecture (`sm_86`, `sm_90a`).
+        arch: String,
+    },
     /// Same major, newer minor than the GPU's.
-    NewerMinor { arch: String },
+    NewerMinor {
+        /// The entry's architecture (`sm_86`, `sm_90a`).
+        arch: String,
+    },
     /// PTX for a newer architecture than the GPU.
-    NewerArch { arch: String },
+    NewerArch {
+        /// The entry's architecture (`sm_86`, `sm_90a`).
+        arch: String,
+    },
     /// `a` code for another exact architecture.
-    ArchSpecific { arch: String },
+    ArchSpecific {
+        /// The entry's architecture (`sm_86`, `sm_90a`).
+        arch: String,
+    },
     /// A compatible cubin is loaded, so the PTX is not compiled.
-    PtxNotNeeded { cubin: String },
+    PtxNotNeeded {
+        /// The architecture of the cubin loaded instead.
+        cubin: String,
+    },
     /// NVVM IR, input to link-time optimisation.
     LtoIr,
     /// Relocatable device code (`__nv_relfatbin`, relocatable cubins,
     /// OffloadBinary images): input to `nvlink`.
     Relocatable,
     /// An entry kind with no known loading rule.
-    UnknownKind { kind: String },
+    UnknownKind {
+        /// The kind's name as listed.
+        kind: String,
+    },
     /// Device code of kind `cuda` outside a fat binary.
     NotFatBinary,
     /// In a fat binary no `.nvFatBinSegment` record registers.
@@ -48,6 +66,7 @@ pub enum CudaRejection {
 }
 
 impl CudaRejection {
+    /// A stable machine-readable name (`other-major`, `lto-ir`, ...).
     pub fn code(&self) -> &'static str {
         match self {
             CudaRejection::OtherMajor { .. } => "other-major",
@@ -63,6 +82,7 @@ impl CudaRejection {
         }
     }
 
+    /// The explanation in words, for `gpu`.
     pub fn explain(&self, gpu: &Gpu) -> String {
         let g = &gpu.processor;
         match self {

@@ -13,7 +13,10 @@ pub enum UnitKind {
     /// `__CLANG_OFFLOAD_BUNDLE__`.
     Bundle,
     /// `CCOB`, with its header version (1, 2 or 3).
-    Compressed { version: u16 },
+    Compressed {
+        /// The header version.
+        version: u16,
+    },
 }
 
 /// One fat binary inside `.hip_fatbin`.
@@ -30,6 +33,7 @@ pub struct FatBinary {
     /// Bytes up to the next unit or the end of the section: `used` plus the
     /// padding after it. A rewrite must fit in here.
     pub extent: u64,
+    /// Bundle or compressed bundle.
     pub kind: UnitKind,
 }
 

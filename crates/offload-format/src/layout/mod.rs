@@ -28,32 +28,74 @@ const ET_REL: u16 = 1;
 /// Why a file has no usable map.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LayoutError {
+    /// A malformed ELF file.
     #[error(transparent)]
     Elf(ElfError),
+    /// Not a 64-bit little-endian x86-64 ELF file (what it is).
     #[error("only 64-bit little-endian x86-64 ELF files are supported (this is {0})")]
     Unsupported(String),
+    /// No `.hip_fatbin` section.
     #[error("no .hip_fatbin section: not a HIP host binary (or its section headers were stripped)")]
     NoFatbin,
+    /// `.hip_fatbin` occupies no bytes in the file.
     #[error(".hip_fatbin has no contents in the file (SHT_NOBITS): its device code was moved out, e.g. by kpack")]
     FatbinNotInFile,
+    /// More than one `.hip_fatbin` section (how many).
     #[error("{0} sections are named .hip_fatbin; which one the wrappers mean is unclear")]
     SeveralFatbins(usize),
+    /// The section and program headers disagree about `.hip_fatbin`.
     #[error(
         ".hip_fatbin (address {addr:#x}, {size} bytes at offset {offset:#x}) is not where a PT_LOAD segment maps it: the section headers disagree with the program headers"
     )]
-    NotMapped { addr: u64, offset: u64, size: u64 },
+    NotMapped {
+        /// The section's address.
+        addr: u64,
+        /// Its file offset.
+        offset: u64,
+        /// Its size in bytes.
+        size: u64,
+    },
+    /// A fat binary in `.hip_fatbin` that cannot be read.
     #[error("fat binary at offset {offset:#x}: {reason}")]
-    BadFatBinary { offset: u64, reason: String },
+    BadFatBinary {
+        /// Its file offset.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// `.hipFatBinSegment` is not a whole number of records (its size).
     #[error(".hipFatBinSegment is {0} bytes, not a whole number of 24-byte wrapper records")]
     RecordSize(u64),
+    /// A record whose device code lives in a kpack archive.
     #[error("wrapper record {record} has magic HIPK: its device code lives in a kpack archive, outside this file")]
-    Kpack { record: usize },
+    Kpack {
+        /// Index of the wrapper record.
+        record: usize,
+    },
+    /// A record with an unknown magic.
     #[error("wrapper record {record}: magic {magic:#010x} is not HIPF")]
-    Magic { record: usize, magic: u32 },
+    Magic {
+        /// Index of the wrapper record.
+        record: usize,
+        /// The magic stored.
+        magic: u32,
+    },
+    /// A record with an unknown version.
     #[error("wrapper record {record}: version {version} (only version 1 is known)")]
-    Version { record: usize, version: u32 },
+    Version {
+        /// Index of the wrapper record.
+        record: usize,
+        /// The version stored.
+        version: u32,
+    },
+    /// A record whose pointer cannot be resolved.
     #[error("wrapper record {record}: {reason}")]
-    Pointer { record: usize, reason: String },
+    Pointer {
+        /// Index of the wrapper record.
+        record: usize,
+        /// Why.
+        reason: String,
+    },
 }
 
 /// One wrapper record of `.hipFatBinSegment`.
@@ -64,6 +106,7 @@ pub struct Wrapper {
     /// Address of the record (in a relocatable object: its offset in the
     /// section).
     pub addr: u64,
+    /// How the pointer word gets its value.
     pub storage: Storage,
     /// The address the pointer holds at run time, before the load bias.
     pub pointer: u64,
@@ -86,13 +129,17 @@ pub enum Target {
 /// The map of one file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FileMap {
-    /// File offset and size of `.hip_fatbin`.
+    /// File offset of `.hip_fatbin`.
     pub fatbin_offset: u64,
+    /// Size of `.hip_fatbin` in bytes.
     pub fatbin_size: u64,
     /// Address of `.hip_fatbin` (0 in relocatable objects).
     pub fatbin_addr: u64,
+    /// A relocatable object (`ET_REL`), not a linked binary.
     pub relocatable: bool,
+    /// The fat binaries in `.hip_fatbin`, in section order.
     pub units: Vec<FatBinary>,
+    /// The records of `.hipFatBinSegment`, in section order.
     pub wrappers: Vec<Wrapper>,
 }
 

@@ -17,9 +17,21 @@ const R_X86_64_RELATIVE: u32 = 8;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Storage {
     /// `R_X86_64_RELATIVE` with this addend (the load bias is added).
-    Relative { addend: u64 },
+    Relative {
+        /// The relocation's addend: the pointer's value before the bias.
+        addend: u64,
+    },
     /// `R_X86_64_64` against a symbol (`-fgpu-rdc` aliases, objects).
-    Symbolic { symbol: String, value: u64, addend: u64, section: u16 },
+    Symbolic {
+        /// The symbol's name.
+        symbol: String,
+        /// The symbol's value.
+        value: u64,
+        /// The relocation's addend.
+        addend: u64,
+        /// The symbol's section index.
+        section: u16,
+    },
     /// A RELR entry: the word in place plus the load bias.
     Relr,
     /// No relocation: the word is the address.

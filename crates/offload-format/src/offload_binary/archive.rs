@@ -16,8 +16,15 @@ use std::io;
 /// Why an archive could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum ArchiveError {
+    /// A member that cannot be archived.
     #[error("'{member}': {reason}")]
-    Member { member: String, reason: String },
+    Member {
+        /// The member's name.
+        member: String,
+        /// Why.
+        reason: String,
+    },
+    /// Writing the archive failed.
     #[error("{0}")]
     Io(#[from] io::Error),
 }

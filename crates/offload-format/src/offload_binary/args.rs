@@ -30,6 +30,9 @@ pub struct ImageArgs {
 }
 
 impl ImageArgs {
+    /// Parses a packager `--image` value: `key=value` pairs separated by
+    /// commas; a key given twice gets its values joined with a comma, a
+    /// piece without `=` is a key with an empty value.
     pub fn parse(spec: &str) -> Self {
         let mut pairs: Vec<(String, String)> = Vec::new();
         for piece in spec.split(',') {
@@ -50,6 +53,7 @@ impl ImageArgs {
         self.pairs.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
     }
 
+    /// Whether `key` was given.
     pub fn contains(&self, key: &str) -> bool {
         self.get(key).is_some()
     }

@@ -26,17 +26,36 @@ pub enum Origin {
     /// The file (or archive member) is the package.
     Raw,
     /// An ELF section of type `SHT_LLVM_OFFLOADING`.
-    ElfSection { index: usize, name: String, file_offset: u64 },
+    ElfSection {
+        /// The section's index in the section table.
+        index: usize,
+        /// The section's name.
+        name: String,
+        /// Offset of the section's contents in the file.
+        file_offset: u64,
+    },
     /// A COFF section named `.llvm.offloading*`.
-    CoffSection { index: usize, name: String, file_offset: u64 },
+    CoffSection {
+        /// The section's index in the section table.
+        index: usize,
+        /// The section's name.
+        name: String,
+        /// Offset of the section's contents in the file.
+        file_offset: u64,
+    },
     /// A global of a bitcode module listed in `!llvm.embedded.objects`.
-    Bitcode { global: String },
+    Bitcode {
+        /// The global's name.
+        global: String,
+    },
 }
 
 /// One package (one or more concatenated OffloadBinaries).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Package<'a> {
+    /// The package's bytes: a slice of the input, or decoded from bitcode.
     pub data: Cow<'a, [u8]>,
+    /// Where it was found.
     pub origin: Origin,
     /// Archive members the package lies in, outermost first.
     pub members: Vec<String>,
@@ -51,18 +70,43 @@ pub struct Package<'a> {
 pub enum ContainerError {
     /// An ELF or COFF object LLVM would also reject.
     #[error("{identifier}: {reason}")]
-    Object { identifier: String, reason: String },
+    Object {
+        /// The name of the file or member.
+        identifier: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// Bitcode that LLVM could not turn into a module.
     #[error("Failed to create module")]
-    Bitcode { identifier: String, reason: String },
+    Bitcode {
+        /// The name of the file or member.
+        identifier: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A malformed `ar` archive.
     #[error("truncated or malformed archive ({reason})")]
-    Archive { identifier: String, reason: String },
+    Archive {
+        /// The name of the file or member.
+        identifier: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// Members of thin archives live in other files, which this library
     /// does not read.
     #[error("'{member}': members of thin archives are not read")]
-    ThinArchive { identifier: String, member: String },
+    ThinArchive {
+        /// The archive's name.
+        identifier: String,
+        /// The member's name.
+        member: String,
+    },
+    /// Archives inside archives beyond the depth limit.
     #[error("'{identifier}': archives nested too deeply")]
-    TooDeep { identifier: String },
+    TooDeep {
+        /// The innermost archive's name.
+        identifier: String,
+    },
 }
 
 impl ContainerError {
@@ -80,19 +124,26 @@ impl ContainerError {
 /// that stopped the scan, if any (it lies after every package listed).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Scan<'a> {
+    /// The packages found, in file order.
     pub packages: Vec<Package<'a>>,
+    /// The error that stopped the scan.
     pub error: Option<ContainerError>,
 }
 
 /// The kinds of file the scan tells apart (LLVM's `identify_magic`, reduced).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FileKind {
+    /// Starts with the OffloadBinary magic.
     OffloadBinary,
+    /// LLVM bitcode.
     Bitcode,
     /// ELF with e_type relocatable, executable or shared object.
     Elf,
+    /// A COFF object.
     Coff,
+    /// An `ar` archive.
     Archive,
+    /// Anything else.
     Other,
 }
 

@@ -62,12 +62,18 @@ pub const SHT_LLVM_OFFLOADING: u32 = 0x6fff_4c0b;
 /// What kind of file the image is (`ImageKind` in LLVM).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum ImageKind {
+    /// No kind recorded (value 0).
     #[default]
     None,
+    /// A relocatable object or executable (`o`, value 1).
     Object,
+    /// LLVM bitcode (`bc`, value 2).
     Bitcode,
+    /// An NVIDIA cubin (value 3).
     Cubin,
+    /// An NVIDIA fat binary (value 4).
     Fatbinary,
+    /// PTX assembly (`s`, value 5).
     Ptx,
     /// SPIR-V (value 6): only newer LLVM releases write it.
     SpirV,
@@ -76,6 +82,8 @@ pub enum ImageKind {
 }
 
 impl ImageKind {
+    /// The kind for a stored value; unknown values are kept as
+    /// [`ImageKind::Other`].
     pub fn from_u16(v: u16) -> Self {
         match v {
             0 => ImageKind::None,
@@ -89,6 +97,7 @@ impl ImageKind {
         }
     }
 
+    /// The stored value.
     pub fn to_u16(self) -> u16 {
         match self {
             ImageKind::None => 0,
@@ -163,10 +172,14 @@ impl fmt::Display for ImageKind {
 /// Which offloading model produced the image (`OffloadKind` in LLVM 15-19).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum OffloadKind {
+    /// No kind recorded (value 0).
     #[default]
     None,
+    /// OpenMP offloading (value 1).
     OpenMp,
+    /// CUDA (value 2).
     Cuda,
+    /// HIP (value 3).
     Hip,
     /// A value LLVM 19 has no name for (newer releases renumbered the kinds
     /// as bit flags: HIP 4, SYCL 8).
@@ -174,6 +187,8 @@ pub enum OffloadKind {
 }
 
 impl OffloadKind {
+    /// The kind for a stored value; unknown values are kept as
+    /// [`OffloadKind::Other`].
     pub fn from_u16(v: u16) -> Self {
         match v {
             0 => OffloadKind::None,
@@ -184,6 +199,7 @@ impl OffloadKind {
         }
     }
 
+    /// The stored value.
     pub fn to_u16(self) -> u16 {
         match self {
             OffloadKind::None => 0,

@@ -21,27 +21,65 @@ use std::borrow::Cow;
 pub enum Error {
     /// Fewer bytes are left than a header and one entry need (72).
     #[error("Invalid data was encountered while parsing the file")]
-    TooShort { offset: u64, available: u64 },
+    TooShort {
+        /// Offset of the binary in the buffer.
+        offset: u64,
+        /// Bytes left from there.
+        available: u64,
+    },
     /// The bytes at `offset` are not `10 FF 10 AD`.
     #[error("Invalid data was encountered while parsing the file")]
-    BadMagic { offset: u64 },
+    BadMagic {
+        /// Offset of the bytes in the buffer.
+        offset: u64,
+    },
     /// A version no LLVM release has written (0, or above 3).
     #[error("Invalid data was encountered while parsing the file")]
-    UnknownVersion { offset: u64, version: u32 },
+    UnknownVersion {
+        /// Offset of the binary in the buffer.
+        offset: u64,
+        /// The version stored.
+        version: u32,
+    },
     /// Version 3, which only newer LLVM releases write.
     #[error(
         "OffloadBinary version {version} at offset {offset:#x} is not supported (this reader understands versions 1 and 2)"
     )]
-    UnsupportedVersion { offset: u64, version: u32 },
+    UnsupportedVersion {
+        /// Offset of the binary in the buffer.
+        offset: u64,
+        /// The version stored.
+        version: u32,
+    },
     /// A header or entry field points past the data that is there; LLVM 19
     /// checks these.
     #[error("The end of the file was unexpectedly encountered")]
-    Truncated { offset: u64, field: &'static str, value: u64, limit: u64 },
+    Truncated {
+        /// Offset of the binary in the buffer.
+        offset: u64,
+        /// The field's name.
+        field: &'static str,
+        /// Its value.
+        value: u64,
+        /// The largest value the data allows.
+        limit: u64,
+    },
     /// A part of the binary lies outside it (LLVM 19 reads out of bounds).
     #[error(
         "malformed OffloadBinary at offset {offset:#x}: {what} at {start:#x} with size {len:#x} lies outside the binary's {size:#x} bytes"
     )]
-    OutOfBounds { offset: u64, what: &'static str, start: u64, len: u64, size: u64 },
+    OutOfBounds {
+        /// Offset of the binary in the buffer.
+        offset: u64,
+        /// Which part (`image`, `string table`, ...).
+        what: &'static str,
+        /// Where the part starts, relative to the binary.
+        start: u64,
+        /// The part's length in bytes.
+        len: u64,
+        /// The binary's size in bytes.
+        size: u64,
+    },
 }
 
 impl Error {
@@ -101,8 +139,11 @@ fn u64_at(d: &[u8], at: u64) -> Option<u64> {
 /// The header fields as stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RawHeader {
+    /// Format version (1 or 2).
     pub version: u32,
+    /// Size of the whole binary in bytes, padding included.
     pub size: u64,
+    /// Offset of the first entry, relative to the binary.
     pub entry_offset: u64,
     /// Version 1: size of the entry; version 2: number of entries.
     pub entry_size_or_count: u64,
@@ -111,12 +152,19 @@ pub struct RawHeader {
 /// The entry fields as stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RawEntry {
+    /// [`ImageKind`] value.
     pub image_kind: u16,
+    /// [`OffloadKind`] value.
     pub offload_kind: u16,
+    /// Flag bits (none defined by LLVM 19).
     pub flags: u32,
+    /// Offset of the string records, relative to the binary.
     pub string_offset: u64,
+    /// Number of string records.
     pub num_strings: u64,
+    /// Offset of the image, relative to the binary.
     pub image_offset: u64,
+    /// Size of the image in bytes.
     pub image_size: u64,
 }
 
@@ -135,6 +183,27 @@ pub struct OffloadBinary<'a> {
 impl<'a> OffloadBinary<'a> {
     /// Reads every binary of `data` (concatenated binaries, as the packager
     /// writes them and as linkers merge sections).
+    ///
+    /// ```
+    /// use offload_format::offload_binary::{Image, ImageKind, OffloadBinary, OffloadKind, write};
+    ///
+    /// let image = Image {
+    ///     image_kind: ImageKind::Object,
+    ///     offload_kind: OffloadKind::Hip,
+    ///     strings: vec![(&b"triple"[..], &b"amdgcn-amd-amdhsa"[..]), (b"arch", b"gfx90a")],
+    ///     image: b"\x7fELF...",
+    ///     ..Default::default()
+    /// };
+    /// let mut data = write(&image)?;
+    /// data.extend(write(&Image { image: b"second", ..image.clone() })?);
+    /// let binaries = OffloadBinary::parse_all(&data).expect("well formed");
+    /// assert_eq!(binaries.len(), 2);
+    /// assert_eq!((binaries[0].triple(), binaries[0].arch()), ("amdgcn-amd-amdhsa".into(), "gfx90a".into()));
+    /// assert_eq!(binaries[1].image(), b"second");
+    /// assert_eq!(binaries[1].offset(), binaries[0].data().len() as u64);
+    /// assert!(OffloadBinary::parse_all(&data[..100]).is_err());
+    /// # Ok::<(), offload_format::offload_binary::WriteError>(())
+    /// ```
     pub fn parse_all(data: &'a [u8]) -> Result<Vec<OffloadBinary<'a>>, Error> {
         Binaries::new(data).collect()
     }
@@ -148,12 +217,15 @@ impl<'a> OffloadBinary<'a> {
     pub fn offset(&self) -> u64 {
         self.offset
     }
+    /// The binary's format version.
     pub fn version(&self) -> u32 {
         self.header.version
     }
+    /// The header as stored.
     pub fn header(&self) -> RawHeader {
         self.header
     }
+    /// This image's entry as stored.
     pub fn entry(&self) -> RawEntry {
         self.entry
     }
@@ -162,12 +234,15 @@ impl<'a> OffloadBinary<'a> {
     pub fn entry_index(&self) -> u64 {
         self.index
     }
+    /// What kind of file the image is.
     pub fn image_kind(&self) -> ImageKind {
         ImageKind::from_u16(self.entry.image_kind)
     }
+    /// The offloading model that produced the image.
     pub fn offload_kind(&self) -> OffloadKind {
         OffloadKind::from_u16(self.entry.offload_kind)
     }
+    /// The entry's flag bits.
     pub fn flags(&self) -> u32 {
         self.entry.flags
     }
@@ -206,6 +281,7 @@ pub struct Binaries<'a> {
 }
 
 impl<'a> Binaries<'a> {
+    /// Binaries placed back to back from the start of `data`.
     pub fn new(data: &'a [u8]) -> Self {
         Binaries { data, pos: 0, pending: Vec::new().into_iter(), failed: false }
     }

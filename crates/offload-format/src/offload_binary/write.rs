@@ -9,10 +9,15 @@ use std::collections::HashMap;
 /// given (see [`super::ImageArgs::string_records`] for LLVM's orders).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Image<'a> {
+    /// What kind of file the image is.
     pub image_kind: ImageKind,
+    /// The offloading model that produced it.
     pub offload_kind: OffloadKind,
+    /// Flag bits, stored as given.
     pub flags: u32,
+    /// Key/value records (`triple`, `arch`, ...); neither may hold a NUL.
     pub strings: Vec<(&'a [u8], &'a [u8])>,
+    /// The image's bytes.
     pub image: &'a [u8],
 }
 
@@ -39,6 +44,8 @@ pub struct StringTable {
 }
 
 impl StringTable {
+    /// The table for these strings (duplicates and the empty string are
+    /// fine).
     pub fn build<'s>(strings: impl IntoIterator<Item = &'s [u8]>) -> Self {
         let mut distinct: Vec<&[u8]> = strings.into_iter().filter(|s| !s.is_empty()).collect();
         distinct.sort_unstable_by(|a, b| b.iter().rev().cmp(a.iter().rev()));

@@ -1,7 +1,7 @@
 //! Recognising containers and code by their first bytes, so that a walk
 //! reads only members that can matter and names never decide.
 
-/// Bytes a member must show for [`sniff`] to judge it: the tar magic sits at
+/// Bytes a member must show for [`detect`] and [`may_hold_code`] to judge it: the tar magic sits at
 /// offset 257, everything else in the first 64 bytes.
 pub const HEAD_LEN: usize = 512;
 
@@ -16,9 +16,13 @@ pub enum Kind {
     /// A Debian package: an `ar` archive whose first member is
     /// `debian-binary`.
     Deb,
+    /// A gzip stream (a `.tar.gz`, or one compressed file).
     Gzip,
+    /// An xz stream.
     Xz,
+    /// A zstd stream.
     Zstd,
+    /// A bzip2 stream.
     Bzip2,
 }
 

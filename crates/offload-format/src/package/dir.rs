@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 #[error("'{}': {error}", path.display())]
 pub struct DirError {
+    /// The file or folder concerned.
     pub path: PathBuf,
+    /// What the system said.
     pub error: io::Error,
 }
 

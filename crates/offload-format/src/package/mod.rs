@@ -11,9 +11,9 @@
 //! memory, or, above [`Limits::in_memory`], into an unlinked temporary file
 //! that is then mapped, and has no offset. Folders are walked by [`dir`].
 //!
-//! One reader per container: [`zip`](self::zip) (central directory, via the
-//! `zip` crate), [`tar`](self::tar) (via the `tar` crate, mapped or
-//! streamed), [`deb`] (`ar`, via `object`), [`stream`] (the four
+//! One reader per container (private modules): `zip` (central directory, via the
+//! `zip` crate), `tar` (via the `tar` crate, mapped or
+//! streamed), `deb` (`ar`, via `object`), `stream` (the four
 //! compressed-stream formats).
 
 mod buffer;
@@ -70,6 +70,7 @@ pub struct Member<'a> {
     /// [`Step::PackageMember`]; empty for the contents of a compressed
     /// file that is not a tarball).
     pub steps: &'a [Step],
+    /// The member's contents (valid during the visit only).
     pub bytes: &'a [u8],
     /// Absolute offset of `bytes` in the input when they are stored there
     /// as is; `None` when they were decompressed.
@@ -79,12 +80,15 @@ pub struct Member<'a> {
 /// What a walk reports, in input order.
 #[derive(Debug)]
 pub enum Event<'a> {
+    /// A member that may hold code objects: scan its bytes.
     Member(Member<'a>),
     /// After each member of the outermost package: how many were passed
     /// (all members, skipped ones included) and, when the container says,
     /// how many there are.
     Progress {
+        /// Members passed so far.
         done: u64,
+        /// Members in all, when the container's index says.
         total: Option<u64>,
     },
     /// A member or nested package that could not be read; the walk goes
@@ -99,6 +103,7 @@ pub enum Event<'a> {
 pub struct PackageError {
     /// The member (or nested package) concerned; empty for the input.
     pub at: Vec<Step>,
+    /// What is wrong.
     pub kind: ErrorKind,
 }
 
@@ -122,24 +127,44 @@ impl PackageError {
 /// The kinds of [`PackageError`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ErrorKind {
+    /// A damaged zip archive (the reader's message).
     #[error("damaged zip archive: {0}")]
     Zip(String),
+    /// A damaged tar archive (the reader's message).
     #[error("damaged tar archive: {0}")]
     Tar(String),
+    /// A damaged `ar` archive (a `.deb`; the reader's message).
     #[error("damaged ar archive: {0}")]
     Ar(String),
     /// A compressed stream (`deflate` for zip members) failed to decode or
     /// its checksum did not match.
     #[error("{format} stream corrupt: {message}")]
-    Stream { format: &'static str, message: String },
+    Stream {
+        /// The stream's format (`gzip`, `deflate`, `xz`, ...).
+        format: &'static str,
+        /// The decoder's message.
+        message: String,
+    },
+    /// A member larger than [`Limits::max_member`]: skipped.
     #[error("{size} bytes uncompressed, over the limit of {limit} bytes for one member; not read")]
-    TooLarge { size: u64, limit: u64 },
+    TooLarge {
+        /// Its uncompressed size in bytes.
+        size: u64,
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// The decompressed members together exceed [`Limits::max_expansion`]
+    /// times the input's size (the factor): the rest is skipped.
     #[error("the package expands more than {0} times its size (a compression bomb?); not read")]
     Expansion(u64),
+    /// A package nested deeper than [`Limits::max_depth`] (the limit).
     #[error("packages nested more than {0} deep; not opened")]
     TooDeep(usize),
+    /// A container or member this reader does not open (why).
     #[error("not read: {0}")]
     Unsupported(String),
+    /// A large member could not be written to its temporary file (the
+    /// I/O error).
     #[error("cannot spool the member to a temporary file: {0}")]
     Spool(String),
 }
@@ -148,6 +173,34 @@ pub enum ErrorKind {
 /// `Err` when the package itself cannot be read (nothing, or only the
 /// members before the damage, were visited); damage in a nested package or
 /// a member is an [`Event::Problem`].
+///
+/// ```
+/// use offload_format::inspect::{Options, scan};
+/// use offload_format::package::{Event, Limits, walk};
+///
+/// // A tarball holding the sample bundle and a file without code.
+/// let bundle = include_bytes!("../../../../samples/hip-gfx906-gfx90a.bc");
+/// let mut tar = tar::Builder::new(Vec::new());
+/// for (path, bytes) in [("lib/kernels.bc", &bundle[..]), ("README", b"text")] {
+///     let mut header = tar::Header::new_gnu();
+///     header.set_size(bytes.len() as u64);
+///     header.set_cksum();
+///     tar.append_data(&mut header, path, bytes)?;
+/// }
+/// let tarball = tar.into_inner()?;
+///
+/// let mut found = Vec::new();
+/// walk(&tarball, &Limits::default(), &mut |event| {
+///     if let Event::Member(m) = event {
+///         let inventory = scan(m.bytes, "member", &Options::default());
+///         found.push((m.steps[0].to_string(), inventory.objects.len(), m.offset.is_some()));
+///     }
+/// })?;
+/// // README was skipped by its first bytes; the bundle is a slice of the
+/// // tarball, so it has an offset.
+/// assert_eq!(found, [("member lib/kernels.bc".to_string(), 3, true)]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn walk(data: &[u8], limits: &Limits, visit: &mut dyn FnMut(Event<'_>)) -> Result<(), PackageError> {
     let head = data.get(..data.len().min(HEAD_LEN)).unwrap_or_default();
     let Some(kind) = detect(head) else {

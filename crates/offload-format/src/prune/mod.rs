@@ -26,24 +26,59 @@ use std::num::NonZeroU64;
 /// Why a file cannot be pruned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PruneError {
+    /// The file's offload layout cannot be read (not an ELF x86-64 HIP
+    /// host binary, or a malformed one).
     #[error(transparent)]
     Layout(#[from] LayoutError),
+    /// A `--keep`/`--drop` target that does not parse (why).
     #[error("bad target: {0}")]
     BadTarget(String),
+    /// A wrapper record points into the middle of a fat binary or at
+    /// nothing known: rewriting could break it.
     #[error(
         "wrapper record {record} (offset {offset:#x}) points at {pointer:#x}, which is not the start of a fat binary"
     )]
-    Dangling { record: usize, offset: u64, pointer: u64 },
+    Dangling {
+        /// Index of the wrapper record.
+        record: usize,
+        /// Its file offset.
+        offset: u64,
+        /// The address it holds.
+        pointer: u64,
+    },
+    /// A fat binary that cannot be read or rebuilt.
     #[error("fat binary at offset {offset:#x}: {reason}")]
-    Unit { offset: u64, reason: String },
+    Unit {
+        /// The fat binary's file offset.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Pruning would leave a fat binary with no device code, and
+    /// [`Rules::allow_empty`] is off.
     #[error(
         "fat binary at offset {offset:#x} would keep no device code (it holds {held}); use --allow-empty to allow this"
     )]
-    Empty { offset: u64, held: String },
+    Empty {
+        /// The fat binary's file offset.
+        offset: u64,
+        /// The targets it holds, for the message.
+        held: String,
+    },
+    /// A recompressed bundle came out larger than the space it had.
     #[error(
         "fat binary at offset {offset:#x}: the recompressed bundle needs {needed} bytes but only {extent} are free in place"
     )]
-    DoesNotFit { offset: u64, needed: u64, extent: u64 },
+    DoesNotFit {
+        /// The fat binary's file offset.
+        offset: u64,
+        /// Bytes the new bundle needs.
+        needed: u64,
+        /// Bytes available in place.
+        extent: u64,
+    },
+    /// The output fails [`verify`] (why); a bug, reported rather than
+    /// written.
     #[error("the pruned output fails its check: {0}")]
     Verify(String),
 }
@@ -51,16 +86,20 @@ pub enum PruneError {
 /// One entry of a unit and its fate.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EntryFate {
+    /// The bundle entry ID.
     pub id: String,
     /// Payload bytes (uncompressed).
     pub size: u64,
+    /// Kept (else dropped).
     pub kept: bool,
 }
 
 /// What happens to one fat binary.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UnitChange<'a> {
+    /// The fat binary, as the file map describes it.
     pub unit: FatBinary,
+    /// Its entries in file order, each kept or dropped.
     pub entries: Vec<EntryFate>,
     /// Bytes the unit occupies after pruning (`unit.used` when unchanged).
     pub new_used: u64,
@@ -71,6 +110,7 @@ pub struct UnitChange<'a> {
 }
 
 impl UnitChange<'_> {
+    /// Whether the unit is rewritten.
     pub fn changed(&self) -> bool {
         self.replacement.is_some()
     }
@@ -87,18 +127,22 @@ impl UnitChange<'_> {
 /// The whole plan for one file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pruned<'a> {
+    /// One per fat binary of the file map, in its order.
     pub units: Vec<UnitChange<'a>>,
     /// Units no wrapper record points at (pruned all the same).
     pub unreferenced: Vec<usize>,
 }
 
 impl<'a> Pruned<'a> {
+    /// Payload bytes of all dropped entries (uncompressed).
     pub fn dropped_bytes(&self) -> u64 {
         self.units.iter().map(UnitChange::dropped_bytes).sum()
     }
+    /// File bytes zeroed by the rewrite, all units together.
     pub fn freed_bytes(&self) -> u64 {
         self.units.iter().map(UnitChange::freed_bytes).sum()
     }
+    /// How many units are rewritten.
     pub fn changed(&self) -> usize {
         self.units.iter().filter(|u| u.changed()).count()
     }
@@ -196,7 +240,28 @@ fn infos(entries: &[binary::BinaryEntry]) -> Vec<EntryInfo> {
 }
 
 /// Decides what to keep in every unit of `map` (a map of `data`) and plans
-/// the rewrite.
+/// the rewrite. Nothing is written: [`Pruned::output_plan`] gives the
+/// output, [`verify`] checks it.
+///
+/// ```
+/// use offload_format::layout::FileMap;
+/// use offload_format::prune::{Rules, parse_target, plan, verify};
+///
+/// // A HIP shared library with gfx906 and gfx90a code, built by clang.
+/// let data = include_bytes!("../../tests/fixtures/prune/gnu_rela.so");
+/// let map = FileMap::read(data)?;
+/// let rules = Rules { keep: vec![parse_target("gfx90a")?], ..Default::default() };
+/// let pruned = plan(data, &map, &rules)?;
+/// let output = pruned.output_plan(data).to_vec();
+/// verify(&output, data, &map, &pruned)?;
+/// // Nothing moves: same size, only the fat binaries' bytes differ.
+/// assert_eq!(output.len(), data.len());
+/// assert!(pruned.changed() > 0 && pruned.dropped_bytes() > 0);
+/// let kept: Vec<&str> =
+///     pruned.units[0].entries.iter().filter(|e| e.kept).map(|e| e.id.as_str()).collect();
+/// assert!(kept.iter().all(|id| id.starts_with("host") || id.contains("gfx90a")));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn plan<'a>(data: &'a [u8], map: &FileMap, rules: &Rules) -> Result<Pruned<'a>, PruneError> {
     for (record, w) in map.wrappers.iter().enumerate() {
         if !matches!(w.target, Target::Unit(_)) {

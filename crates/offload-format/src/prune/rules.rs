@@ -18,7 +18,10 @@ use crate::target_id::parse_format;
 pub struct Rules {
     /// Canonical target IDs (`gfx90a`, `gfx90a:xnack+`, `gfx9-generic`).
     pub keep: Vec<String>,
+    /// Canonical target IDs whose entries go ([`parse_target`] forms).
     pub drop: Vec<String>,
+    /// GPUs whose selected code object is kept (as `offload select`
+    /// picks it for HIP).
     pub keep_gpu: Vec<Gpu>,
     /// Let a fat binary lose all its device code.
     pub allow_empty: bool,
@@ -31,6 +34,16 @@ pub fn parse_target(text: &str) -> Result<String, PruneError> {
         return Ok(text.to_string());
     }
     let tid = text.rsplit_once("--").map_or(text, |(_, t)| t);
+    // A processor missing from the table is taken as given (the inspector
+    // matches it by name), but only if it looks like one: `--keep banana` is
+    // a typo, not a target.
+    let processor = tid.split(':').next().unwrap_or_default();
+    let table = crate::amdgpu::Table::Current;
+    if table.canonical_processor(&crate::triple::Triple::parse("amdgcn-amd-amdhsa"), processor).is_none()
+        && !crate::amdgpu::looks_like_amdgcn_processor(processor)
+    {
+        return Err(PruneError::BadTarget(format!("'{text}' names no AMDGPU processor")));
+    }
     match canonical_target_id("amdgcn-amd-amdhsa", tid) {
         Ok(t) if !t.is_empty() => Ok(t),
         Ok(_) => Err(PruneError::BadTarget(format!("'{text}' names no target"))),
@@ -56,7 +69,9 @@ fn agrees(rule: &str, entry: &str) -> bool {
 /// One entry of a unit as the rules see it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EntryInfo {
+    /// The bundle entry ID.
     pub id: String,
+    /// Payload size in bytes.
     pub size: u64,
 }
 

@@ -26,10 +26,13 @@ use std::borrow::Cow;
 /// Why a module cannot be written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum BitcodeError {
+    /// The module breaks a rule of the IR (which).
     #[error("invalid module: {0}")]
     Invalid(&'static str),
+    /// A record with more elements than bitcode can count (how many).
     #[error("a record of {0} elements is too large for LLVM bitcode (at most 4294967295)")]
     TooLong(u64),
+    /// An alignment that is not a power of two (the value).
     #[error("alignment {0} is not a power of two")]
     BadAlignment(u64),
 }

@@ -34,34 +34,47 @@ pub struct FuncId(pub(crate) u32);
 /// An LLVM type.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Type {
+    /// `void`
     Void,
     /// `iN`
     Int(u32),
     /// Typed pointer `T addrspace(N)*`.
     Pointer {
+        /// The type pointed to.
         pointee: TypeId,
+        /// The address space (0: default).
         addrspace: u32,
     },
     /// `[N x T]`
     Array {
+        /// Number of elements.
         len: u64,
+        /// Element type.
         elem: TypeId,
     },
     /// `RET (PARAMS...)`
     Function {
+        /// Return type.
         ret: TypeId,
+        /// Parameter types.
         params: Vec<TypeId>,
+        /// Takes `...` after the parameters.
         vararg: bool,
     },
     /// A literal (anonymous) struct `{ ... }` or `<{ ... }>`.
     Struct {
+        /// Field types.
         fields: Vec<TypeId>,
+        /// `<{ ... }>`: no padding between fields.
         packed: bool,
     },
     /// An identified struct `%name = type { ... }`; `fields: None` is opaque.
     Named {
+        /// The name without `%`.
         name: String,
+        /// Field types; `None` for an opaque struct.
         fields: Option<Vec<TypeId>>,
+        /// No padding between fields.
         packed: bool,
     },
 }
@@ -84,23 +97,33 @@ impl Type {
 /// Where a reference to a global value points.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum GlobalRef {
+    /// A global variable.
     Var(GlobalId),
+    /// A function.
     Func(FuncId),
 }
 
 /// Cast operators of constant expressions (LLVM's bitcode numbering).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CastOp {
+    /// `trunc`
     Trunc = 0,
+    /// `zext`
     ZExt = 1,
+    /// `sext`
     SExt = 2,
+    /// `ptrtoint`
     PtrToInt = 9,
+    /// `inttoptr`
     IntToPtr = 10,
+    /// `bitcast`
     BitCast = 11,
+    /// `addrspacecast`
     AddrSpaceCast = 12,
 }
 
 impl CastOp {
+    /// The operator's name in textual IR.
     pub fn name(self) -> &'static str {
         match self {
             CastOp::Trunc => "trunc",
@@ -120,17 +143,55 @@ pub enum Const<'a> {
     /// The null value of its type: `0`, `null` or `zeroinitializer`.
     Null(TypeId),
     /// A non-zero integer of at most 64 bits, stored sign-extended.
-    Int { ty: TypeId, value: i64 },
+    Int {
+        /// The constant's type.
+        ty: TypeId,
+        /// The value, sign-extended.
+        value: i64,
+    },
     /// An `[N x i8]` array with at least one non-zero byte.
-    Bytes { ty: TypeId, data: Cow<'a, [u8]> },
+    Bytes {
+        /// The constant's type.
+        ty: TypeId,
+        /// The bytes.
+        data: Cow<'a, [u8]>,
+    },
     /// A struct or array with at least one non-null element.
-    Aggregate { ty: TypeId, elems: Vec<ConstId> },
+    Aggregate {
+        /// The constant's type.
+        ty: TypeId,
+        /// The elements or fields, in order.
+        elems: Vec<ConstId>,
+    },
     /// The address of a global variable or function.
-    Global { ty: TypeId, target: GlobalRef },
+    Global {
+        /// The constant's type.
+        ty: TypeId,
+        /// The global whose address it is.
+        target: GlobalRef,
+    },
     /// `getelementptr [inbounds] (source, base, indices...)`
-    Gep { ty: TypeId, inbounds: bool, source: TypeId, base: ConstId, indices: Vec<ConstId> },
+    Gep {
+        /// The constant's type.
+        ty: TypeId,
+        /// `inbounds` given.
+        inbounds: bool,
+        /// The type the indices step through.
+        source: TypeId,
+        /// The base pointer.
+        base: ConstId,
+        /// The indices.
+        indices: Vec<ConstId>,
+    },
     /// `<op> (value to ty)`
-    Cast { ty: TypeId, op: CastOp, value: ConstId },
+    Cast {
+        /// The type cast to.
+        ty: TypeId,
+        /// The operator.
+        op: CastOp,
+        /// The value cast.
+        value: ConstId,
+    },
 }
 
 impl Const<'_> {
@@ -162,35 +223,52 @@ impl Const<'_> {
 /// common ones).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Linkage {
+    /// `external` (the default).
     #[default]
     External,
+    /// `internal`
     Internal,
+    /// `private`
     Private,
+    /// `appending`
     Appending,
+    /// `weak`
     WeakAny,
+    /// `weak_odr`
     WeakOdr,
+    /// `linkonce`
     LinkOnceAny,
+    /// `linkonce_odr`
     LinkOnceOdr,
+    /// `extern_weak`
     ExternWeak,
+    /// `common`
     Common,
 }
 
 impl Linkage {
+    /// `internal` or `private`: not visible outside the module.
     pub fn is_local(self) -> bool {
         matches!(self, Linkage::Internal | Linkage::Private)
     }
 }
 
+/// Symbol visibility of a global value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Visibility {
+    /// `default`
     #[default]
     Default,
+    /// `hidden`
     Hidden,
+    /// `protected`
     Protected,
 }
 
+/// Whether a global value's address is significant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum UnnamedAddr {
+    /// The address is significant.
     #[default]
     None,
     /// `unnamed_addr`
@@ -202,17 +280,25 @@ pub enum UnnamedAddr {
 /// A global variable; a declaration when `init` is `None`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GlobalVar {
+    /// The name without `@`.
     pub name: String,
     /// The value type (the variable's own type is a pointer to it).
     pub ty: TypeId,
+    /// `constant` rather than `global`.
     pub constant: bool,
+    /// The initializer; `None` for a declaration.
     pub init: Option<ConstId>,
+    /// Linkage.
     pub linkage: Linkage,
+    /// Visibility.
     pub visibility: Visibility,
+    /// `unnamed_addr` setting.
     pub unnamed_addr: UnnamedAddr,
+    /// An explicit section.
     pub section: Option<String>,
     /// Alignment in bytes (a power of two), or none.
     pub align: Option<u64>,
+    /// The address space it lives in.
     pub addrspace: u32,
     /// Explicit `dso_local` (implied anyway for local linkage and
     /// non-default visibility).
@@ -242,7 +328,14 @@ impl GlobalVar {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Inst {
     /// `call <fnty> <callee>(<args>)` with the C calling convention.
-    Call { fnty: TypeId, callee: ConstId, args: Vec<ConstId> },
+    Call {
+        /// The callee's function type.
+        fnty: TypeId,
+        /// The function called.
+        callee: ConstId,
+        /// The arguments.
+        args: Vec<ConstId>,
+    },
     /// `ret void` or `ret <value>`.
     Ret(Option<ConstId>),
 }
@@ -250,7 +343,9 @@ pub enum Inst {
 /// A basic block; an empty name leaves it unnamed.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Block {
+    /// The label, or empty.
     pub name: String,
+    /// The instructions; the last one is the terminator.
     pub insts: Vec<Inst>,
 }
 
@@ -258,15 +353,23 @@ pub struct Block {
 /// with one basic block.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Function {
+    /// The name without `@`.
     pub name: String,
     /// The function type (not a pointer to it).
     pub ty: TypeId,
+    /// Linkage.
     pub linkage: Linkage,
+    /// Visibility.
     pub visibility: Visibility,
+    /// `unnamed_addr` setting.
     pub unnamed_addr: UnnamedAddr,
+    /// An explicit section.
     pub section: Option<String>,
+    /// Alignment in bytes (a power of two), or none.
     pub align: Option<u64>,
+    /// Explicit `dso_local`.
     pub dso_local: bool,
+    /// The one basic block; `None` for a declaration.
     pub body: Option<Block>,
 }
 
@@ -290,8 +393,10 @@ impl Function {
 /// Misuse of the module-building API.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IrError {
+    /// A `getelementptr` whose indices do not fit its type (why).
     #[error("invalid getelementptr: {0}")]
     BadGep(&'static str),
+    /// An ID from another module.
     #[error("reference to a type, constant or global that is not in this module")]
     BadId,
 }
@@ -299,7 +404,9 @@ pub enum IrError {
 /// An LLVM module.
 #[derive(Clone, Debug, Default)]
 pub struct Module<'a> {
+    /// The `source_filename` record.
     pub source_filename: String,
+    /// The target triple.
     pub triple: String,
     /// Empty: no `target datalayout` record.
     pub datalayout: String,
@@ -312,37 +419,48 @@ pub struct Module<'a> {
 }
 
 impl<'a> Module<'a> {
+    /// An empty module.
     pub fn new(source_filename: impl Into<String>, triple: impl Into<String>) -> Self {
         Module { source_filename: source_filename.into(), triple: triple.into(), ..Module::default() }
     }
 
+    /// Every type, in creation order.
     pub fn types(&self) -> &[Type] {
         &self.types
     }
+    /// The type with this ID.
     pub fn ty(&self, id: TypeId) -> Option<&Type> {
         self.types.get(id.0 as usize)
     }
+    /// Every constant, in creation order.
     pub fn consts(&self) -> &[Const<'a>] {
         &self.consts
     }
+    /// The constant with this ID.
     pub fn constant(&self, id: ConstId) -> Option<&Const<'a>> {
         self.consts.get(id.0 as usize)
     }
+    /// Every global variable, in creation order.
     pub fn globals(&self) -> &[GlobalVar] {
         &self.globals
     }
+    /// The global variable with this ID.
     pub fn global(&self, id: GlobalId) -> Option<&GlobalVar> {
         self.globals.get(id.0 as usize)
     }
+    /// The global variable with this ID, to change.
     pub fn global_mut(&mut self, id: GlobalId) -> Option<&mut GlobalVar> {
         self.globals.get_mut(id.0 as usize)
     }
+    /// Every function, in creation order.
     pub fn functions(&self) -> &[Function] {
         &self.functions
     }
+    /// The function with this ID.
     pub fn function(&self, id: FuncId) -> Option<&Function> {
         self.functions.get(id.0 as usize)
     }
+    /// The function with this ID, to change.
     pub fn function_mut(&mut self, id: FuncId) -> Option<&mut Function> {
         self.functions.get_mut(id.0 as usize)
     }
@@ -359,24 +477,31 @@ impl<'a> Module<'a> {
         id
     }
 
+    /// `void`
     pub fn void_type(&mut self) -> TypeId {
         self.intern(Type::Void)
     }
+    /// `iN` for `bits` = N.
     pub fn int_type(&mut self, bits: u32) -> TypeId {
         self.intern(Type::Int(bits))
     }
+    /// A pointer to `pointee` in address space 0.
     pub fn ptr_type(&mut self, pointee: TypeId) -> TypeId {
         self.ptr_type_in(pointee, 0)
     }
+    /// A pointer to `pointee` in `addrspace`.
     pub fn ptr_type_in(&mut self, pointee: TypeId, addrspace: u32) -> TypeId {
         self.intern(Type::Pointer { pointee, addrspace })
     }
+    /// `[len x elem]`
     pub fn array_type(&mut self, elem: TypeId, len: u64) -> TypeId {
         self.intern(Type::Array { len, elem })
     }
+    /// A function type.
     pub fn function_type(&mut self, ret: TypeId, params: &[TypeId], vararg: bool) -> TypeId {
         self.intern(Type::Function { ret, params: params.to_vec(), vararg })
     }
+    /// A literal struct type.
     pub fn struct_type(&mut self, fields: &[TypeId], packed: bool) -> TypeId {
         self.intern(Type::Struct { fields: fields.to_vec(), packed })
     }

@@ -42,12 +42,21 @@ pub enum WrapError {
     /// LLVM 14's own message for a triple whose architecture it does not know.
     #[error("'{0}': unsupported target triple")]
     UnsupportedTriple(String),
+    /// Not one `--offload-arch` per image.
     #[error("{archs} --offload-arch values for {images} images: give one per image, in the same order")]
-    ArchCountMismatch { archs: usize, images: usize },
+    ArchCountMismatch {
+        /// `--offload-arch` values given.
+        archs: usize,
+        /// Images given.
+        images: usize,
+    },
+    /// An `--offload-arch` value with a NUL byte (the value).
     #[error("--offload-arch value '{0}' contains a NUL byte")]
     ArchWithNul(String),
+    /// The module cannot be written as bitcode.
     #[error(transparent)]
     Bitcode(#[from] BitcodeError),
+    /// The module could not be built (a bug in the builder).
     #[error("{0}")]
     Ir(#[from] super::ir::IrError),
 }

@@ -122,8 +122,8 @@ pub enum Sub {
     Prune(PruneCli),
     /// The GPUs of this machine, read from sysfs
     Gpus {
-        /// Read sysfs under DIR instead of /
-        #[arg(long, value_name = "DIR", env = "OFFLOAD_SYSFS_ROOT")]
+        /// Read sysfs under DIR instead of / (default: $OFFLOAD_SYSFS_ROOT, read by the command)
+        #[arg(long, value_name = "DIR")]
         sysfs_root: Option<std::path::PathBuf>,
         /// Machine-readable output (schema in the README)
         #[arg(long)]
