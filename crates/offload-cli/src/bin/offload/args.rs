@@ -120,7 +120,7 @@ pub enum Sub {
     },
     /// Drop the device code of other GPU targets from a HIP host binary
     Prune(PruneCli),
-    /// The GPUs of this machine, read from sysfs
+    /// The GPUs of this machine (KFD sysfs, NVML) and their target IDs
     Gpus {
         /// Read sysfs under DIR instead of / (default: $OFFLOAD_SYSFS_ROOT, read by the command)
         #[arg(long, value_name = "DIR")]
