@@ -1,51 +1,241 @@
-//! The command line: `offload <command> [options] FILE...`, with ordinary
-//! `--long` options (`--opt=value` or `--opt value`).
+//! The command line, defined once with clap: `--help`, the shell
+//! completions (`offload completions SHELL`) and the man page (`offload
+//! man`) all come from [`Cli`]. [`parse`] turns it into a [`Command`], the
+//! form the commands run from.
 
+use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
 use offload_format::inspect::select::{Gpu, Runtime};
 
-pub const USAGE: &str = "\
-usage: offload <command> [options] FILE...
+/// `offload --version` prints `offload (offload-binutils) VERSION`.
+pub const VERSION: &str = concat!("(offload-binutils) ", env!("CARGO_PKG_VERSION"));
 
+const ABOUT: &str = "Lists, selects, extracts and verifies the GPU code objects in any file";
+
+const LONG_ABOUT: &str = "\
 Finds the GPU code objects in any file: raw bundles (binary, text,
-compressed), OffloadBinary packages, ELF/COFF/Mach-O objects, executables
-and shared libraries, archives, bitcode, and any nesting of these; also
-inside packages (zip, wheel, tar[.gz|.xz|.zst|.bz2], deb, conda) and
-folders, without unpacking them.
+compressed), OffloadBinary packages, CUDA fat binaries, ELF/COFF/Mach-O
+objects, executables and shared libraries, archives, bitcode, and any
+nesting of these; also inside packages (zip, wheel, tar[.gz|.xz|.zst|.bz2],
+deb, conda) and folders, without unpacking them.";
 
-commands:
-  list FILE...                       one row per code object (headers only)
-  select --gpu GPU FILE...           the code object a runtime loads on GPU,
-                                     and why each other one is not loaded
-  extract FILTER... [-o FILE | --output-dir DIR] FILE
-                                     write code objects to files
-  verify FILE...                     deep structural check of every payload
-  prune --keep T[,T...] IN -o OUT    drop the device code of other GPU targets
-                                     from a HIP host binary (README: offload prune)
-  size [--keep T[,T...]] PATH...     bytes per target and offload kind, and what
-                                     prune --keep would save
-  diff A B                           code objects added, removed and changed
-                                     (exit 0 identical, 1 different)
-  gpus [--sysfs-root DIR]            the GPUs of this machine, as the runtimes
-                                     will ask for code (README: offload gpus)
+const EXIT_STATUS: &str = "\
+Exit status: 0 success; 1 nothing found, nothing loadable, verify found
+errors, or a file could not be read; 2 bad command line.";
 
-options:
-  --json               machine-readable output (schema in the README)
-  --gpu GPU            a target ID: gfx90a:xnack+, gfx950:sramecc+:xnack-,
-                       amdgcn-amd-amdhsa--gfx906, fiji, sm_80 (also
-                       compute_80, 8.0); a gfx name missing from the
-                       processor table is matched as given
-  --kind hip|openmp|cuda
-                       the runtime that loads the code (default hip; cuda
-                       for an NVIDIA GPU)
-  extract filters (any number, combined with 'or'):
-    --all  --id ID  --target-id TARGET-ID  --index N  --gpu GPU
-  -o, --output FILE    extract: the file to write (exactly one match)
-  --output-dir DIR     extract: where to write (default .)
-  -h, --help           this text;   --version   the version
+const GPU_SHORT: &str = "The GPU, as a target ID: gfx90a:xnack+, sm_80, ...";
 
-exit status: 0 success; 1 nothing found, nothing loadable, verify found
-errors, or a file could not be read; 2 bad command line.
-";
+const GPU_HELP: &str = "A target ID: gfx90a:xnack+, gfx950:sramecc+:xnack-, \
+amdgcn-amd-amdhsa--gfx906, fiji, sm_80 (also compute_80, 8.0); a gfx name \
+missing from the processor table is matched as given, with a warning";
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "offload",
+    version = VERSION,
+    about = ABOUT,
+    long_about = LONG_ABOUT,
+    after_help = EXIT_STATUS,
+    subcommand_required = true,
+    arg_required_else_help = true
+)]
+pub struct Cli {
+    /// Colour in text output
+    ///
+    /// auto colours only a terminal, and not when NO_COLOR is set (non-empty);
+    /// JSON is never coloured.
+    #[arg(long, value_enum, global = true, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
+    pub color: ColorChoice,
+    #[command(subcommand)]
+    pub command: Sub,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
+
+/// `--kind`: the runtime that loads the code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Kind {
+    Hip,
+    Openmp,
+    Cuda,
+}
+
+impl Kind {
+    fn runtime(self) -> Runtime {
+        match self {
+            Kind::Hip => Runtime::Hip,
+            Kind::Openmp => Runtime::OpenMp,
+            Kind::Cuda => Runtime::Cuda,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Mode {
+    /// Zero the dropped code objects in place (the file keeps its size)
+    Zero,
+    /// Cut them out (not implemented yet)
+    Cut,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Sub {
+    /// One row per code object (headers only)
+    List {
+        /// Machine-readable output (schema in the README)
+        #[arg(long)]
+        json: bool,
+        /// Files, packages or folders (- for standard input)
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<String>,
+    },
+    /// The code object a runtime loads on GPU, and why each other one is not loaded
+    Select {
+        #[arg(long, value_parser = parse_gpu, help = GPU_SHORT, long_help = GPU_HELP)]
+        gpu: Gpu,
+        /// The runtime that loads the code [default: cuda for an NVIDIA GPU, else hip]
+        #[arg(long, value_enum)]
+        kind: Option<Kind>,
+        /// Machine-readable output (schema in the README)
+        #[arg(long)]
+        json: bool,
+        /// Files, packages or folders (- for standard input)
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<String>,
+    },
+    /// Write code objects to files (filters combine with 'or')
+    Extract(ExtractArgs),
+    /// Deep structural check of every payload
+    Verify {
+        /// Machine-readable output (schema in the README)
+        #[arg(long)]
+        json: bool,
+        /// Files, packages or folders (- for standard input)
+        #[arg(required = true, value_name = "FILE")]
+        files: Vec<String>,
+    },
+    /// Drop the device code of other GPU targets from a HIP host binary
+    Prune(PruneCli),
+    /// The GPUs of this machine (KFD sysfs, NVML) and their target IDs
+    Gpus {
+        /// Read sysfs under DIR instead of / (default: $OFFLOAD_SYSFS_ROOT, read by the command)
+        #[arg(long, value_name = "DIR")]
+        sysfs_root: Option<std::path::PathBuf>,
+        /// Machine-readable output (schema in the README)
+        #[arg(long)]
+        json: bool,
+    },
+    /// Bytes per target and offload kind, and what prune --keep would save
+    Size {
+        /// Targets prune would keep (comma-separated, repeatable)
+        #[arg(long, value_name = "T[,T...]", value_delimiter = ',')]
+        keep: Vec<String>,
+        /// Machine-readable output (schema in the README)
+        #[arg(long)]
+        json: bool,
+        /// Files, packages or folders
+        #[arg(required = true, value_name = "PATH")]
+        paths: Vec<String>,
+    },
+    /// Code objects added, removed and changed from A to B (exit 0 identical, 1 different)
+    Diff {
+        /// Machine-readable output (schema in the README)
+        #[arg(long)]
+        json: bool,
+        /// The old file, package or folder
+        a: String,
+        /// The new one
+        b: String,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), or write one page per command to a folder
+    Man {
+        /// Write offload.1 and offload-COMMAND.1 into DIR
+        #[arg(long, value_name = "DIR")]
+        output_dir: Option<std::path::PathBuf>,
+    },
+}
+
+#[derive(Args, Debug)]
+#[command(group(ArgGroup::new("filter").required(true).multiple(true)))]
+pub struct ExtractArgs {
+    /// Every code object (not the containers)
+    #[arg(long, group = "filter")]
+    all: bool,
+    /// The code object with this ID (repeatable)
+    #[arg(long, value_name = "ID", group = "filter")]
+    id: Vec<String>,
+    /// The code objects for this target ID (repeatable)
+    #[arg(long, value_name = "TARGET-ID", group = "filter")]
+    target_id: Vec<String>,
+    /// The code object with this index, counted across a package (repeatable)
+    #[arg(long, value_name = "N", group = "filter")]
+    index: Vec<usize>,
+    #[arg(long, value_parser = parse_gpu, group = "filter", help = GPU_SHORT, long_help = GPU_HELP)]
+    gpu: Option<Gpu>,
+    /// The runtime that loads the code, with --gpu [default: cuda for an NVIDIA GPU, else hip]
+    #[arg(long, value_enum, requires = "gpu")]
+    kind: Option<Kind>,
+    /// The file to write (exactly one match; - for standard output)
+    #[arg(short, long, value_name = "FILE", conflicts_with = "output_dir")]
+    output: Option<String>,
+    /// Where to write [default: .]
+    #[arg(long, value_name = "DIR")]
+    output_dir: Option<String>,
+    /// Machine-readable output (schema in the README)
+    #[arg(long)]
+    json: bool,
+    /// A file, package or folder (- for standard input)
+    #[arg(value_name = "FILE")]
+    file: String,
+}
+
+#[derive(Args, Debug)]
+#[command(group(ArgGroup::new("targets").required(true).multiple(true)))]
+pub struct PruneCli {
+    /// Targets to keep (comma-separated, repeatable)
+    #[arg(long, value_name = "T[,T...]", value_delimiter = ',', group = "targets")]
+    keep: Vec<String>,
+    /// Targets to drop (comma-separated, repeatable)
+    #[arg(long, value_name = "T[,T...]", value_delimiter = ',', group = "targets")]
+    drop: Vec<String>,
+    /// Keep what the runtime would load on this GPU (repeatable)
+    #[arg(long, value_name = "GPU", value_parser = parse_gpu, group = "targets")]
+    keep_gpu: Vec<Gpu>,
+    /// How dropped code objects are removed
+    #[arg(long, value_enum, default_value_t = Mode::Zero)]
+    mode: Mode,
+    /// Allow dropping every device code object of a fat binary
+    #[arg(long)]
+    allow_empty: bool,
+    /// Report what would be dropped; write nothing
+    #[arg(long)]
+    dry_run: bool,
+    /// Machine-readable report (schema in the README)
+    #[arg(long)]
+    json: bool,
+    /// Skip re-reading the output before it replaces anything
+    #[arg(long)]
+    no_verify: bool,
+    /// The output file (- for standard output)
+    #[arg(short, long, value_name = "OUT", required_unless_present = "dry_run")]
+    output: Option<String>,
+    /// The HIP host binary (executable, shared library or object)
+    #[arg(value_name = "IN")]
+    input: String,
+}
+
+fn parse_gpu(text: &str) -> Result<Gpu, String> {
+    Gpu::parse(text).map_err(|e| e.to_string())
+}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Filter {
@@ -56,6 +246,7 @@ pub enum Filter {
     Gpu,
 }
 
+/// What to run, with every default applied.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Command {
     List {
@@ -82,22 +273,24 @@ pub enum Command {
         files: Vec<String>,
     },
     Prune(PruneArgs),
+    Gpus {
+        sysfs_root: Option<std::path::PathBuf>,
+        json: bool,
+    },
     Size {
+        paths: Vec<String>,
         keep: Vec<String>,
         json: bool,
-        paths: Vec<String>,
     },
     Diff {
-        json: bool,
         a: String,
         b: String,
-    },
-    Gpus {
-        sysfs_root: Option<String>,
         json: bool,
     },
-    Help,
-    Version,
+    Completions(clap_complete::Shell),
+    Man {
+        output_dir: Option<std::path::PathBuf>,
+    },
 }
 
 /// `offload prune`'s options.
@@ -116,118 +309,81 @@ pub struct PruneArgs {
     pub output: Option<String>,
 }
 
-/// Parses `prune`'s arguments; targets are checked by the command.
-fn parse_prune(rest: &[String]) -> Result<Command, String> {
-    let mut args = Args { items: rest.iter() };
-    let mut p = PruneArgs { verify: true, ..Default::default() };
-    let mut files = Vec::new();
-    let list = |v: String| v.split(',').filter(|t| !t.is_empty()).map(str::to_string).collect::<Vec<_>>();
-    while let Some(arg) = args.items.next() {
-        if arg == "-" || !arg.starts_with('-') {
-            files.push(arg.clone());
-            continue;
-        }
-        let (opt, inline) = match arg.split_once('=') {
-            Some((o, v)) if o.starts_with("--") => (o, Some(v)),
-            _ => (arg.as_str(), None),
-        };
-        let flag = inline.is_none();
-        match opt {
-            "-h" | "--help" => return Ok(Command::Help),
-            "--keep" => p.keep.extend(list(args.value(opt, inline)?)),
-            "--drop" => p.drop.extend(list(args.value(opt, inline)?)),
-            "--keep-gpu" => p.keep_gpu.push(parse_gpu(&args.value(opt, inline)?)?),
-            "--mode" => match args.value(opt, inline)?.as_str() {
-                "zero" => {}
-                "cut" => p.cut = true,
-                m => return Err(format!("--mode: '{m}' is not zero or cut")),
-            },
-            "--allow-empty" if flag => p.allow_empty = true,
-            "--dry-run" if flag => p.dry_run = true,
-            "--json" if flag => p.json = true,
-            "--no-verify" if flag => p.verify = false,
-            "-o" | "--output" => p.output = Some(args.value(opt, inline)?),
-            _ => return Err(format!("unknown option '{arg}' for 'prune'")),
-        }
-    }
-    if p.keep.is_empty() && p.drop.is_empty() && p.keep_gpu.is_empty() {
-        return Err("'prune' needs --keep, --keep-gpu or --drop".into());
-    }
-    let [input] = files.as_slice() else { return Err("'prune' takes exactly one input file".into()) };
-    p.input = input.clone();
-    if p.output.is_none() && !p.dry_run {
-        return Err("'prune' needs -o OUT (or --dry-run)".into());
-    }
-    Ok(Command::Prune(p))
+/// The runtime for `--kind`, or the default for the GPU: an NVIDIA GPU is
+/// served by the CUDA driver unless `--kind` says otherwise.
+fn runtime(kind: Option<Kind>, gpu: Option<&Gpu>) -> Runtime {
+    kind.map(Kind::runtime).unwrap_or(if gpu.is_some_and(|g| g.arch == "nvptx64") {
+        Runtime::Cuda
+    } else {
+        Runtime::Hip
+    })
 }
 
-/// Parses `size [--keep T[,T...]] [--json] PATH...` and `diff [--json] A B`.
-fn parse_size_diff(command: &str, rest: &[String]) -> Result<Command, String> {
-    let mut args = Args { items: rest.iter() };
-    let (mut json, mut keep, mut paths) = (false, Vec::new(), Vec::new());
-    while let Some(arg) = args.items.next() {
-        if arg == "-" || !arg.starts_with('-') {
-            paths.push(arg.clone());
-            continue;
-        }
-        let (opt, inline) = match arg.split_once('=') {
-            Some((o, v)) if o.starts_with("--") => (o, Some(v)),
-            _ => (arg.as_str(), None),
-        };
-        match opt {
-            "-h" | "--help" => return Ok(Command::Help),
-            "--json" if inline.is_none() => json = true,
-            "--keep" if command == "size" => {
-                keep.extend(args.value(opt, inline)?.split(',').filter(|t| !t.is_empty()).map(str::to_string))
+/// `--keep a,,b` names two targets: empty items are dropped.
+fn targets(list: Vec<String>) -> Vec<String> {
+    list.into_iter().filter(|t| !t.is_empty()).collect()
+}
+
+impl From<Sub> for Command {
+    fn from(sub: Sub) -> Command {
+        match sub {
+            Sub::List { json, files } => Command::List { json, files },
+            Sub::Verify { json, files } => Command::Verify { json, files },
+            Sub::Select { gpu, kind, json, files } => {
+                Command::Select { runtime: runtime(kind, Some(&gpu)), gpu, json, files }
             }
-            _ => return Err(format!("unknown option '{arg}' for '{command}'")),
-        }
-    }
-    if command == "size" {
-        if paths.is_empty() {
-            return Err("'size' needs at least one path".into());
-        }
-        return Ok(Command::Size { keep, json, paths });
-    }
-    let [a, b] = paths.as_slice() else { return Err("'diff' takes exactly two paths, A and B".into()) };
-    Ok(Command::Diff { json, a: a.clone(), b: b.clone() })
-}
-
-/// Parses `gpus [--sysfs-root DIR] [--json]`.
-fn parse_gpus(rest: &[String]) -> Result<Command, String> {
-    let mut args = Args { items: rest.iter() };
-    let (mut sysfs_root, mut json) = (None, false);
-    while let Some(arg) = args.items.next() {
-        let (opt, inline) = match arg.split_once('=') {
-            Some((o, v)) if o.starts_with("--") => (o, Some(v)),
-            _ => (arg.as_str(), None),
-        };
-        match opt {
-            "-h" | "--help" => return Ok(Command::Help),
-            "--json" if inline.is_none() => json = true,
-            "--sysfs-root" => sysfs_root = Some(args.value(opt, inline)?),
-            _ => return Err(format!("unknown argument '{arg}' for 'gpus'")),
-        }
-    }
-    Ok(Command::Gpus { sysfs_root, json })
-}
-
-/// Splits `--opt=value`, and takes the value of `--opt value` from `rest`.
-struct Args<'a> {
-    items: std::slice::Iter<'a, String>,
-}
-
-impl<'a> Args<'a> {
-    fn value(&mut self, opt: &str, inline: Option<&'a str>) -> Result<String, String> {
-        match inline {
-            Some(v) => Ok(v.to_string()),
-            None => self.items.next().cloned().ok_or_else(|| format!("option '{opt}' needs a value")),
+            Sub::Extract(e) => {
+                let mut filters = Vec::new();
+                if e.all {
+                    filters.push(Filter::All);
+                }
+                filters.extend(e.id.into_iter().map(Filter::Id));
+                filters.extend(e.target_id.into_iter().map(Filter::TargetId));
+                filters.extend(e.index.into_iter().map(Filter::Index));
+                if e.gpu.is_some() {
+                    filters.push(Filter::Gpu);
+                }
+                Command::Extract {
+                    filters,
+                    runtime: runtime(e.kind, e.gpu.as_ref()),
+                    gpu: e.gpu,
+                    output: e.output,
+                    dir: e.output_dir,
+                    json: e.json,
+                    file: e.file,
+                }
+            }
+            Sub::Prune(p) => Command::Prune(PruneArgs {
+                keep: targets(p.keep),
+                drop: targets(p.drop),
+                keep_gpu: p.keep_gpu,
+                allow_empty: p.allow_empty,
+                dry_run: p.dry_run,
+                json: p.json,
+                verify: !p.no_verify,
+                cut: p.mode == Mode::Cut,
+                input: p.input,
+                output: p.output,
+            }),
+            Sub::Gpus { sysfs_root, json } => Command::Gpus { sysfs_root, json },
+            Sub::Size { keep, json, paths } => Command::Size { paths, keep: targets(keep), json },
+            Sub::Diff { json, a, b } => Command::Diff { a, b, json },
+            Sub::Completions { shell } => Command::Completions(shell),
+            Sub::Man { output_dir } => Command::Man { output_dir },
         }
     }
 }
 
-fn parse_gpu(text: &str) -> Result<Gpu, String> {
-    Gpu::parse(text).map_err(|e| format!("--gpu: {e}"))
+/// Parses the whole command line (program name first); help, version and
+/// usage errors come back as clap's error, which prints itself and knows
+/// its exit status (0 for help and version, 2 for a bad command line).
+pub fn parse<I, T>(argv: I) -> Result<(Command, ColorChoice), clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = Cli::try_parse_from(argv)?;
+    Ok((cli.command.into(), cli.color))
 }
 
 /// The warning to print before running `command`: its GPU's processor is
@@ -241,171 +397,6 @@ pub fn gpu_warning(command: &Command) -> Option<String> {
     }
 }
 
-/// Parses the arguments after the program name.
-pub fn parse(argv: &[String]) -> Result<Command, String> {
-    let Some((command, rest)) = argv.split_first() else {
-        return Err("no command given".into());
-    };
-    match command.as_str() {
-        "-h" | "--help" | "help" => return Ok(Command::Help),
-        "--version" => return Ok(Command::Version),
-        "list" | "select" | "extract" | "verify" => {}
-        "prune" => return parse_prune(rest),
-        "size" | "diff" => return parse_size_diff(command, rest),
-        "gpus" => return parse_gpus(rest),
-        other => return Err(format!("unknown command '{other}'")),
-    }
-    let mut args = Args { items: rest.iter() };
-    let (mut json, mut files, mut filters) = (false, Vec::new(), Vec::new());
-    let (mut gpu, mut runtime, mut output, mut dir) = (None, None, None, None);
-    let mut only_files = false;
-    while let Some(arg) = args.items.next() {
-        if only_files || arg == "-" || !arg.starts_with('-') {
-            files.push(arg.clone());
-            continue;
-        }
-        let (opt, inline) = match arg.split_once('=') {
-            Some((o, v)) if o.starts_with("--") => (o, Some(v)),
-            _ => (arg.as_str(), None),
-        };
-        let extract = command == "extract";
-        match opt {
-            "--" => only_files = true,
-            "-h" | "--help" => return Ok(Command::Help),
-            "--json" if inline.is_none() => json = true,
-            "--gpu" if command == "select" || extract => {
-                gpu = Some(parse_gpu(&args.value(opt, inline)?)?);
-                if extract {
-                    filters.push(Filter::Gpu);
-                }
-            }
-            "--kind" if command == "select" || extract => {
-                let v = args.value(opt, inline)?;
-                runtime = Some(Runtime::parse(&v).ok_or_else(|| format!("--kind: '{v}' is not hip, openmp or cuda"))?);
-            }
-            "--all" if extract && inline.is_none() => filters.push(Filter::All),
-            "--id" if extract => filters.push(Filter::Id(args.value(opt, inline)?)),
-            "--target-id" if extract => filters.push(Filter::TargetId(args.value(opt, inline)?)),
-            "--index" if extract => {
-                let v = args.value(opt, inline)?;
-                filters.push(Filter::Index(v.parse().map_err(|_| format!("--index: '{v}' is not a number"))?));
-            }
-            "-o" | "--output" if extract => output = Some(args.value(opt, inline)?),
-            "--output-dir" if extract => dir = Some(args.value(opt, inline)?),
-            _ => return Err(format!("unknown option '{arg}' for '{command}'")),
-        }
-    }
-    if files.is_empty() {
-        return Err(format!("'{command}' needs at least one file"));
-    }
-    let runtime_given = runtime.is_some();
-    // An NVIDIA GPU is served by the CUDA driver unless --kind says otherwise.
-    let runtime =
-        runtime.unwrap_or(if gpu.as_ref().is_some_and(|g| g.arch == "nvptx64") { Runtime::Cuda } else { Runtime::Hip });
-    Ok(match command.as_str() {
-        "list" => Command::List { json, files },
-        "verify" => Command::Verify { json, files },
-        "select" => {
-            let gpu = gpu.ok_or("'select' needs --gpu")?;
-            Command::Select { gpu, runtime, json, files }
-        }
-        _ => {
-            if files.len() != 1 {
-                return Err("'extract' takes exactly one file".into());
-            }
-            if filters.is_empty() {
-                return Err("'extract' needs a filter: --all, --id, --target-id, --index or --gpu".into());
-            }
-            if output.is_some() && dir.is_some() {
-                return Err("--output and --output-dir cannot be used together".into());
-            }
-            if runtime_given && gpu.is_none() {
-                return Err("--kind only applies with --gpu".into());
-            }
-            Command::Extract { filters, gpu, runtime, output, dir, json, file: files.remove(0) }
-        }
-    })
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn p(args: &[&str]) -> Result<Command, String> {
-        parse(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>())
-    }
-
-    #[test]
-    fn commands_and_options() {
-        assert_eq!(
-            p(&["list", "a", "--json", "b"]).unwrap(),
-            Command::List { json: true, files: vec!["a".into(), "b".into()] }
-        );
-        let Command::Select { gpu, runtime, .. } =
-            p(&["select", "--gpu=gfx90a:xnack+", "--kind", "openmp", "f"]).unwrap()
-        else {
-            panic!()
-        };
-        assert_eq!((gpu.target_id().as_str(), runtime), ("gfx90a:xnack+", Runtime::OpenMp));
-        let Command::Extract { filters, output, .. } =
-            p(&["extract", "--id", "x", "--index=3", "--all", "-o", "out", "f"]).unwrap()
-        else {
-            panic!()
-        };
-        assert_eq!(filters, [Filter::Id("x".into()), Filter::Index(3), Filter::All]);
-        assert_eq!(output.as_deref(), Some("out"));
-        assert_eq!(p(&["--help"]).unwrap(), Command::Help);
-        assert_eq!(p(&["list", "--", "--json"]).unwrap(), Command::List { json: false, files: vec!["--json".into()] });
-    }
-
-    #[test]
-    fn gpus_missing_from_the_table_are_warnings() {
-        let known = p(&["select", "--gpu", "gfx950:sramecc+:xnack-", "f"]).unwrap();
-        assert_eq!(gpu_warning(&known), None);
-        let unknown = p(&["select", "--gpu", "gfx9999:xnack+", "f"]).unwrap();
-        let w = gpu_warning(&unknown).unwrap();
-        assert!(w.starts_with("--gpu: processor 'gfx9999' is not in this tool's processor table"), "{w}");
-        let extract = p(&["extract", "--gpu", "gfx9999", "f"]).unwrap();
-        assert!(gpu_warning(&extract).is_some());
-        assert_eq!(gpu_warning(&p(&["extract", "--all", "f"]).unwrap()), None);
-    }
-
-    #[test]
-    fn mistakes_are_usage_errors() {
-        assert!(p(&[]).is_err());
-        assert!(p(&["lsit", "f"]).is_err());
-        assert!(p(&["list"]).is_err());
-        assert!(p(&["list", "--gpu", "gfx906", "f"]).is_err());
-        assert!(p(&["select", "f"]).unwrap_err().contains("--gpu"));
-        assert!(p(&["select", "--gpu", "banana", "f"]).unwrap_err().contains("--gpu"));
-        assert!(p(&["select", "--gpu", "gfx90a:xnack", "f"]).unwrap_err().contains("--gpu"));
-        assert!(p(&["select", "--gpu", "gfx9-4-generic", "f"]).unwrap_err().contains("generic"));
-        assert!(p(&["select", "--gpu"]).is_err());
-        assert!(p(&["extract", "f"]).unwrap_err().contains("filter"));
-        assert!(p(&["extract", "--all", "f", "g"]).is_err());
-        assert!(p(&["extract", "--index", "x", "f"]).is_err());
-        assert!(p(&["extract", "--all", "--kind", "hip", "f"]).is_err());
-        assert!(p(&["list", "--json=1", "f"]).is_err());
-    }
-
-    #[test]
-    fn nvidia_gpus_default_to_the_cuda_runtime() {
-        for (gpu, kind, want) in [
-            ("sm_80", None, Runtime::Cuda),
-            ("8.6", None, Runtime::Cuda),
-            ("compute_90", None, Runtime::Cuda),
-            ("sm_80", Some("openmp"), Runtime::OpenMp),
-            ("gfx906", None, Runtime::Hip),
-        ] {
-            let mut args = vec!["select", "--gpu", gpu];
-            if let Some(k) = kind {
-                args.extend(["--kind", k]);
-            }
-            args.push("f");
-            let Command::Select { runtime, .. } = p(&args).unwrap() else { panic!("{args:?}") };
-            assert_eq!(runtime, want, "{args:?}");
-        }
-        assert!(p(&["select", "--gpu", "sm_90a", "f"]).unwrap_err().contains("suffix"));
-        assert!(p(&["select", "--gpu", "sm_80", "--kind", "opencl", "f"]).unwrap_err().contains("cuda"));
-    }
-}
+#[path = "args_tests.rs"]
+mod tests;

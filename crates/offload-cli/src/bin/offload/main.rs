@@ -4,6 +4,7 @@
 
 mod args;
 mod diff;
+mod generated;
 mod gpus;
 mod inputs;
 mod output;
@@ -12,47 +13,47 @@ mod prune;
 mod size;
 
 use args::{Command, Filter};
+use clap::CommandFactory;
 use offload_cli::{diag, io};
 use offload_format::inspect::decode::visit_objects;
 use offload_format::inspect::select::{Gpu, Runtime, Selection, Tier, Verdict, select};
 use offload_format::inspect::{BytesError, Inventory, Options, Severity};
 use offload_format::plan::Plan;
-use output::{Object, Value};
+use output::{Colors, Object, Paint, Value};
 use std::process::ExitCode;
 use std::sync::Mutex;
 
 fn main() -> ExitCode {
     let argv0 = diag::argv0();
-    let parsed = args::parse(&diag::args());
-    if let Some(warning) = parsed.as_ref().ok().and_then(args::gpu_warning) {
+    let (command, color) = match args::parse(std::env::args_os()) {
+        Ok(parsed) => parsed,
+        // Help and version (exit 0, standard output) and usage errors
+        // (exit 2, standard error): clap prints them.
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+        }
+    };
+    if let Some(warning) = args::gpu_warning(&command) {
         eprintln!("{argv0}: warning: {warning}");
     }
-    let code = match parsed {
-        Err(msg) => {
-            eprintln!("{argv0}: error: {msg}\n{}", args::USAGE.lines().next().unwrap_or_default());
-            eprintln!("Try '{argv0} --help'.");
-            return ExitCode::from(2);
-        }
-        Ok(Command::Help) => {
-            print!("{}", args::USAGE);
-            return ExitCode::SUCCESS;
-        }
-        Ok(Command::Version) => {
-            println!("offload (offload-binutils) {}", env!("CARGO_PKG_VERSION"));
-            return ExitCode::SUCCESS;
-        }
-        Ok(Command::List { json, files }) => list(&argv0, &files, json),
-        Ok(Command::Select { gpu, runtime, json, files }) => select_cmd(&argv0, &files, &gpu, runtime, json),
-        Ok(Command::Verify { json, files }) => verify(&argv0, &files, json),
-        Ok(Command::Prune(args)) => prune::run(&argv0, &args),
-        Ok(Command::Size { keep, json, paths }) => size::run(&argv0, &paths, &keep, json),
-        Ok(Command::Diff { json, a, b }) => diff::run(&argv0, &a, &b, json),
-        Ok(Command::Gpus { sysfs_root, json }) => {
-            gpus::run(&argv0, sysfs_root.as_deref().map(std::path::Path::new), json)
-        }
-        Ok(Command::Extract { filters, gpu, runtime, output, dir, json, file }) => {
+    let colors = |json: bool| Colors::new(color, json);
+    let code = match command {
+        Command::List { json, files } => list(&argv0, &files, json),
+        Command::Select { gpu, runtime, json, files } => select_cmd(&argv0, &files, &gpu, runtime, json, colors(json)),
+        Command::Verify { json, files } => verify(&argv0, &files, json, colors(json)),
+        Command::Prune(args) => prune::run(&argv0, &args),
+        Command::Extract { filters, gpu, runtime, output, dir, json, file } => {
             extract(&argv0, &file, &filters, gpu.as_ref(), runtime, output, dir, json)
         }
+        Command::Gpus { sysfs_root, json } => gpus::run(&argv0, sysfs_root.as_deref(), json),
+        Command::Size { paths, keep, json } => size::run(&argv0, &paths, &keep, json),
+        Command::Diff { a, b, json } => diff::run(&argv0, &a, &b, json),
+        Command::Completions(shell) => {
+            clap_complete::generate(shell, &mut args::Cli::command(), "offload", &mut std::io::stdout());
+            0
+        }
+        Command::Man { output_dir } => generated::man(&argv0, output_dir.as_deref()),
     };
     ExitCode::from(code)
 }
@@ -153,7 +154,7 @@ fn verdict_text(v: &Verdict, sel_ids: &dyn Fn(usize) -> String, gpu: &Gpu, runti
     }
 }
 
-fn select_cmd(argv0: &str, files: &[String], gpu: &Gpu, runtime: Runtime, json: bool) -> u8 {
+fn select_cmd(argv0: &str, files: &[String], gpu: &Gpu, runtime: Runtime, json: bool, colors: Colors) -> u8 {
     let mut status = 0;
     let (mut chosen_rows, mut other_rows, mut chosen_json, mut other_json) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -219,13 +220,20 @@ fn select_cmd(argv0: &str, files: &[String], gpu: &Gpu, runtime: Runtime, json: 
     } else {
         chosen_rows.extend(other_rows);
         if !chosen_rows.is_empty() {
-            print!("{}", output::table(&["FILE", "LOCATION", "ID", "OFFSET", "SIZE", "VERDICT", "WHY"], &chosen_rows));
+            let header = ["FILE", "LOCATION", "ID", "OFFSET", "SIZE", "VERDICT", "WHY"];
+            let verdict = |column: usize, text: &str| match (column, text) {
+                (5, "selected") => colors.paint(text, Paint::Green),
+                (5, "rejected") => colors.paint(text, Paint::Red),
+                (5, _) => colors.paint(text, Paint::Yellow),
+                _ => text.to_string(),
+            };
+            print!("{}", output::table_with(&header, &chosen_rows, &verdict));
         }
     }
     status
 }
 
-fn verify(argv0: &str, files: &[String], json: bool) -> u8 {
+fn verify(argv0: &str, files: &[String], json: bool, colors: Colors) -> u8 {
     let mut status = 0;
     let mut objects = Vec::new();
     for path in files {
@@ -275,7 +283,8 @@ fn verify(argv0: &str, files: &[String], json: bool) -> u8 {
         }
         if !json {
             let warnings = diags.len() - errors;
-            let verdict = if errors > 0 { "FAILED" } else { "OK" };
+            let verdict =
+                if errors > 0 { colors.paint("FAILED", Paint::Red) } else { colors.paint("OK", Paint::Green) };
             let plural = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
             println!(
                 "{path}: {verdict}: {} in {}, {}, {}",

@@ -1,32 +1,54 @@
-//! Output: JSON objects with a fixed key order (written by hand: a few
-//! string escapes do not need a serialisation framework) and aligned text
-//! tables.
+//! Output: JSON written by `serde_json` in the project's layout (objects on
+//! one line with `", "` and `": "` between items, arrays of objects one
+//! object a line), and aligned text tables, coloured only where
+//! [`Colors`] says so.
 
+use crate::args::ColorChoice;
 use offload_format::inspect::CodeObject;
-use std::fmt::Write as _;
+use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde_json::ser::{CharEscape, Formatter};
+use std::io;
 
-/// A JSON string literal.
-pub fn string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
+/// serde_json's compact form with a space after each `,` and `:`, the
+/// layout `offload` has always printed (the golden files hold it).
+struct Spaced;
+
+impl Formatter for Spaced {
+    fn begin_array_value<W: ?Sized + io::Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+        if first { Ok(()) } else { w.write_all(b", ") }
+    }
+    fn begin_object_key<W: ?Sized + io::Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+        if first { Ok(()) } else { w.write_all(b", ") }
+    }
+    fn begin_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+        w.write_all(b": ")
+    }
+    /// Backspace and form feed as `\u00XX` like every other control
+    /// character (serde_json's `\b`, `\f` would change existing output).
+    fn write_char_escape<W: ?Sized + io::Write>(&mut self, w: &mut W, escape: CharEscape) -> io::Result<()> {
+        match escape {
+            CharEscape::Backspace => w.write_all(b"\\u0008"),
+            CharEscape::FormFeed => w.write_all(b"\\u000c"),
+            other => serde_json::ser::CompactFormatter.write_char_escape(w, other),
         }
     }
-    out.push('"');
-    out
 }
 
-/// A JSON value.
+/// `value` as JSON on one line.
+pub fn json<T: Serialize + ?Sized>(value: &T) -> String {
+    let mut out = Vec::new();
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, Spaced);
+    // Serialising to memory fails only for a map key that is not a string,
+    // which none of the records has.
+    if value.serialize(&mut ser).is_err() {
+        return "null".into();
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A JSON value of an [`Object`].
+#[derive(serde::Serialize)]
+#[serde(untagged)]
 pub enum Value {
     Str(String),
     Num(u64),
@@ -34,18 +56,8 @@ pub enum Value {
     Null,
 }
 
-impl Value {
-    fn render(&self) -> String {
-        match self {
-            Value::Str(s) => string(s),
-            Value::Num(n) => n.to_string(),
-            Value::Bool(b) => b.to_string(),
-            Value::Null => "null".into(),
-        }
-    }
-}
-
-/// A JSON object, keys in insertion order.
+/// A JSON object whose keys depend on the command (`list`'s keys, then
+/// `select`'s or `extract`'s), in insertion order.
 #[derive(Default)]
 pub struct Object(Vec<(&'static str, Value)>);
 
@@ -54,19 +66,24 @@ impl Object {
         self.0.push((key, value));
         self
     }
+}
 
-    pub fn render(&self) -> String {
-        let fields: Vec<String> = self.0.iter().map(|(k, v)| format!("{}: {}", string(k), v.render())).collect();
-        format!("{{{}}}", fields.join(", "))
+impl Serialize for Object {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (key, value) in &self.0 {
+            map.serialize_entry(key, value)?;
+        }
+        map.end()
     }
 }
 
-/// A JSON array of objects, one per line.
-pub fn array(objects: &[Object]) -> String {
-    if objects.is_empty() {
+/// A JSON array of records, one per line.
+pub fn array<T: Serialize>(records: &[T]) -> String {
+    if records.is_empty() {
         return "[]\n".into();
     }
-    let items: Vec<String> = objects.iter().map(|o| format!("  {}", o.render())).collect();
+    let items: Vec<String> = records.iter().map(|r| format!("  {}", json(r))).collect();
     format!("[\n{}\n]\n", items.join(",\n"))
 }
 
@@ -94,6 +111,12 @@ pub fn offset(o: Option<u64>) -> String {
 
 /// Aligned columns; the last column is not padded.
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    table_with(header, rows, &|_, cell| cell.to_string())
+}
+
+/// [`table`] with each row cell passed through `cell(column, text)` (to
+/// colour it); widths are those of the plain text.
+pub fn table_with(header: &[&str], rows: &[Vec<String>], cell: &dyn Fn(usize, &str) -> String) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -102,14 +125,12 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     }
     let mut out = String::new();
     let header: Vec<String> = header.iter().map(|h| h.to_string()).collect();
-    for row in std::iter::once(&header).chain(rows) {
+    for (r, row) in std::iter::once(&header).chain(rows).enumerate() {
         let last = row.len().saturating_sub(1);
-        for (i, cell) in row.iter().enumerate() {
-            if i == last {
-                out.push_str(cell);
-            } else {
-                let pad = widths[i] + 2 - cell.chars().count();
-                out.push_str(cell);
+        for (i, text) in row.iter().enumerate() {
+            out.push_str(&if r == 0 { text.clone() } else { cell(i, text) });
+            if i != last {
+                let pad = widths.get(i).map_or(0, |w| w + 2 - text.chars().count());
                 out.push_str(&" ".repeat(pad));
             }
         }
@@ -118,18 +139,105 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
+/// The colours text output uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Paint {
+    Green,
+    Yellow,
+    Red,
+}
+
+/// Whether text output is coloured: never in JSON; with `--color auto`
+/// only when standard output is a terminal and `NO_COLOR` is unset or
+/// empty (no-color.org); `--color always` is an explicit request and wins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Colors {
+    on: bool,
+}
+
+impl Colors {
+    pub fn new(choice: ColorChoice, json: bool) -> Self {
+        use std::io::IsTerminal;
+        Self::decide(choice, json, std::io::stdout().is_terminal(), std::env::var_os("NO_COLOR"))
+    }
+
+    fn decide(choice: ColorChoice, json: bool, tty: bool, no_color: Option<std::ffi::OsString>) -> Self {
+        let on = !json
+            && match choice {
+                ColorChoice::Always => true,
+                ColorChoice::Never => false,
+                ColorChoice::Auto => tty && no_color.is_none_or(|v| v.is_empty()),
+            };
+        Colors { on }
+    }
+
+    /// `text` in `paint` (bold for red, which marks failures), or as it is.
+    pub fn paint(self, text: &str, paint: Paint) -> String {
+        if !self.on {
+            return text.to_string();
+        }
+        let sgr = match paint {
+            Paint::Green => "32",
+            Paint::Yellow => "33",
+            Paint::Red => "1;31",
+        };
+        format!("\x1b[{sgr}m{text}\x1b[0m")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn strings_are_escaped() {
-        assert_eq!(string("a\"b\\c\n\u{1}é"), "\"a\\\"b\\\\c\\n\\u0001é\"");
+        assert_eq!(json("a\"b\\c\n\u{1}é"), "\"a\\\"b\\\\c\\n\\u0001é\"");
+        assert_eq!(json("\u{8}\u{c}\t/"), "\"\\u0008\\u000c\\t/\"");
+    }
+
+    #[test]
+    fn objects_keep_their_order_and_layout() {
+        let o = Object::default()
+            .add("z", Value::Num(1))
+            .add("a", Value::Null)
+            .add("s", Value::Str("x".into()))
+            .add("b", Value::Bool(false));
+        assert_eq!(json(&o), r#"{"z": 1, "a": null, "s": "x", "b": false}"#);
+        assert_eq!(
+            array(&[o, Object::default()]),
+            "[\n  {\"z\": 1, \"a\": null, \"s\": \"x\", \"b\": false},\n  {}\n]\n"
+        );
+        assert_eq!(json(&vec!["a", "b"]), r#"["a", "b"]"#);
     }
 
     #[test]
     fn tables_align() {
         let t = table(&["A", "BB"], &[vec!["xxx".into(), "y".into()]]);
         assert_eq!(t, "A    BB\nxxx  y\n");
+        let on = Colors::decide(ColorChoice::Always, false, false, None);
+        let t = table_with(&["A", "BB"], &[vec!["x".into(), "y".into()]], &|i, c| {
+            if i == 0 { on.paint(c, Paint::Green) } else { c.to_string() }
+        });
+        assert_eq!(t, "A  BB\n\x1b[32mx\x1b[0m  y\n", "padding counts the text, not the escapes");
+    }
+
+    #[test]
+    fn colour_only_where_asked_and_never_in_json() {
+        use ColorChoice::*;
+        let set = || Some(std::ffi::OsString::from("1"));
+        let empty = || Some(std::ffi::OsString::new());
+        for (choice, json, tty, no_color, want) in [
+            (Auto, false, true, None, true),
+            (Auto, false, false, None, false),
+            (Auto, false, true, set(), false),
+            (Auto, false, true, empty(), true),
+            (Auto, true, true, None, false),
+            (Always, false, false, set(), true),
+            (Always, true, true, None, false),
+            (Never, false, true, None, false),
+        ] {
+            let c = Colors::decide(choice, json, tty, no_color.clone());
+            assert_eq!(c.paint("OK", Paint::Green) != "OK", want, "{choice:?} json={json} tty={tty} {no_color:?}");
+        }
     }
 }

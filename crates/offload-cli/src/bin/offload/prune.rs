@@ -4,7 +4,7 @@
 //! anything, and written atomically; the input is never modified.
 
 use crate::args::PruneArgs;
-use crate::output::{self, Object, Value};
+use crate::output;
 use offload_cli::io;
 use offload_format::layout::{FileMap, UnitKind};
 use offload_format::prune::{self, PruneError, Pruned, Rules};
@@ -17,48 +17,62 @@ fn kind_name(kind: UnitKind, version: Option<u16>) -> String {
     }
 }
 
-/// A rendered JSON object with array members (already rendered) appended.
-fn with_arrays(object: &str, arrays: &[(&str, String)]) -> String {
-    let mut out = object.strip_suffix('}').unwrap_or(object).to_string();
-    for (key, value) in arrays {
-        out.push_str(&format!(", {}: {value}", output::string(key)));
-    }
-    out.push('}');
-    out
+/// `prune --json`: the report's top level (key order is the schema's).
+#[derive(serde::Serialize)]
+struct Report<'a> {
+    file: &'a str,
+    dry_run: bool,
+    fat_binaries: usize,
+    rewritten: usize,
+    unreferenced: usize,
+    dropped_bytes: u64,
+    freed_bytes: u64,
+    units: Vec<UnitReport<'a>>,
+}
+
+/// One fat binary of [`Report`].
+#[derive(serde::Serialize)]
+struct UnitReport<'a> {
+    offset: u64,
+    format: String,
+    old_size: u64,
+    new_size: u64,
+    dropped_bytes: u64,
+    freed_bytes: u64,
+    kept: Vec<&'a str>,
+    dropped: Vec<&'a str>,
 }
 
 fn report(path: &str, pruned: &Pruned, json: bool, dry_run: bool) {
     if json {
-        let units: Vec<String> = pruned
+        let units = pruned
             .units
             .iter()
             .map(|u| {
-                let ids = |kept: bool| {
-                    let v: Vec<String> =
-                        u.entries.iter().filter(|e| e.kept == kept).map(|e| output::string(&e.id)).collect();
-                    format!("[{}]", v.join(", "))
-                };
-                let head = Object::default()
-                    .add("offset", Value::Num(u.unit.offset))
-                    .add("format", Value::Str(kind_name(u.unit.kind, u.new_version)))
-                    .add("old_size", Value::Num(u.unit.used))
-                    .add("new_size", Value::Num(u.new_used))
-                    .add("dropped_bytes", Value::Num(u.dropped_bytes()))
-                    .add("freed_bytes", Value::Num(u.freed_bytes()))
-                    .render();
-                with_arrays(&head, &[("kept", ids(true)), ("dropped", ids(false))])
+                let ids = |kept: bool| u.entries.iter().filter(|e| e.kept == kept).map(|e| e.id.as_str()).collect();
+                UnitReport {
+                    offset: u.unit.offset,
+                    format: kind_name(u.unit.kind, u.new_version),
+                    old_size: u.unit.used,
+                    new_size: u.new_used,
+                    dropped_bytes: u.dropped_bytes(),
+                    freed_bytes: u.freed_bytes(),
+                    kept: ids(true),
+                    dropped: ids(false),
+                }
             })
             .collect();
-        let top = Object::default()
-            .add("file", Value::Str(path.to_string()))
-            .add("dry_run", Value::Bool(dry_run))
-            .add("fat_binaries", Value::Num(pruned.units.len() as u64))
-            .add("rewritten", Value::Num(pruned.changed() as u64))
-            .add("unreferenced", Value::Num(pruned.unreferenced.len() as u64))
-            .add("dropped_bytes", Value::Num(pruned.dropped_bytes()))
-            .add("freed_bytes", Value::Num(pruned.freed_bytes()))
-            .render();
-        println!("{}", with_arrays(&top, &[("units", format!("[{}]", units.join(", ")))]));
+        let report = Report {
+            file: path,
+            dry_run,
+            fat_binaries: pruned.units.len(),
+            rewritten: pruned.changed(),
+            unreferenced: pruned.unreferenced.len(),
+            dropped_bytes: pruned.dropped_bytes(),
+            freed_bytes: pruned.freed_bytes(),
+            units,
+        };
+        println!("{}", output::json(&report));
         return;
     }
     let mut rows = Vec::new();
