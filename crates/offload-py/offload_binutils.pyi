@@ -37,7 +37,7 @@ class CodeObject:
 
     file: str | None
     location: str
-    format: Literal["bundle", "compressed-bundle", "text-bundle", "offload-binary"]
+    format: Literal["bundle", "compressed-bundle", "text-bundle", "offload-binary", "cuda-fatbin", "cubin"]
     id: str
     offload_kind: str
     triple: str
@@ -47,6 +47,7 @@ class CodeObject:
     offset: int | None
     compressed: bool
     unit: int
+    image_kind: str | None
     index: int
     container: bool
     selected: bool | None
@@ -74,7 +75,7 @@ class UnpackedImage(TypedDict):
     strings: dict[str, str]
 
 def scan(input: Input) -> list[CodeObject]: ...
-def select(input: Input, gpu: str, runtime: Literal["hip", "openmp"] = "hip") -> list[CodeObject]: ...
+def select(input: Input, gpu: str, runtime: Literal["hip", "openmp", "cuda"] = "hip") -> list[CodeObject]: ...
 def extract(input: Input, code_object: CodeObject | int) -> bytes: ...
 def verify(input: Input) -> list[Diagnostic]: ...
 def bundle(targets: Sequence[str], inputs: Sequence[bytes], *, compress: bool = False, align: int = 1) -> bytes: ...

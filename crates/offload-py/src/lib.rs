@@ -116,7 +116,7 @@ fn judge_source(source: &Source, gpu: &Gpu, runtime: Runtime) -> Result<(Vec<Cod
 fn select(py: Python<'_>, input: &Bound<'_, PyAny>, gpu: &str, runtime: &str) -> PyResult<Vec<CodeObject>> {
     let source = Source::from_py(input)?;
     let runtime = Runtime::parse(runtime)
-        .ok_or_else(|| Failure::Invalid(format!("runtime: '{runtime}' is not hip or openmp")))?;
+        .ok_or_else(|| Failure::Invalid(format!("runtime: '{runtime}' is not hip, openmp or cuda")))?;
     let gpu = Gpu::parse(gpu).map_err(|e| Failure::Invalid(format!("gpu: {e}")))?;
     let (candidates, error) = py.allow_threads(|| judge_source(&source, &gpu, runtime))?;
     if let Some(message) = error {

@@ -21,6 +21,9 @@ pub struct CodeObject {
     pub offset: Option<u64>,
     pub compressed: bool,
     pub unit: usize,
+    /// `elf`, `ptx`, `nvvm`, `concat` for CUDA entries, the image kind of
+    /// an OffloadBinary image (`o`, `bc`, ...), `None` for bundle entries.
+    pub image_kind: Option<String>,
     /// Position in the scan of its input (what `extract` finds it by).
     pub index: usize,
     pub container: bool,
@@ -45,6 +48,7 @@ impl CodeObject {
             offset: o.offset,
             compressed: o.compressed,
             unit: o.unit,
+            image_kind: o.image_kind_name(),
             index,
             container: o.container,
             selected: None,
@@ -71,6 +75,7 @@ impl CodeObject {
         d.set_item("offset", self.offset)?;
         d.set_item("compressed", self.compressed)?;
         d.set_item("unit", self.unit)?;
+        d.set_item("image_kind", &self.image_kind)?;
         if let Some(selected) = self.selected {
             d.set_item("selected", selected)?;
             d.set_item("reason_code", &self.reason_code)?;
