@@ -11,22 +11,6 @@ use std::path::{Path, PathBuf};
 
 const H: &str = "hipv4-amdgcn-amd-amdhsa--";
 
-/// An ELF header for an AMDGPU code object with these `e_flags` (code
-/// object v5), followed by a marker so payloads differ.
-fn elf(flags: u32, marker: &str) -> Vec<u8> {
-    let mut h = vec![0u8; 64];
-    h[..4].copy_from_slice(b"\x7fELF");
-    h[4] = 2;
-    h[5] = 1;
-    h[6] = 1;
-    h[7] = 64;
-    h[8] = 3;
-    h[18..20].copy_from_slice(&224u16.to_le_bytes());
-    h[48..52].copy_from_slice(&flags.to_le_bytes());
-    h.extend_from_slice(marker.as_bytes());
-    h
-}
-
 fn bundle(entries: &[(&str, Vec<u8>)]) -> Vec<u8> {
     let e: Vec<(&[u8], &[u8])> = entries.iter().map(|(id, p)| (id.as_bytes(), p.as_slice())).collect();
     offload_format::bundle::binary::write(&e, NonZeroU64::new(4096).unwrap()).to_vec()

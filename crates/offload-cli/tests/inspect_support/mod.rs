@@ -8,6 +8,22 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// An ELF header for an AMDGPU code object with these `e_flags` (code
+/// object v5), followed by a marker so payloads differ.
+pub fn elf(flags: u32, marker: &str) -> Vec<u8> {
+    let mut h = vec![0u8; 64];
+    h[..4].copy_from_slice(b"\x7fELF");
+    h[4] = 2;
+    h[5] = 1;
+    h[6] = 1;
+    h[7] = 64;
+    h[8] = 3;
+    h[18..20].copy_from_slice(&224u16.to_le_bytes());
+    h[48..52].copy_from_slice(&flags.to_le_bytes());
+    h.extend_from_slice(marker.as_bytes());
+    h
+}
+
 pub fn offload(args: &[&str]) -> Output {
     common::run(Command::new(env!("CARGO_BIN_EXE_offload")).args(args))
 }

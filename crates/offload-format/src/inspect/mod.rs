@@ -389,28 +389,11 @@ impl<'a> Inventory<'a> {
                 let blob = crate::bundle::compressed::read_blob(self.resolve(blob))?;
                 let mut data = Vec::new();
                 decode::decode_checked_into(&blob, &mut data)?;
-                let range = usize::try_from(start)
-                    .ok()
-                    .zip(usize::try_from(len).ok())
-                    .and_then(|(s, l)| Some(s..s.checked_add(l)?))
-                    .filter(|r| r.end <= data.len())
-                    .ok_or(BytesError::OutOfRange)?;
-                // The object's bytes, without a second copy.
-                data.truncate(range.end);
-                data.drain(..range.start);
-                Ok(Cow::Owned(data))
+                keep_range(data, start, len).map(Cow::Owned)
             }
             Payload::Cuda { stream, codec, uncompressed, start, len } => {
-                let mut data = crate::cuda::decompress(codec, self.resolve(stream), uncompressed)?;
-                let range = usize::try_from(start)
-                    .ok()
-                    .zip(usize::try_from(len).ok())
-                    .and_then(|(s, l)| Some(s..s.checked_add(l)?))
-                    .filter(|r| r.end <= data.len())
-                    .ok_or(BytesError::OutOfRange)?;
-                data.truncate(range.end);
-                data.drain(..range.start);
-                Ok(Cow::Owned(data))
+                let data = crate::cuda::decompress(codec, self.resolve(stream), uncompressed)?;
+                keep_range(data, start, len).map(Cow::Owned)
             }
         }
     }
@@ -419,6 +402,19 @@ impl<'a> Inventory<'a> {
     pub fn has_errors(&self) -> bool {
         self.diagnostics.iter().any(|d| d.severity == Severity::Error)
     }
+}
+
+/// The `len` bytes at `start` of decoded data, without a second copy.
+fn keep_range(mut data: Vec<u8>, start: u64, len: u64) -> Result<Vec<u8>, BytesError> {
+    let range = usize::try_from(start)
+        .ok()
+        .zip(usize::try_from(len).ok())
+        .and_then(|(s, l)| Some(s..s.checked_add(l)?))
+        .filter(|r| r.end <= data.len())
+        .ok_or(BytesError::OutOfRange)?;
+    data.truncate(range.end);
+    data.drain(..range.start);
+    Ok(data)
 }
 
 #[cfg(test)]
