@@ -254,6 +254,20 @@ pub fn visit_objects<'a, E: Send>(
             first_failure.fetch_min(position, Ordering::SeqCst);
         })
     };
+    // Hands each object of one decoded group (or the group's decoding
+    // failure) to the visitor; the first failing position stops the group.
+    let visit_decoded = |positions: &[usize], data: Result<&[u8], BytesError>| -> Option<(usize, E)> {
+        for &p in positions {
+            let bytes = match &data {
+                Ok(d) => object_range(inv, wanted.get(p).copied(), d),
+                Err(e) => Err(e.clone()),
+            };
+            if let Err(e) = visit_one(p, bytes) {
+                return Some((p, e));
+            }
+        }
+        None
+    };
     // Each worker decodes into one buffer, reused from bundle to bundle.
     let results = run_jobs(groups.len(), workers, |buffer: &mut Vec<u8>, g| -> Option<(usize, E)> {
         let group = groups.get(g)?;
@@ -268,16 +282,7 @@ pub fn visit_objects<'a, E: Send>(
                 let _in_use = Counted::new(&live);
                 let data = crate::cuda::decompress(codec, stream, uncompressed).map_err(BytesError::from);
                 decoded.fetch_add(1, Ordering::Relaxed);
-                for &p in &group.positions {
-                    let bytes = match &data {
-                        Ok(d) => object_range(inv, wanted.get(p).copied(), d),
-                        Err(e) => Err(e.clone()),
-                    };
-                    if let Err(e) = visit_one(p, bytes) {
-                        return Some((p, e));
-                    }
-                }
-                None
+                visit_decoded(&group.positions, data.as_deref().map_err(Clone::clone))
             }
             Source::Compressed(blob) => {
                 let _in_use = Counted::new(&live);
@@ -286,16 +291,7 @@ pub fn visit_objects<'a, E: Send>(
                     .map(|()| buffer.as_slice())
                     .map_err(BytesError::from);
                 decoded.fetch_add(1, Ordering::Relaxed);
-                for &p in &group.positions {
-                    let bytes = match &data {
-                        Ok(d) => object_range(inv, wanted.get(p).copied(), d),
-                        Err(e) => Err(e.clone()),
-                    };
-                    if let Err(e) = visit_one(p, bytes) {
-                        return Some((p, e));
-                    }
-                }
-                None
+                visit_decoded(&group.positions, data)
             }
         }
     });
