@@ -13,6 +13,7 @@
 //! header changes, so every byte outside the rewritten fat binaries stays.
 
 mod check;
+pub(crate) mod rebuild;
 pub mod rules;
 
 pub use check::verify;
@@ -21,7 +22,6 @@ pub use rules::{EntryInfo, Rules, parse_target};
 use crate::bundle::{binary, compressed};
 use crate::layout::{FatBinary, FileMap, LayoutError, Target, UnitKind};
 use crate::plan::Plan;
-use std::num::NonZeroU64;
 
 /// Why a file cannot be pruned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -201,18 +201,8 @@ pub(crate) fn read_contents<'a>(data: &'a [u8], unit: &FatBinary) -> Result<Cont
     }
 }
 
-/// The payload alignment a bundle was written with: the largest power of
-/// two up to 4096 that divides every payload offset (HIP bundles use 4096).
-fn alignment(entries: &[binary::BinaryEntry]) -> NonZeroU64 {
-    let mut align = 4096u64;
-    while align > 1 && entries.iter().any(|e| e.offset % align != 0) {
-        align /= 2;
-    }
-    NonZeroU64::new(align).unwrap_or(NonZeroU64::MIN)
-}
-
 /// A unit's entry IDs and sizes, read from headers only.
-fn entry_infos(data: &[u8], unit: &FatBinary) -> Result<Vec<EntryInfo>, PruneError> {
+pub(crate) fn entry_infos(data: &[u8], unit: &FatBinary) -> Result<Vec<EntryInfo>, PruneError> {
     let bytes = unit_bytes(data, unit)?;
     let fail = |reason: String| PruneError::Unit { offset: unit.offset, reason };
     match unit.kind {
@@ -292,31 +282,10 @@ pub fn plan<'a>(data: &'a [u8], map: &FileMap, rules: &Rules) -> Result<Pruned<'
         }
         // One unit decompressed at a time: memory stays bounded by the
         // largest fat binary, not the sum of them.
-        let rebuilt = match read_contents(data, unit)? {
-            Contents::Bundle(list) => {
-                let kept: Vec<(&[u8], &'a [u8])> =
-                    list.iter().zip(&keep).filter(|(_, k)| **k).map(|(e, _)| (e.id, e.payload)).collect();
-                binary::write(&kept, alignment(&list))
-            }
-            Contents::Compressed { inner, method, version } => {
-                let list = binary::read(&inner).ok().flatten().unwrap_or_default();
-                let kept: Vec<(&[u8], &[u8])> =
-                    list.iter().zip(&keep).filter(|(_, k)| **k).map(|(e, _)| (e.id, e.payload)).collect();
-                let bundle = binary::write(&kept, alignment(&list)).to_vec();
-                let opts = compressed::CompressOptions {
-                    method,
-                    level: if method == compressed::Method::Zstd { 3 } else { 6 },
-                    version: version.max(2),
-                    threads: 0,
-                };
-                let out = compressed::compress(&bundle, &opts)
-                    .map_err(|e| PruneError::Unit { offset: unit.offset, reason: e.to_string() })?;
-                change.new_version = Some(out.version);
-                let mut p = Plan::new();
-                p.own(out.bytes);
-                p
-            }
-        };
+        let (rebuilt, version) = rebuild::rebuild(data, unit, &keep, None)?;
+        if version.is_some() {
+            change.new_version = version;
+        }
         let needed = rebuilt.len();
         if needed > unit.extent {
             return Err(PruneError::DoesNotFit { offset: unit.offset, needed, extent: unit.extent });
