@@ -120,6 +120,7 @@ pub mod offload_binary;
 pub mod package;
 pub mod plan;
 pub mod prune;
+pub mod replace;
 pub mod report;
 pub mod string_map;
 pub mod target_id;

@@ -1,0 +1,331 @@
+//! Moving `.hip_fatbin` to a new PT_LOAD at the end of the file when a
+//! rebuilt fat binary outgrows its place (prune-spec §4 (c)).
+//!
+//! The whole section moves, not only the fat binary that grew: every tool
+//! that reads HIP host binaries (ours, `llvm-objdump --offloading`, kpack)
+//! finds fat binaries through the one section named `.hip_fatbin`, and the
+//! file map refuses two. The other fat binaries keep their bytes and their
+//! alignment. The new segment is read-only and holds the program header
+//! table (one entry longer) followed by the section; it starts at a file
+//! offset `o` and address `o + (p_vaddr - p_offset of the first PT_LOAD)`,
+//! above every segment, so that kernels that compute `AT_PHDR` from
+//! `e_phoff` (prune-spec §7) still find the table. Then every reference is
+//! redirected: `R_X86_64_RELATIVE` addends, the words in place (RELR,
+//! absolute, and GNU ld's copies of RELA addends), and the values of
+//! symbols of `.hip_fatbin` in `.dynsym` and `.symtab` (the `-fgpu-rdc`
+//! `__hip_fatbin_*` names that `R_X86_64_64` relocations use). The old
+//! bytes of the section are zeroed; its file range stays mapped.
+//! x86-64 only, as the file map is.
+
+use super::{Placement, ReplaceError};
+use crate::elf::{ElfFile, SHF_ALLOC, SHT_DYNSYM, SHT_RELA, SHT_SYMTAB};
+use crate::layout::{FatBinary, FileMap, Storage};
+use crate::plan::Plan;
+use std::collections::BTreeMap;
+
+pub(super) const PT_LOAD: u32 = 1;
+pub(super) const PT_PHDR: u32 = 6;
+const PF_R: u32 = 4;
+const PHDR_SIZE: u64 = 56;
+const R_X86_64_RELATIVE: u32 = 8;
+/// Padding beyond this before the new segment (a huge `.bss`) is refused.
+const MAX_GAP: u64 = 1 << 30;
+
+/// Lays out a fat-binary region (`.hip_fatbin`, or a whole bundle file)
+/// with unit `r` replaced by `rebuilt`. Units before it keep their
+/// offsets; units after it shift by a multiple of the units' alignment.
+/// Returns the content and each unit's new offset in it.
+pub(super) fn relaid<'a>(
+    region: &'a [u8],
+    units_base: u64,
+    units: &[FatBinary],
+    r: usize,
+    rebuilt: Plan<'a>,
+) -> (Plan<'a>, Vec<u64>) {
+    let rel = |u: &FatBinary| u.offset - units_base;
+    // The largest power of two up to 4096 dividing every unit's offset.
+    let mut align = 4096u64;
+    while align > 1 && units.iter().any(|u| rel(u) % align != 0) {
+        align /= 2;
+    }
+    let old = units[r];
+    let (start, end) = (rel(&old) as usize, (rel(&old) + old.extent) as usize);
+    let n = rebuilt.len();
+    let last = r + 1 == units.len();
+    let pad = if last { 0 } else { n.div_ceil(align) * align - n };
+    let mut out = Plan::borrowed(region.get(..start).unwrap_or(&[]));
+    out.pieces.extend(rebuilt.pieces);
+    out.zeros(pad);
+    if !last {
+        out.borrow(region.get(end..).unwrap_or(&[]));
+    }
+    // Units after `r` start at or after its end, so this cannot underflow.
+    let shift = |u: &FatBinary| rel(u) - old.extent + (n + pad);
+    let offsets = units.iter().enumerate().map(|(j, u)| if j <= r { rel(u) } else { shift(u) }).collect();
+    (out, offsets)
+}
+
+/// The result of moving `.hip_fatbin`.
+pub(super) struct Moved<'a> {
+    pub placement: Placement,
+    pub unit_offsets: Vec<u64>,
+    pub output: Plan<'a>,
+}
+
+/// One program header.
+#[derive(Clone, Copy)]
+pub(super) struct Phdr {
+    pub p_type: u32,
+    pub flags: u32,
+    pub offset: u64,
+    pub vaddr: u64,
+    pub paddr: u64,
+    pub filesz: u64,
+    pub memsz: u64,
+    pub align: u64,
+}
+
+fn u16_at(d: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_le_bytes(d.get(at..at + 2)?.try_into().ok()?))
+}
+fn u32_at(d: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(d.get(at..at + 4)?.try_into().ok()?))
+}
+fn u64_at(d: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(d.get(at..at.checked_add(8)?)?.try_into().ok()?))
+}
+
+pub(super) fn read_phdrs(data: &[u8]) -> Result<Vec<Phdr>, String> {
+    let bad = || "the program header table lies outside the file".to_string();
+    let phoff = u64_at(data, 32).and_then(|v| usize::try_from(v).ok()).ok_or_else(bad)?;
+    if u16_at(data, 54) != Some(PHDR_SIZE as u16) {
+        return Err("program headers are not 56 bytes each".into());
+    }
+    let count = usize::from(u16_at(data, 56).ok_or_else(bad)?);
+    (0..count)
+        .map(|i| {
+            let at = phoff.checked_add(i * PHDR_SIZE as usize).ok_or_else(bad)?;
+            let e = data.get(at..at.checked_add(PHDR_SIZE as usize).ok_or_else(bad)?).ok_or_else(bad)?;
+            let w = |o| u64_at(e, o).unwrap_or(0);
+            Ok(Phdr {
+                p_type: u32_at(e, 0).unwrap_or(0),
+                flags: u32_at(e, 4).unwrap_or(0),
+                offset: w(8),
+                vaddr: w(16),
+                paddr: w(24),
+                filesz: w(32),
+                memsz: w(40),
+                align: w(48),
+            })
+        })
+        .collect()
+}
+
+fn put_phdr(out: &mut Vec<u8>, p: &Phdr) {
+    out.extend_from_slice(&p.p_type.to_le_bytes());
+    out.extend_from_slice(&p.flags.to_le_bytes());
+    for v in [p.offset, p.vaddr, p.paddr, p.filesz, p.memsz, p.align] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+}
+
+/// The file offset where address `addr` is stored, per the PT_LOADs.
+fn file_offset(phdrs: &[Phdr], addr: u64) -> Option<u64> {
+    phdrs.iter().filter(|p| p.p_type == PT_LOAD).find_map(|p| {
+        let rel = addr.checked_sub(p.vaddr)?;
+        (rel.checked_add(8)? <= p.filesz).then(|| p.offset + rel)
+    })
+}
+
+/// Small edits to the input, by file offset.
+struct Edits(BTreeMap<u64, Vec<u8>>);
+
+impl Edits {
+    fn word(&mut self, at: u64, value: u64) {
+        self.0.insert(at, value.to_le_bytes().to_vec());
+    }
+    /// The input with the edits and the zeroed range applied.
+    fn apply<'a>(&self, data: &'a [u8], zero: (u64, u64)) -> Result<Plan<'a>, ReplaceError> {
+        let mut all: Vec<(u64, Option<&Vec<u8>>, u64)> =
+            self.0.iter().map(|(at, b)| (*at, Some(b), b.len() as u64)).collect();
+        all.push((zero.0, None, zero.1));
+        all.sort_by_key(|e| e.0);
+        let mut plan = Plan::new();
+        let mut at = 0u64;
+        for (start, bytes, len) in all {
+            let end = start.checked_add(len).filter(|&e| start >= at && e <= data.len() as u64);
+            let Some(end) = end else {
+                return Err(ReplaceError::Segments(format!("overlapping or out-of-file edit at {start:#x}")));
+            };
+            plan.borrow(&data[at as usize..start as usize]);
+            match bytes {
+                Some(b) => plan.own(b.clone()),
+                None => plan.zeros(len),
+            }
+            at = end;
+        }
+        plan.borrow(&data[at as usize..]);
+        Ok(plan)
+    }
+}
+
+/// Moves `.hip_fatbin` of `data` (mapped by `map`) to a new segment, with
+/// unit `r` replaced by `rebuilt`.
+pub(super) fn move_fatbin<'a>(
+    data: &'a [u8],
+    map: &FileMap,
+    r: usize,
+    rebuilt: Plan<'a>,
+) -> Result<Moved<'a>, ReplaceError> {
+    let refuse = |why: String| ReplaceError::Segments(why);
+    let elf = ElfFile::parse(data).map_err(|e| refuse(e.to_string()))?;
+    if !matches!(elf.header.e_type, 2 | 3) {
+        return Err(refuse("only executables and shared libraries have segments".into()));
+    }
+    let phdrs = read_phdrs(data).map_err(refuse)?;
+    let loads: Vec<&Phdr> = phdrs.iter().filter(|p| p.p_type == PT_LOAD).collect();
+    let (Some(first), Some(last_index)) = (loads.first(), phdrs.iter().rposition(|p| p.p_type == PT_LOAD)) else {
+        return Err(refuse("the file has no PT_LOAD segment".into()));
+    };
+    if loads.windows(2).any(|w| w[1].vaddr < w[0].vaddr) {
+        return Err(refuse("its PT_LOAD segments are not sorted by address".into()));
+    }
+    let align = loads.iter().map(|p| p.align).max().unwrap_or(0).max(4096);
+    if !align.is_power_of_two() || align > 1 << 30 {
+        return Err(refuse(format!("segment alignment {align:#x} is not a usable power of two")));
+    }
+    let delta = first.vaddr.wrapping_sub(first.offset);
+    if delta % align != 0 {
+        return Err(refuse("the first PT_LOAD's address and offset are not congruent".into()));
+    }
+    let max_end = loads
+        .iter()
+        .map(|p| p.vaddr.checked_add(p.memsz))
+        .try_fold(0u64, |m, e| e.map(|e| m.max(e)))
+        .ok_or_else(|| refuse("a segment ends past the address space".into()))?;
+    let file_len = data.len() as u64;
+    let wanted = file_len.max(max_end.saturating_sub(delta));
+    let seg_offset = wanted.div_ceil(align).checked_mul(align).filter(|o| o - file_len <= MAX_GAP);
+    let Some(seg_offset) = seg_offset else {
+        return Err(refuse("the new segment would need more than 1 GiB of padding (a huge .bss?)".into()));
+    };
+    let seg_addr = seg_offset.checked_add(delta).ok_or_else(|| refuse("addresses overflow".into()))?;
+    let count = phdrs.len() + 1;
+    if count >= 0xffff {
+        return Err(refuse("too many program headers".into()));
+    }
+    let table_len = count as u64 * PHDR_SIZE;
+    let fatbin_rel = table_len.div_ceil(4096) * 4096;
+
+    let fat_index = (1..elf.sections.len())
+        .find(|&i| elf.section_name(i).ok() == Some(b".hip_fatbin".as_slice()))
+        .ok_or_else(|| refuse("no .hip_fatbin section".into()))?;
+    let region = data
+        .get(map.fatbin_offset as usize..(map.fatbin_offset + map.fatbin_size) as usize)
+        .ok_or_else(|| refuse(".hip_fatbin lies outside the file".into()))?;
+    let (content, offsets) = relaid(region, map.fatbin_offset, &map.units, r, rebuilt);
+    let new_size = content.len();
+    let (new_off, new_addr) = (seg_offset + fatbin_rel, seg_addr + fatbin_rel);
+    let (old_addr, old_size) = (map.fatbin_addr, map.fatbin_size);
+    let old_units: Vec<u64> = map.units.iter().map(|u| u.section_offset).collect();
+    let replaced_start = old_units[r];
+    // Where an address into the old section is now. A pointer into the
+    // middle of the replaced unit has no new counterpart.
+    let moved = |a: u64| -> Option<u64> {
+        let rel = a.checked_sub(old_addr).filter(|&rel| rel <= old_size)?;
+        if rel == old_size {
+            return Some(new_addr + new_size);
+        }
+        match map.units.iter().rposition(|u| u.section_offset <= rel) {
+            None => Some(new_addr + rel),
+            Some(j) if j == r => (rel == replaced_start).then_some(new_addr + offsets[r]),
+            Some(j) => Some(new_addr + offsets[j] + (rel - old_units[j])),
+        }
+    };
+    let unmovable = |what: String, a: u64| refuse(format!("{what} points at {a:#x}, inside the replaced fat binary"));
+
+    let mut edits = Edits(BTreeMap::new());
+    edits.word(32, seg_offset);
+    edits.0.insert(56, (count as u16).to_le_bytes().to_vec());
+    let shoff = elf_shoff(data)?;
+    let sh_at = shoff + fat_index as u64 * 64;
+    edits.word(sh_at + 16, new_addr);
+    edits.word(sh_at + 24, new_off);
+    edits.word(sh_at + 32, new_size);
+    for (index, sh) in elf.sections.iter().enumerate() {
+        let table = elf.section_data(index).map_err(|e| refuse(e.to_string()))?;
+        if sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM {
+            for (i, sym) in table.chunks_exact(24).enumerate() {
+                let shndx = u16::from_le_bytes([sym[6], sym[7]]);
+                let value = u64_at(sym, 8).unwrap_or(0);
+                if usize::from(shndx) != fat_index {
+                    continue;
+                }
+                let to = moved(value).ok_or_else(|| unmovable(format!("symbol {i} of section {index}"), value))?;
+                edits.word(sh.offset + i as u64 * 24 + 8, to);
+            }
+        } else if sh.sh_type == SHT_RELA && sh.flags & SHF_ALLOC != 0 {
+            for (i, rel) in table.chunks_exact(24).enumerate() {
+                let (r_offset, info, addend) =
+                    (u64_at(rel, 0).unwrap_or(0), u64_at(rel, 8).unwrap_or(0), u64_at(rel, 16).unwrap_or(0));
+                if info as u32 != R_X86_64_RELATIVE || addend.wrapping_sub(old_addr) >= old_size {
+                    continue;
+                }
+                let to =
+                    moved(addend).ok_or_else(|| unmovable(format!("relocation {i} of section {index}"), addend))?;
+                edits.word(sh.offset + i as u64 * 24 + 16, to);
+                // GNU ld also writes the addend in place.
+                if let Some(at) = file_offset(&phdrs, r_offset).filter(|&at| u64_at(data, at as usize) == Some(addend))
+                {
+                    edits.word(at, to);
+                }
+            }
+        }
+    }
+    for (record, w) in map.wrappers.iter().enumerate() {
+        let word = u64_at(data, (w.offset + 8) as usize).unwrap_or(0);
+        let must = matches!(w.storage, Storage::Relr | Storage::Absolute);
+        if word == 0 && !must {
+            continue;
+        }
+        let to = moved(word).ok_or_else(|| unmovable(format!("wrapper record {record}"), word))?;
+        edits.word(w.offset + 8, to);
+    }
+
+    let mut table = Vec::with_capacity(table_len as usize);
+    for (i, p) in phdrs.iter().enumerate() {
+        let mut p = *p;
+        if p.p_type == PT_PHDR {
+            (p.offset, p.vaddr, p.paddr, p.filesz, p.memsz) = (seg_offset, seg_addr, seg_addr, table_len, table_len);
+        }
+        put_phdr(&mut table, &p);
+        if i == last_index {
+            let seg_len = fatbin_rel + new_size;
+            let load = Phdr {
+                p_type: PT_LOAD,
+                flags: PF_R,
+                offset: seg_offset,
+                vaddr: seg_addr,
+                paddr: seg_addr,
+                filesz: seg_len,
+                memsz: seg_len,
+                align,
+            };
+            put_phdr(&mut table, &load);
+        }
+    }
+    let mut output = edits.apply(data, (map.fatbin_offset, map.fatbin_size))?;
+    output.zeros(seg_offset - file_len);
+    output.own(table);
+    output.zeros(fatbin_rel - table_len);
+    output.pieces.extend(content.pieces);
+    Ok(Moved {
+        placement: Placement::NewSegment { offset: new_off, addr: new_addr, segment_offset: seg_offset },
+        unit_offsets: offsets.iter().map(|o| new_off + o).collect(),
+        output,
+    })
+}
+
+fn elf_shoff(data: &[u8]) -> Result<u64, ReplaceError> {
+    u64_at(data, 40).ok_or_else(|| ReplaceError::Segments("no section header offset".into()))
+}
