@@ -120,6 +120,8 @@ pub enum Sub {
     },
     /// Drop the device code of other GPU targets from a HIP host binary
     Prune(PruneCli),
+    /// Put a new code object in place of one entry of a HIP host binary or bundle
+    Replace(ReplaceCli),
     /// The GPUs of this machine (KFD sysfs, NVML) and their target IDs
     Gpus {
         /// Read sysfs under DIR instead of / (default: $OFFLOAD_SYSFS_ROOT, read by the command)
@@ -233,6 +235,34 @@ pub struct PruneCli {
     input: String,
 }
 
+#[derive(Args, Debug)]
+pub struct ReplaceCli {
+    /// The entry to replace: its bundle entry ID or target ID (gfx90a:xnack+)
+    #[arg(long, value_name = "ID")]
+    entry: String,
+    /// The fat binary, where several hold the entry (0-based, in file order)
+    #[arg(long, value_name = "N")]
+    unit: Option<usize>,
+    /// The new code object (an AMDGPU ELF file)
+    #[arg(long = "with", value_name = "CODE-OBJECT")]
+    with: String,
+    /// Check and report; write nothing
+    #[arg(long)]
+    dry_run: bool,
+    /// Machine-readable report (schema in the README)
+    #[arg(long)]
+    json: bool,
+    /// Skip re-reading the output before it replaces anything
+    #[arg(long)]
+    no_verify: bool,
+    /// The output file (- for standard output)
+    #[arg(short, long, value_name = "OUT", required_unless_present = "dry_run")]
+    output: Option<String>,
+    /// The HIP host binary (executable, shared library or object) or bundle file
+    #[arg(value_name = "IN")]
+    input: String,
+}
+
 fn parse_gpu(text: &str) -> Result<Gpu, String> {
     Gpu::parse(text).map_err(|e| e.to_string())
 }
@@ -273,6 +303,7 @@ pub enum Command {
         files: Vec<String>,
     },
     Prune(PruneArgs),
+    Replace(ReplaceArgs),
     Gpus {
         sysfs_root: Option<std::path::PathBuf>,
         json: bool,
@@ -305,6 +336,19 @@ pub struct PruneArgs {
     pub verify: bool,
     /// `--mode cut`: parsed, refused by the command (not implemented yet).
     pub cut: bool,
+    pub input: String,
+    pub output: Option<String>,
+}
+
+/// `offload replace`'s options.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReplaceArgs {
+    pub entry: String,
+    pub unit: Option<usize>,
+    pub with: String,
+    pub dry_run: bool,
+    pub json: bool,
+    pub verify: bool,
     pub input: String,
     pub output: Option<String>,
 }
@@ -364,6 +408,16 @@ impl From<Sub> for Command {
                 cut: p.mode == Mode::Cut,
                 input: p.input,
                 output: p.output,
+            }),
+            Sub::Replace(r) => Command::Replace(ReplaceArgs {
+                entry: r.entry,
+                unit: r.unit,
+                with: r.with,
+                dry_run: r.dry_run,
+                json: r.json,
+                verify: !r.no_verify,
+                input: r.input,
+                output: r.output,
             }),
             Sub::Gpus { sysfs_root, json } => Command::Gpus { sysfs_root, json },
             Sub::Size { keep, json, paths } => Command::Size { paths, keep: targets(keep), json },

@@ -77,6 +77,24 @@ fn prune_options() {
 }
 
 #[test]
+fn replace_options() {
+    let args = ["replace", "--entry", "gfx90a:xnack+", "--unit", "1", "--with", "co", "--no-verify", "in", "-o", "out"];
+    let Command::Replace(a) = p(&args).unwrap() else { panic!() };
+    assert_eq!((a.entry.as_str(), a.unit, a.with.as_str()), ("gfx90a:xnack+", Some(1), "co"));
+    assert!(!a.verify && !a.dry_run && !a.json);
+    assert_eq!((a.input.as_str(), a.output.as_deref()), ("in", Some("out")));
+    let Command::Replace(a) = p(&["replace", "--entry=gfx906", "--with=co", "--dry-run", "--json", "in"]).unwrap()
+    else {
+        panic!()
+    };
+    assert!(a.dry_run && a.json && a.verify && a.unit.is_none() && a.output.is_none());
+    assert!(err(&["replace", "--with", "co", "in", "-o", "x"]).contains("--entry"));
+    assert!(err(&["replace", "--entry", "gfx906", "in", "-o", "x"]).contains("--with"));
+    err(&["replace", "--entry", "gfx906", "--with", "co", "in"]);
+    err(&["replace", "--entry", "gfx906", "--unit", "-1", "--with", "co", "in", "-o", "x"]);
+}
+
+#[test]
 fn new_commands_follow_the_contract() {
     assert_eq!(
         p(&["size", "--keep", "gfx906,gfx90a", "--json", "a", "b"]).unwrap(),

@@ -10,6 +10,7 @@ mod inputs;
 mod output;
 mod progress;
 mod prune;
+mod replace;
 mod size;
 
 use args::{Command, Filter};
@@ -43,6 +44,7 @@ fn main() -> ExitCode {
         Command::Select { gpu, runtime, json, files } => select_cmd(&argv0, &files, &gpu, runtime, json, colors(json)),
         Command::Verify { json, files } => verify(&argv0, &files, json, colors(json)),
         Command::Prune(args) => prune::run(&argv0, &args),
+        Command::Replace(args) => replace::run(&argv0, &args),
         Command::Extract { filters, gpu, runtime, output, dir, json, file } => {
             extract(&argv0, &file, &filters, gpu.as_ref(), runtime, output, dir, json)
         }

@@ -212,7 +212,7 @@ fn punch_holes(file: &std::fs::File, pruned: &Pruned) {
 
 /// Gives the output the input's permission bits: a pruned executable or
 /// library must stay executable (staged outputs get the default mode).
-fn keep_mode(input: &str, output: &str) {
+pub(crate) fn keep_mode(input: &str, output: &str) {
     use std::os::unix::fs::PermissionsExt;
     if output == "-" || input == "-" {
         return;

@@ -1,0 +1,168 @@
+//! `offload replace`: puts a new code object in place of one entry of a
+//! HIP host binary or bundle file (the library's `replace` module does the
+//! work). The output is checked from its own bytes before it replaces
+//! anything, and written atomically; the input is never modified.
+
+use crate::args::ReplaceArgs;
+use crate::output;
+use offload_cli::io;
+use offload_format::layout::UnitKind;
+use offload_format::replace::{self, Placement, Replaced};
+
+/// `replace --json`: the report (key order is the schema's).
+#[derive(serde::Serialize)]
+struct Report<'a> {
+    file: &'a str,
+    dry_run: bool,
+    entry: &'a str,
+    unit: usize,
+    format: String,
+    placement: &'static str,
+    old_object_size: u64,
+    new_object_size: u64,
+    unit_offset: u64,
+    new_unit_offset: u64,
+    old_unit_size: u64,
+    new_unit_size: u64,
+    output_size: u64,
+    fatbin_offset: Option<u64>,
+    fatbin_address: Option<u64>,
+    processor: &'a str,
+    old_e_flags: String,
+    new_e_flags: String,
+    symbols: &'a [String],
+}
+
+fn format_name(r: &Replaced) -> String {
+    match (r.unit.kind, r.new_version) {
+        (UnitKind::Bundle, _) => "bundle".into(),
+        (UnitKind::Compressed { version: old }, Some(new)) if new != old => format!("compressed v{old}->v{new}"),
+        (UnitKind::Compressed { version }, _) => format!("compressed v{version}"),
+    }
+}
+
+fn report(path: &str, r: &Replaced, json: bool, dry_run: bool) {
+    let (fatbin_offset, fatbin_address) = match r.placement {
+        Placement::NewSegment { offset, addr, .. } => (Some(offset), Some(addr)),
+        _ => (None, None),
+    };
+    let placement = match r.placement {
+        Placement::InPlace => "in-place",
+        Placement::NewSegment { .. } => "new-segment",
+        Placement::Rewritten => "rewritten",
+    };
+    if fatbin_offset.is_some() {
+        eprintln!(
+            "warning: {path}: the output has a new segment and a moved program header table; run llvm-strip/llvm-objcopy on it, not GNU strip/objcopy"
+        );
+    }
+    let new_unit_offset = r.new_unit_offsets.get(r.unit_index).copied().unwrap_or(r.unit.offset);
+    if json {
+        let report = Report {
+            file: path,
+            dry_run,
+            entry: &r.entry_id,
+            unit: r.unit_index,
+            format: format_name(r),
+            placement,
+            old_object_size: r.old_size,
+            new_object_size: r.new_size,
+            unit_offset: r.unit.offset,
+            new_unit_offset,
+            old_unit_size: r.unit.used,
+            new_unit_size: r.new_unit_size,
+            output_size: r.output().len(),
+            fatbin_offset,
+            fatbin_address,
+            processor: &r.object.processor,
+            old_e_flags: format!("{:#x}", r.object.old_flags),
+            new_e_flags: format!("{:#x}", r.object.new_flags),
+            symbols: &r.object.symbols,
+        };
+        println!("{}", output::json(&report));
+        return;
+    }
+    let verb = if dry_run { "would replace" } else { "replaced" };
+    println!(
+        "{path}: {verb} entry {} of fat binary {} ({}, offset {:#x}): code object {} -> {} bytes, fat binary {} -> {} bytes",
+        r.entry_id,
+        r.unit_index,
+        format_name(r),
+        r.unit.offset,
+        r.old_size,
+        r.new_size,
+        r.unit.used,
+        r.new_unit_size
+    );
+    println!(
+        "  target {} (e_flags {:#x} -> {:#x}); {} kernel descriptors and variables defined by both",
+        r.object.processor,
+        r.object.old_flags,
+        r.object.new_flags,
+        r.object.symbols.len()
+    );
+    match r.placement {
+        Placement::InPlace => println!("  written in place; the file keeps its size"),
+        Placement::Rewritten => println!("  the bundle file is rebuilt ({} bytes)", r.output().len()),
+        Placement::NewSegment { offset, addr, .. } => {
+            println!(
+                "  it did not fit in place: .hip_fatbin moved to a new segment at offset {offset:#x} (address {addr:#x}); the file is {} bytes",
+                r.output().len()
+            );
+        }
+    }
+}
+
+fn open(argv0: &str, path: &str) -> Result<io::Input, u8> {
+    io::Input::open(path).map_err(|e| {
+        eprintln!("{argv0}: error: '{path}': {}", io::error_text(&e));
+        1
+    })
+}
+
+/// Runs the command; returns the exit status.
+pub fn run(argv0: &str, args: &ReplaceArgs) -> u8 {
+    let path = &args.input;
+    let (input, object) = match (open(argv0, path), open(argv0, &args.with)) {
+        (Ok(i), Ok(o)) => (i, o),
+        (Err(code), _) | (_, Err(code)) => return code,
+    };
+    let (data, new) = (input.bytes(), object.bytes());
+    let fail = |e: &dyn std::fmt::Display| {
+        eprintln!("{argv0}: error: {path}: {e}");
+        1
+    };
+    let replaced = match replace::plan(data, new, &args.entry, args.unit) {
+        Ok(r) => r,
+        Err(e) => return fail(&e),
+    };
+    let Some(out_path) = args.output.as_deref().filter(|_| !args.dry_run) else {
+        report(path, &replaced, args.json, true);
+        return 0;
+    };
+    let mut outputs = io::Outputs::new();
+    if let Err(e) = outputs.stage(out_path, replaced.output(), &[&input, &object]) {
+        return fail(&e);
+    }
+    if args.verify {
+        // Checked from the staged file itself, as a reader will see it.
+        let check = outputs.staged_file(0).ok_or_else(|| "the staged output is missing".to_string()).and_then(|f| {
+            // SAFETY: a private read-only map of our own staging file,
+            // which nothing else writes to.
+            let written = unsafe { memmap2::Mmap::map(f) }.map_err(|e| io::error_text(&e))?;
+            replace::verify(&written, data, &replaced, new).map_err(|e| e.to_string())
+        });
+        if let Err(e) = check {
+            return fail(&e);
+        }
+    }
+    if let Err(e) = outputs.commit() {
+        return fail(&e);
+    }
+    crate::prune::keep_mode(path, out_path);
+    // With `-o -` the output is standard output: no report there.
+    if out_path != "-" {
+        report(path, &replaced, args.json, false);
+    }
+    0
+}
