@@ -225,6 +225,11 @@ pub(super) fn move_fatbin<'a>(
         .ok_or_else(|| refuse(".hip_fatbin lies outside the file".into()))?;
     let (content, offsets) = relaid(region, map.fatbin_offset, &map.units, r, rebuilt);
     let new_size = content.len();
+    // Every address and offset below lies in the new segment.
+    let seg_len = fatbin_rel + new_size;
+    if seg_addr.checked_add(seg_len).is_none() || seg_offset.checked_add(seg_len).is_none() {
+        return Err(refuse("the new segment would end past the address space".into()));
+    }
     let (new_off, new_addr) = (seg_offset + fatbin_rel, seg_addr + fatbin_rel);
     let (old_addr, old_size) = (map.fatbin_addr, map.fatbin_size);
     let old_units: Vec<u64> = map.units.iter().map(|u| u.section_offset).collect();
@@ -300,7 +305,6 @@ pub(super) fn move_fatbin<'a>(
         }
         put_phdr(&mut table, &p);
         if i == last_index {
-            let seg_len = fatbin_rel + new_size;
             let load = Phdr {
                 p_type: PT_LOAD,
                 flags: PF_R,

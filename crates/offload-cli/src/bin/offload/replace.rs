@@ -6,6 +6,7 @@
 use crate::args::ReplaceArgs;
 use crate::output;
 use offload_cli::io;
+use offload_format::inspect::{self, Options, Severity};
 use offload_format::layout::UnitKind;
 use offload_format::replace::{self, Placement, Replaced};
 
@@ -113,6 +114,24 @@ fn report(path: &str, r: &Replaced, json: bool, dry_run: bool) {
     }
 }
 
+/// What `offload verify` says of the output: an error it finds that it
+/// does not find in the input stops the command.
+fn deep_check(output: &[u8], input: &[u8], path: &str) -> Result<(), String> {
+    let deep = Options { deep: true, ..Default::default() };
+    let errors = |inv: &offload_format::inspect::Inventory| {
+        inv.diagnostics.iter().filter(|d| d.severity == Severity::Error).map(|d| d.message.clone()).collect::<Vec<_>>()
+    };
+    let after = errors(&inspect::scan(output, path, &deep));
+    if after.is_empty() {
+        return Ok(());
+    }
+    let before = errors(&inspect::scan(input, path, &deep));
+    match after.iter().find(|e| !before.contains(e)) {
+        Some(e) => Err(format!("offload verify finds an error in the output: {e}")),
+        None => Ok(()),
+    }
+}
+
 fn open(argv0: &str, path: &str) -> Result<io::Input, u8> {
     io::Input::open(path).map_err(|e| {
         eprintln!("{argv0}: error: '{path}': {}", io::error_text(&e));
@@ -150,7 +169,8 @@ pub fn run(argv0: &str, args: &ReplaceArgs) -> u8 {
             // SAFETY: a private read-only map of our own staging file,
             // which nothing else writes to.
             let written = unsafe { memmap2::Mmap::map(f) }.map_err(|e| io::error_text(&e))?;
-            replace::verify(&written, data, &replaced, new).map_err(|e| e.to_string())
+            replace::verify(&written, data, &replaced, new).map_err(|e| e.to_string())?;
+            deep_check(&written, data, path)
         });
         if let Err(e) = check {
             return fail(&e);
