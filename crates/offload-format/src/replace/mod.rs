@@ -183,6 +183,10 @@ pub struct Replaced<'a> {
     pub placement: Placement,
     /// File offset of every fat binary in the output (same order).
     pub new_unit_offsets: Vec<u64>,
+    /// Ranges of the output (file offset, length) that are zeros: the
+    /// slack of a fat binary rewritten in place, or the old `.hip_fatbin`
+    /// and the padding before a new segment. A writer may punch them out.
+    pub zeroed: Vec<(u64, u64)>,
     output: Plan<'a>,
 }
 
@@ -353,6 +357,7 @@ pub fn plan<'a>(
         object: check,
         placement: Placement::InPlace,
         new_unit_offsets: units.iter().map(|u| u.offset).collect(),
+        zeroed: Vec::new(),
         output: Plan::new(),
     };
     if input == InputKind::RawBundle {
@@ -369,6 +374,7 @@ pub fn plan<'a>(
         out.zeros(fat.extent - needed);
         out.borrow(data.get(start + fat.extent as usize..).unwrap_or(&[]));
         replaced.output = out;
+        replaced.zeroed = vec![(fat.offset + needed, fat.extent - needed)];
         return Ok(replaced);
     }
     let Some(map) = map.filter(|m| !m.relocatable) else {
@@ -385,6 +391,7 @@ pub fn plan<'a>(
     let moved = segment::move_fatbin(data, &map, unit_index, rebuilt)?;
     replaced.placement = moved.placement;
     replaced.new_unit_offsets = moved.unit_offsets;
+    replaced.zeroed = moved.zeroed;
     replaced.output = moved.output;
     Ok(replaced)
 }

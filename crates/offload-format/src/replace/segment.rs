@@ -69,6 +69,7 @@ pub(super) fn relaid<'a>(
 pub(super) struct Moved<'a> {
     pub placement: Placement,
     pub unit_offsets: Vec<u64>,
+    pub zeroed: Vec<(u64, u64)>,
     pub output: Plan<'a>,
 }
 
@@ -326,6 +327,7 @@ pub(super) fn move_fatbin<'a>(
     Ok(Moved {
         placement: Placement::NewSegment { offset: new_off, addr: new_addr, segment_offset: seg_offset },
         unit_offsets: offsets.iter().map(|o| new_off + o).collect(),
+        zeroed: vec![(map.fatbin_offset, map.fatbin_size), (file_len, seg_offset - file_len)],
         output,
     })
 }

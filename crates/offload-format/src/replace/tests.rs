@@ -42,6 +42,14 @@ fn replace_and_check(data: &[u8], new: &[u8], wanted: &str, unit: Option<usize>)
     let r = plan(data, new, wanted, unit).unwrap();
     let out = r.output().to_vec();
     verify(&out, data, &r, new).unwrap();
+    // What the plan calls zeros (a writer punches them out) is zeros.
+    for &(at, len) in &r.zeroed {
+        assert!(out[at as usize..(at + len) as usize].iter().all(|&b| b == 0), "{at:#x}+{len}");
+    }
+    if let Placement::NewSegment { .. } = r.placement {
+        let map = FileMap::read(data).unwrap();
+        assert!(r.zeroed.contains(&(map.fatbin_offset, map.fatbin_size)), "{:?}", r.zeroed);
+    }
     assert_eq!(entry_bytes(&out, r.unit_index, r.entry_index), new);
     (out, r.placement, r.unit_index)
 }

@@ -132,6 +132,30 @@ fn deep_check(output: &[u8], input: &[u8], path: &str) -> Result<(), String> {
     }
 }
 
+/// Gives the whole pages of the zeroed ranges back to the file system
+/// (`FALLOC_FL_PUNCH_HOLE`): a moved `.hip_fatbin` leaves its old bytes as
+/// zeros. They read as zeros either way, so an error (no support, a pipe)
+/// changes nothing.
+fn punch_holes(file: &std::fs::File, zeroed: &[(u64, u64)]) {
+    use std::os::fd::AsRawFd;
+    const PAGE: u64 = 4096;
+    for &(offset, len) in zeroed {
+        let start = offset.div_ceil(PAGE) * PAGE;
+        let end = offset.saturating_add(len) / PAGE * PAGE;
+        if end > start {
+            // SAFETY: fallocate only reads its arguments; the descriptor is open.
+            unsafe {
+                libc::fallocate(
+                    file.as_raw_fd(),
+                    libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                    start as libc::off_t,
+                    (end - start) as libc::off_t,
+                );
+            }
+        }
+    }
+}
+
 fn open(argv0: &str, path: &str) -> Result<io::Input, u8> {
     io::Input::open(path).map_err(|e| {
         eprintln!("{argv0}: error: '{path}': {}", io::error_text(&e));
@@ -162,6 +186,9 @@ pub fn run(argv0: &str, args: &ReplaceArgs) -> u8 {
     let mut outputs = io::Outputs::new();
     if let Err(e) = outputs.stage(out_path, replaced.output(), &[&input, &object]) {
         return fail(&e);
+    }
+    if let Some(file) = outputs.staged_file(0) {
+        punch_holes(file, &replaced.zeroed);
     }
     if args.verify {
         // Checked from the staged file itself, as a reader will see it.
