@@ -208,7 +208,14 @@ pub fn entry_matches(id: &str, wanted: &str) -> bool {
     if entry.target.is_empty() {
         return false;
     }
+    // An entry ID with another offload kind (`hip-` for `hipv4-`) names
+    // the same triple and target.
+    let kind = wanted.split('-').next().unwrap_or("");
+    let given = split_entry_id(wanted);
     let (triple, target) = match wanted.rsplit_once("--") {
+        Some(_) if ["hip", "hipv4", "hcc", "openmp", "cuda"].contains(&kind) => {
+            (Some(given.triple.as_str()), given.target.as_str())
+        }
         Some((t, target)) => (Some(t), target),
         None => (None, wanted),
     };

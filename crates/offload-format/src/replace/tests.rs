@@ -190,6 +190,9 @@ fn entries_are_found_by_id_or_target_and_ambiguity_is_an_error() {
     assert_eq!(out, data, "putting an object back changes nothing");
     assert!(entry_matches("hipv4-amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack-", "gfx90a:xnack-:sramecc+"));
     assert!(!entry_matches("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-", "gfx90a"));
+    assert!(entry_matches("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-", "hip-amdgcn-amd-amdhsa--gfx90a:xnack-"));
+    assert!(entry_matches("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-", "amdgcn-amd-amdhsa--gfx90a:xnack-"));
+    assert!(!entry_matches("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-", "hipv4-amdgcn-amd-amdpal--gfx90a:xnack-"));
     assert!(!entry_matches("host-x86_64-unknown-linux-gnu-", "gfx90a"));
 }
 
