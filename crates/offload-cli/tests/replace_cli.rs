@@ -88,6 +88,12 @@ fn replaces_in_place_and_in_a_new_segment_and_the_result_lists_and_verifies() {
             assert_eq!((&x.0, &x.1, size), (&y.0, &y.1, y.2), "row {i}");
         }
         assert_eq!(extract(&out, "2", &dir.path().join("back.co")), new);
+        // `select` for a gfx90a:xnack+ GPU loads the new object from unit 0.
+        let sel = offload(&["select", "--json", "--gpu", "gfx90a:xnack+", p(&out)]);
+        assert!(sel.status.success(), "{}", stderr(&sel));
+        let chosen: Vec<Value> = serde_json::from_slice(&sel.stdout).unwrap();
+        let unit0 = chosen.iter().find(|r| r["selected"] == true && r["unit"] == 0).unwrap();
+        assert_eq!(unit0["size"], new.len() as u64, "{unit0}");
         let verify = offload(&["verify", p(&out)]);
         assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stdout));
         use std::os::unix::fs::PermissionsExt;
