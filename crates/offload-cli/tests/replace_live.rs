@@ -14,6 +14,10 @@
 //! * Debian's real `libamdhip64.so.5` registers the code (no GPU here);
 //! * `llvm-readelf -lS` reads the output without a warning, and the output
 //!   still runs after `llvm-strip`.
+//!
+//! One library has 100 MiB of `.bss`: its new segment is placed above it
+//! without padding the file (address no longer equal to offset, which only
+//! executables need).
 
 mod common;
 
@@ -149,6 +153,12 @@ impl Tools {
             (exe.clone(), exe)
         };
         c.args(&objs).arg(format!("-L{}", self.dir.path().display())).args(["-lamdhip64", "-lstdc++"]);
+        if name.contains("bigbss") {
+            // 100 MiB of .bss: the new segment goes above it without padding.
+            let bss = dir.join("bss.c");
+            std::fs::write(&bss, "char big_bss[100 << 20];\nchar *touch_bss(void) { return big_bss; }\n").unwrap();
+            c.arg("-fPIC").arg(&bss);
+        }
         check(&mut c);
         if kind == "so" {
             check(
@@ -254,6 +264,7 @@ fn replaced_code_objects_are_what_the_runtime_reads() {
         ("gnu-so-compress", "bfd", "so", false, true, false),
         ("gnu-so-rdc", "bfd", "so", true, false, false),
         ("lld-so-rdc-compress", "lld", "so", true, true, false),
+        ("lld-so-bigbss", "lld", "so", false, false, false),
     ];
     for (name, ld, kind, rdc, compress, relr) in variants {
         let (target, program, dir) = t.build(name, ld, kind, rdc, compress, relr);

@@ -28,8 +28,10 @@ pub(super) const PT_PHDR: u32 = 6;
 const PF_R: u32 = 4;
 const PHDR_SIZE: u64 = 56;
 const R_X86_64_RELATIVE: u32 = 8;
-/// Padding beyond this before the new segment (a huge `.bss`) is refused.
-const MAX_GAP: u64 = 1 << 30;
+/// Most zero padding written to keep a new segment's address equal to its
+/// offset plus the first PT_LOAD's bias (a large `.bss` needs that much).
+const MAX_GAP: u64 = 64 << 20;
+const PT_INTERP: u32 = 3;
 
 /// Lays out a fat-binary region (`.hip_fatbin`, or a whole bundle file)
 /// with unit `r` replaced by `rebuilt`. Units before it keep their
@@ -205,12 +207,26 @@ pub(super) fn move_fatbin<'a>(
         .try_fold(0u64, |m, e| e.map(|e| m.max(e)))
         .ok_or_else(|| refuse("a segment ends past the address space".into()))?;
     let file_len = data.len() as u64;
-    let wanted = file_len.max(max_end.saturating_sub(delta));
-    let seg_offset = wanted.div_ceil(align).checked_mul(align).filter(|o| o - file_len <= MAX_GAP);
-    let Some(seg_offset) = seg_offset else {
-        return Err(refuse("the new segment would need more than 1 GiB of padding (a huge .bss?)".into()));
+    let up = |v: u64| v.div_ceil(align).checked_mul(align);
+    let identity = up(file_len.max(max_end.saturating_sub(delta))).filter(|o| o - file_len <= MAX_GAP);
+    let (seg_offset, seg_addr) = match identity {
+        Some(o) => (o, o.checked_add(delta).ok_or_else(|| refuse("addresses overflow".into()))?),
+        // A shared library (no PT_INTERP) is mapped by ld.so, which finds
+        // the table through PT_PHDR or the PT_LOAD holding it: any
+        // congruent address above the others will do, without padding.
+        None if elf.header.e_type == 3 && !phdrs.iter().any(|p| p.p_type == PT_INTERP) => {
+            match (up(file_len), up(max_end)) {
+                (Some(o), Some(a)) => (o, a),
+                _ => return Err(refuse("addresses overflow".into())),
+            }
+        }
+        None => {
+            return Err(refuse(
+                "an executable's new segment would need more than 64 MiB of padding (a large .bss) to keep its address equal to its offset"
+                    .into(),
+            ));
+        }
     };
-    let seg_addr = seg_offset.checked_add(delta).ok_or_else(|| refuse("addresses overflow".into()))?;
     let count = phdrs.len() + 1;
     if count >= 0xffff {
         return Err(refuse("too many program headers".into()));

@@ -210,24 +210,74 @@ fn cuda_entries_are_not_supported_yet() {
 
 #[test]
 fn damaged_inputs_give_errors_not_panics() {
-    let data = fixture("lld_relr.so");
-    let small = grown(&object(&data, 0, "gfx90a:xnack+"), 10);
-    let large = grown(&small, 70_000);
-    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-    for i in 0..600 {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        let mut d = data.clone();
-        let at = (seed % d.len() as u64) as usize;
-        d[at] = (seed >> 32) as u8;
-        let new = if i % 2 == 0 { &small } else { &large };
-        if let Ok(r) = plan(&d, new, "gfx90a:xnack+", Some(0)) {
-            let out = r.output().to_vec();
-            let _ = verify(&out, &d, &r, new);
+    // Mutations aimed at what the rewriter reads: the ELF and program
+    // headers, the section headers, and anywhere (tables, bundles).
+    for name in ["lld_relr.so", "gnu_rela.so", "nopie_gnu", "rdc_ccob_lld.so"] {
+        let data = fixture(name);
+        let wanted = "gfx90a:xnack+";
+        let small = grown(&object(&data, 0, wanted), 10);
+        let large = grown(&small, 70_000);
+        let shoff = u64::from_le_bytes(data[40..48].try_into().unwrap()) as usize;
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for i in 0..300 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let mut d = data.clone();
+            let at = match i % 3 {
+                0 => (seed % 0x400) as usize,
+                1 => shoff + (seed % (data.len() - shoff) as u64) as usize,
+                _ => (seed % d.len() as u64) as usize,
+            };
+            d[at] = (seed >> 32) as u8;
+            if i % 7 == 0 {
+                // A whole word: offsets and addresses far out of range.
+                let at = at.min(d.len() - 8) & !7;
+                d[at..at + 8].copy_from_slice(&(seed | 1 << 63).to_le_bytes());
+            }
+            let new = if i % 2 == 0 { &small } else { &large };
+            if let Ok(r) = plan(&d, new, wanted, Some(0)) {
+                // Bounded: MAX_GAP zeros at most before the new segment.
+                assert!(r.output().len() <= d.len() as u64 + (64 << 20) + (1 << 20));
+                let Some(out) = r.output().try_to_vec() else { continue };
+                let _ = verify(&out, &d, &r, new);
+            }
+        }
+        for cut in (0..data.len()).step_by(211) {
+            let _ = plan(&data[..cut], &small, wanted, Some(0));
+        }
+        // A damaged new object is refused or checked, never a panic.
+        for at in (0..small.len()).step_by(13) {
+            let mut o = small.clone();
+            o[at] ^= 0xa5;
+            let _ = plan(&data, &o, wanted, Some(0));
+            let _ = plan(&data, &small[..at], wanted, Some(0));
         }
     }
-    for cut in (0..data.len()).step_by(211) {
-        let _ = plan(&data[..cut], &small, "gfx90a:xnack+", Some(0));
-    }
+}
+
+/// `data` with 100 MiB more `.bss` in its last PT_LOAD.
+fn with_large_bss(data: &[u8]) -> Vec<u8> {
+    let mut d = data.to_vec();
+    let phoff = u64::from_le_bytes(d[32..40].try_into().unwrap()) as usize;
+    let count = u16::from_le_bytes([d[56], d[57]]) as usize;
+    let last = (0..count).rev().find(|i| d[phoff + i * 56] == 1).unwrap();
+    let at = phoff + last * 56 + 40;
+    let memsz = u64::from_le_bytes(d[at..at + 8].try_into().unwrap());
+    d[at..at + 8].copy_from_slice(&(memsz + (100 << 20)).to_le_bytes());
+    d
+}
+
+#[test]
+fn a_large_bss_moves_a_library_above_it_and_refuses_an_executable() {
+    let data = with_large_bss(&fixture("lld_relr.so"));
+    let new = grown(&object(&data, 0, "gfx90a:xnack+"), 70_000);
+    let (out, placement, _) = replace_and_check(&data, &new, "gfx90a:xnack+", Some(0));
+    let Placement::NewSegment { addr, offset, .. } = placement else { panic!("{placement:?}") };
+    assert!(addr >= 100 << 20 && offset < 1 << 20, "no padding for a library: {addr:#x} {offset:#x}");
+    assert!(out.len() < data.len() + (1 << 20), "no 100 MiB of padding");
+    let exe = with_large_bss(&fixture("nopie_gnu"));
+    let new = grown(&object(&exe, 0, "gfx90a:xnack+"), 70_000);
+    let e = plan(&exe, &new, "gfx90a:xnack+", Some(0)).unwrap_err();
+    assert!(e.to_string().contains("64 MiB of padding"), "{e}");
 }
