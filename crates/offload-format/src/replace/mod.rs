@@ -24,7 +24,7 @@ pub use check::verify;
 pub use object::{ObjectCheck, check_object};
 
 use crate::inspect::id::split_entry_id;
-use crate::layout::{FatBinary, FileMap, LayoutError, Target, UnitKind, fatbin};
+use crate::layout::{FatBinary, FileMap, LayoutError, Target, fatbin};
 use crate::plan::Plan;
 use crate::prune::rebuild::rebuild as rebuild_unit;
 use crate::prune::{PruneError, entry_infos as entry_infos_of};
@@ -392,9 +392,6 @@ pub fn plan<'a>(
                 .into(),
         });
     };
-    if fat.kind != UnitKind::Bundle && new_version.is_none() {
-        return Err(ReplaceError::Verify("a compressed unit was rebuilt without a version".into()));
-    }
     let moved = segment::move_fatbin(data, &map, unit_index, rebuilt)?;
     replaced.placement = moved.placement;
     replaced.new_unit_offsets = moved.unit_offsets;

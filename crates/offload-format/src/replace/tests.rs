@@ -5,8 +5,8 @@
 
 use super::*;
 use crate::bundle::binary;
-use crate::layout::Storage;
 use crate::layout::tests::fixture;
+use crate::layout::{Storage, UnitKind};
 use crate::prune::{Contents, read_contents};
 
 /// The code object of the entry ending in `target` in unit `unit`.
