@@ -827,6 +827,29 @@ pub fn prune_zero(data: &[u8]) {
     }
 }
 
+/// `offload replace`'s library side: the first AMDGPU code object of any
+/// input, grown a little (in place) and a lot (a new segment), put back in
+/// its entry's place is refused or gives an output that passes the check
+/// the CLI runs before committing.
+pub fn replace(data: &[u8]) {
+    use offload_format::{inspect, replace};
+    let inv = inspect::scan(data, "fuzz", &Default::default());
+    let Some(object) = inv.objects.iter().find(|o| o.target_id.starts_with("gfx")) else { return };
+    let Ok(old) = inv.bytes(object) else { return };
+    if old.len() > 1 << 20 {
+        return;
+    }
+    for extra in [16usize, 70_000] {
+        let mut new = old.to_vec();
+        new.resize(new.len() + extra, 0x5a);
+        let Ok(replaced) = replace::plan(data, &new, &object.id, None) else { continue };
+        let Some(out) = replaced.output().try_to_vec() else { continue };
+        if let Err(e) = replace::verify(&out, data, &replaced, &new) {
+            panic!("a replaced output fails its check: {e}");
+        }
+    }
+}
+
 // ------------------------------------------------------------ CUDA
 
 /// The CUDA fat binary reader over any bytes: every fat binary, entry,

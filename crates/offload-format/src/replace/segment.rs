@@ -136,7 +136,7 @@ fn put_phdr(out: &mut Vec<u8>, p: &Phdr) {
 fn file_offset(phdrs: &[Phdr], addr: u64) -> Option<u64> {
     phdrs.iter().filter(|p| p.p_type == PT_LOAD).find_map(|p| {
         let rel = addr.checked_sub(p.vaddr)?;
-        (rel.checked_add(8)? <= p.filesz).then(|| p.offset + rel)
+        (rel.checked_add(8)? <= p.filesz).then_some(p.offset.checked_add(rel)).flatten()
     })
 }
 
@@ -186,6 +186,8 @@ pub(super) fn move_fatbin<'a>(
         return Err(refuse("only executables and shared libraries have segments".into()));
     }
     let phdrs = read_phdrs(data).map_err(refuse)?;
+    // The rewrite keeps every segment: they must be sound to begin with.
+    segments_sound(data).map_err(|e| refuse(format!("the input's program headers: {e}")))?;
     let loads: Vec<&Phdr> = phdrs.iter().filter(|p| p.p_type == PT_LOAD).collect();
     let (Some(first), Some(last_index)) = (loads.first(), phdrs.iter().rposition(|p| p.p_type == PT_LOAD)) else {
         return Err(refuse("the file has no PT_LOAD segment".into()));
@@ -264,7 +266,9 @@ pub(super) fn move_fatbin<'a>(
             Some(j) => Some(new_addr + offsets[j] + (rel - old_units[j])),
         }
     };
-    let unmovable = |what: String, a: u64| refuse(format!("{what} points at {a:#x}, inside the replaced fat binary"));
+    let unmovable = |what: String, a: u64| {
+        refuse(format!("{what} points at {a:#x}, inside the replaced fat binary or outside .hip_fatbin"))
+    };
 
     let mut edits = Edits(BTreeMap::new());
     edits.word(32, seg_offset);
@@ -350,4 +354,37 @@ pub(super) fn move_fatbin<'a>(
 
 fn elf_shoff(data: &[u8]) -> Result<u64, ReplaceError> {
     u64_at(data, 40).ok_or_else(|| ReplaceError::Segments("no section header offset".into()))
+}
+
+/// PT_LOADs sorted, congruent, inside the file and not overlapping;
+/// PT_PHDR before them and inside one.
+pub(super) fn segments_sound(data: &[u8]) -> Result<(), String> {
+    let phdrs = read_phdrs(data)?;
+    let loads: Vec<_> = phdrs.iter().filter(|p| p.p_type == PT_LOAD).collect();
+    for w in loads.windows(2) {
+        if w[1].vaddr < w[0].vaddr.saturating_add(w[0].memsz) {
+            return Err(format!("PT_LOADs at {:#x} and {:#x} overlap or are out of order", w[0].vaddr, w[1].vaddr));
+        }
+    }
+    for l in &loads {
+        if l.align > 1 && l.offset % l.align != l.vaddr % l.align {
+            return Err(format!("the PT_LOAD at {:#x} is not congruent with its offset", l.vaddr));
+        }
+        if l.offset.checked_add(l.filesz).is_none_or(|e| e > data.len() as u64) {
+            return Err(format!("the PT_LOAD at {:#x} runs past the end of the file", l.vaddr));
+        }
+    }
+    let first_load = phdrs.iter().position(|p| p.p_type == PT_LOAD);
+    if let Some(at) = phdrs.iter().position(|p| p.p_type == PT_PHDR) {
+        let p = phdrs[at];
+        let inside = loads.iter().any(|l| {
+            p.vaddr >= l.vaddr
+                && p.vaddr.saturating_add(p.filesz) <= l.vaddr.saturating_add(l.filesz)
+                && p.offset.checked_sub(l.offset) == Some(p.vaddr - l.vaddr)
+        });
+        if first_load.is_some_and(|f| f < at) || !inside {
+            return Err("PT_PHDR does not lead the PT_LOADs or is not mapped by one".into());
+        }
+    }
+    Ok(())
 }

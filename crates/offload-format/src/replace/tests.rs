@@ -281,3 +281,17 @@ fn a_large_bss_moves_a_library_above_it_and_refuses_an_executable() {
     let e = plan(&exe, &new, "gfx90a:xnack+", Some(0)).unwrap_err();
     assert!(e.to_string().contains("64 MiB of padding"), "{e}");
 }
+
+#[test]
+fn unsound_program_headers_are_refused_before_a_move() {
+    // Found by the `replace` fuzz target: a PT_LOAD running past the end
+    // of the file was carried into the output, which then failed its check.
+    let mut data = fixture("rdc_ccob_lld.so");
+    let phoff = u64::from_le_bytes(data[32..40].try_into().unwrap()) as usize;
+    let load = (0..8).find(|i| data[phoff + i * 56] == 1).unwrap();
+    let at = phoff + load * 56 + 32;
+    data[at..at + 8].copy_from_slice(&(1u64 << 40).to_le_bytes());
+    let new = grown(&object(&data, 0, "gfx906"), 70_000);
+    let e = plan(&data, &new, "gfx906", None).unwrap_err();
+    assert!(e.to_string().contains("runs past the end of the file"), "{e}");
+}
