@@ -270,6 +270,7 @@ pub(super) fn move_fatbin<'a>(
         refuse(format!("{what} points at {a:#x}, inside the replaced fat binary or outside .hip_fatbin"))
     };
 
+    let wrapper_words: Vec<u64> = map.wrappers.iter().map(|w| w.addr.wrapping_add(8)).collect();
     let mut edits = Edits(BTreeMap::new());
     edits.word(32, seg_offset);
     edits.0.insert(56, (count as u16).to_le_bytes().to_vec());
@@ -296,6 +297,13 @@ pub(super) fn move_fatbin<'a>(
                     (u64_at(rel, 0).unwrap_or(0), u64_at(rel, 8).unwrap_or(0), u64_at(rel, 16).unwrap_or(0));
                 if info as u32 != R_X86_64_RELATIVE || addend.wrapping_sub(old_addr) >= old_size {
                     continue;
+                }
+                // Only wrapper records are known to point into the section
+                // (kpack checks the same); anything else is not understood.
+                if !wrapper_words.contains(&r_offset) {
+                    return Err(refuse(format!(
+                        "relocation {i} of section {index} (at {r_offset:#x}) points into .hip_fatbin but is not a wrapper record's pointer"
+                    )));
                 }
                 let to =
                     moved(addend).ok_or_else(|| unmovable(format!("relocation {i} of section {index}"), addend))?;

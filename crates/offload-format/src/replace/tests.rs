@@ -295,3 +295,30 @@ fn unsound_program_headers_are_refused_before_a_move() {
     let e = plan(&data, &new, "gfx906", None).unwrap_err();
     assert!(e.to_string().contains("runs past the end of the file"), "{e}");
 }
+
+#[test]
+fn other_references_into_the_fat_binaries_are_refused_before_a_move() {
+    // Found by the `replace` fuzz target: a relocation outside the wrapper
+    // records pointing into .hip_fatbin (GNU ld also stores its addend in
+    // place, so following it would change another section).
+    let data = fixture("gnu_rela.so");
+    let map = FileMap::read(&data).unwrap();
+    let file = crate::elf::ElfFile::parse(&data).unwrap();
+    let rela = (1..file.sections.len()).find(|&i| file.section_name(i).ok() == Some(b".rela.dyn".as_slice())).unwrap();
+    let sh = file.sections[rela];
+    let wrappers: Vec<u64> = map.wrappers.iter().map(|w| w.addr + 8).collect();
+    let mut d = data.clone();
+    let entry = (0..sh.size / 24)
+        .map(|i| (sh.offset + i * 24) as usize)
+        .find(|&at| {
+            let r_offset = u64::from_le_bytes(d[at..at + 8].try_into().unwrap());
+            d[at + 8] == 8 && !wrappers.contains(&r_offset)
+        })
+        .unwrap();
+    d[entry + 16..entry + 24].copy_from_slice(&(map.fatbin_addr + 16).to_le_bytes());
+    let new = grown(&object(&d, 0, "gfx906"), 70_000);
+    let e = plan(&d, &new, "gfx906", Some(0)).unwrap_err();
+    assert!(e.to_string().contains("is not a wrapper record's pointer"), "{e}");
+    // In place nothing moves, so nothing else needs following.
+    assert!(plan(&d, &grown(&object(&d, 0, "gfx906"), 8), "gfx906", Some(0)).is_ok());
+}
