@@ -326,6 +326,28 @@ pub(super) fn move_fatbin<'a>(
         edits.word(w.offset + 8, to);
     }
 
+    // Every rewritten byte must belong to what the move is meant to
+    // change; a section laid over them (only a damaged file has one) is
+    // not understood.
+    let zero = (map.fatbin_offset, map.fatbin_size);
+    for (index, sh) in elf.sections.iter().enumerate() {
+        let name = elf.section_name(index).unwrap_or(b"");
+        let expected = matches!(sh.sh_type, SHT_RELA | SHT_SYMTAB | SHT_DYNSYM)
+            || name == b".hip_fatbin"
+            || name == b".hipFatBinSegment";
+        if sh.flags & SHF_ALLOC == 0 || sh.sh_type == crate::elf::SHT_NOBITS || expected || sh.size == 0 {
+            continue;
+        }
+        let overlaps = |at: u64, len: u64| at < sh.offset.saturating_add(sh.size) && sh.offset < at.saturating_add(len);
+        let hit =
+            edits.0.iter().map(|(at, b)| (*at, b.len() as u64)).chain([zero]).find(|&(at, len)| overlaps(at, len));
+        if let Some((at, _)) = hit {
+            return Err(refuse(format!(
+                "section {} overlaps bytes the move rewrites at {at:#x}",
+                elf.display_name(index)
+            )));
+        }
+    }
     let mut table = Vec::with_capacity(table_len as usize);
     for (i, p) in phdrs.iter().enumerate() {
         let mut p = *p;

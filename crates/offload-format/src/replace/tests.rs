@@ -322,3 +322,18 @@ fn other_references_into_the_fat_binaries_are_refused_before_a_move() {
     // In place nothing moves, so nothing else needs following.
     assert!(plan(&d, &grown(&object(&d, 0, "gfx906"), 8), "gfx906", Some(0)).is_ok());
 }
+
+#[test]
+fn sections_laid_over_rewritten_bytes_are_refused_before_a_move() {
+    // Found by the `replace` fuzz target: a damaged section header put an
+    // allocated section over the ELF header, which a move rewrites.
+    let data = fixture("lld_relr.so");
+    let file = crate::elf::ElfFile::parse(&data).unwrap();
+    let rodata = (1..file.sections.len()).find(|&i| file.section_name(i).ok() == Some(b".rodata".as_slice())).unwrap();
+    let shoff = u64::from_le_bytes(data[40..48].try_into().unwrap()) as usize;
+    let mut d = data.clone();
+    d[shoff + rodata * 64 + 24..shoff + rodata * 64 + 32].copy_from_slice(&16u64.to_le_bytes());
+    let new = grown(&object(&d, 0, "gfx906"), 70_000);
+    let e = plan(&d, &new, "gfx906", Some(0)).unwrap_err();
+    assert!(e.to_string().contains("overlaps bytes the move rewrites at 0x20"), "{e}");
+}
