@@ -317,6 +317,15 @@ pub(super) fn move_fatbin<'a>(
         }
     }
     for (record, w) in map.wrappers.iter().enumerate() {
+        // The symbols of .hip_fatbin move; one of another section whose
+        // value happens to lie in it (a damaged file) would not.
+        if let Storage::Symbolic { symbol, section, .. } = &w.storage
+            && usize::from(*section) != fat_index
+        {
+            return Err(refuse(format!(
+                "wrapper record {record} points through symbol '{symbol}', which is not defined in .hip_fatbin"
+            )));
+        }
         let word = u64_at(data, (w.offset + 8) as usize).unwrap_or(0);
         let must = matches!(w.storage, Storage::Relr | Storage::Absolute);
         if word == 0 && !must {

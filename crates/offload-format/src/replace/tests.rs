@@ -337,3 +337,25 @@ fn sections_laid_over_rewritten_bytes_are_refused_before_a_move() {
     let e = plan(&d, &new, "gfx906", Some(0)).unwrap_err();
     assert!(e.to_string().contains("overlaps bytes the move rewrites at 0x20"), "{e}");
 }
+
+#[test]
+fn a_wrapper_symbol_of_another_section_is_refused_before_a_move() {
+    // Found by the `replace` fuzz target: the -fgpu-rdc alias given another
+    // section index kept its value when the section moved.
+    let mut data = fixture("rdc_ccob_lld.so");
+    let file = crate::elf::ElfFile::parse(&data).unwrap();
+    let dynsym = (1..file.sections.len()).find(|&i| file.sections[i].sh_type == crate::elf::SHT_DYNSYM).unwrap();
+    let sh = file.sections[dynsym];
+    let strings = file.string_table(sh.link as usize).unwrap();
+    let at = (0..sh.size / 24)
+        .map(|i| (sh.offset + i * 24) as usize)
+        .find(|&at| {
+            let name = u32::from_le_bytes(data[at..at + 4].try_into().unwrap());
+            crate::elf::c_string(strings, name).is_some_and(|n| n.starts_with(b"__hip_fatbin_"))
+        })
+        .unwrap();
+    data[at + 6..at + 8].copy_from_slice(&1u16.to_le_bytes());
+    let new = grown(&object(&data, 0, "gfx906"), 70_000);
+    let e = plan(&data, &new, "gfx906", None).unwrap_err();
+    assert!(e.to_string().contains("which is not defined in .hip_fatbin"), "{e}");
+}
