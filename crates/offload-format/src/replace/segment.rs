@@ -279,9 +279,13 @@ pub(super) fn move_fatbin<'a>(
     edits.word(sh_at + 16, new_addr);
     edits.word(sh_at + 24, new_off);
     edits.word(sh_at + 32, new_size);
+    // The symbol tables: by type, and whatever a relocation section names
+    // as its table (the file map reads symbols from there, whatever its type).
+    let linked: Vec<usize> =
+        elf.sections.iter().filter(|sh| sh.sh_type == SHT_RELA).map(|sh| sh.link as usize).collect();
     for (index, sh) in elf.sections.iter().enumerate() {
         let table = elf.section_data(index).map_err(|e| refuse(e.to_string()))?;
-        if sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM {
+        if sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM || linked.contains(&index) {
             for (i, sym) in table.chunks_exact(24).enumerate() {
                 let shndx = u16::from_le_bytes([sym[6], sym[7]]);
                 let value = u64_at(sym, 8).unwrap_or(0);

@@ -359,3 +359,18 @@ fn a_wrapper_symbol_of_another_section_is_refused_before_a_move() {
     let e = plan(&data, &new, "gfx906", None).unwrap_err();
     assert!(e.to_string().contains("which is not defined in .hip_fatbin"), "{e}");
 }
+
+#[test]
+fn a_wrapper_symbol_table_of_another_type_still_moves() {
+    // Found by the `replace` fuzz target: .dynsym's type damaged; the file
+    // map still reads the -fgpu-rdc alias through the relocation's link.
+    let mut data = fixture("rdc_ccob_lld.so");
+    let file = crate::elf::ElfFile::parse(&data).unwrap();
+    let dynsym = (1..file.sections.len()).find(|&i| file.sections[i].sh_type == crate::elf::SHT_DYNSYM).unwrap();
+    let shoff = u64::from_le_bytes(data[40..48].try_into().unwrap()) as usize;
+    data[shoff + dynsym * 64 + 4..shoff + dynsym * 64 + 8].copy_from_slice(&1u32.to_le_bytes());
+    let new = grown(&object(&data, 0, "gfx906"), 70_000);
+    if let Ok(r) = plan(&data, &new, "gfx906", None) {
+        verify(&r.output().to_vec(), &data, &r, &new).unwrap();
+    }
+}
