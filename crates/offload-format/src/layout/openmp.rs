@@ -433,4 +433,4 @@ impl OpenMpMap {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -13,6 +13,7 @@
 //! header changes, so every byte outside the rewritten fat binaries stays.
 
 mod check;
+pub mod openmp;
 pub mod rules;
 
 pub use check::verify;
