@@ -197,3 +197,47 @@ fn pruned_openmp_programs_run_on_the_host_plugin_until_its_image_is_dropped() {
         assert!(!ok && stderr.contains("Found 0 image(s)"), "{name}: {stderr}");
     }
 }
+
+/// Without LLVM: the committed clang 19 fixture through the CLI.
+#[test]
+fn the_cli_prunes_the_committed_fixture_and_refuses_what_it_cannot_do() {
+    let input = source().with_file_name("gnu_pie");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("pruned");
+    let o = out.to_str().unwrap();
+    let r = offload(&["prune", "--keep", "x86_64-pc-linux-gnu", "--json", "-o", o], &input);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let v: Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert_eq!(v["format"], "openmp");
+    assert_eq!(v["dry_run"], false);
+    let fates: Vec<(&str, bool)> = v["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| (i["triple"].as_str().unwrap(), i["kept"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(fates, [("x86_64-pc-linux-gnu", true), ("amdgcn-amd-amdhsa", false)]);
+    assert_eq!(
+        (v["descriptors"][0]["old_count"].as_u64(), v["descriptors"][0]["new_count"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert_eq!(listed(&out), [("x86_64-pc-linux-gnu".to_string(), String::new())]);
+    // The output keeps the input's mode: a pruned program stays executable.
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&out).unwrap().permissions().mode() & 0o111, 0o111);
+
+    // Dry runs write nothing; what cannot be done is refused with a reason.
+    let dry = offload(&["prune", "--drop", "gfx90a", "--dry-run"], &input);
+    assert!(dry.status.success() && String::from_utf8_lossy(&dry.stdout).contains("would drop 1 of 2 OpenMP images"));
+    for (args, says) in [
+        (&["prune", "--keep", "gfx90a", "--mode", "cut", "-o", o][..], "cut"),
+        (&["prune", "--keep-gpu", "gfx90a", "-o", o][..], "--keep-gpu"),
+        (&["prune", "--keep", "gfx942", "-o", o][..], "--allow-empty"),
+    ] {
+        let before = std::fs::read(&out).unwrap();
+        let r = offload(args, &input);
+        assert_eq!(r.status.code(), Some(1), "{args:?}");
+        assert!(String::from_utf8_lossy(&r.stderr).contains(says), "{args:?}: {}", String::from_utf8_lossy(&r.stderr));
+        assert_eq!(std::fs::read(&out).unwrap(), before, "{args:?} touched the existing output");
+    }
+}
