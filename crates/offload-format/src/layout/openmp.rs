@@ -193,14 +193,31 @@ fn u64_at(data: &[u8], at: u64) -> Option<u64> {
     Some(u64::from_le_bytes(data.get(at..at.checked_add(8)?)?.try_into().ok()?))
 }
 
-/// The file offset of the `len` bytes at address `addr`, through the
-/// allocated section that holds them.
-fn file_offset(file: &ElfFile, addr: u64, len: u64) -> Option<u64> {
-    file.sections.iter().find_map(|s| {
-        let rel = addr.checked_sub(s.addr)?;
-        let inside = s.flags & SHF_ALLOC != 0 && s.sh_type != SHT_NOBITS && rel.checked_add(len)? <= s.size;
-        inside.then(|| s.offset.checked_add(rel)).flatten()
-    })
+/// The allocated sections with file contents, by address, to turn an
+/// address into a file offset in O(log n) (a hostile file may hold 65 000
+/// sections and a million relocations).
+struct Spans(Vec<(u64, u64, u64)>);
+
+impl Spans {
+    fn new(file: &ElfFile) -> Spans {
+        let mut v: Vec<(u64, u64, u64)> = file
+            .sections
+            .iter()
+            .filter(|s| s.flags & SHF_ALLOC != 0 && s.sh_type != SHT_NOBITS && s.size > 0)
+            .map(|s| (s.addr, s.size, s.offset))
+            .collect();
+        v.sort_unstable();
+        Spans(v)
+    }
+
+    /// The file offset of the `len` bytes at address `addr`, through the
+    /// allocated section that holds them.
+    fn file_offset(&self, addr: u64, len: u64) -> Option<u64> {
+        let i = self.0.partition_point(|s| s.0 <= addr).checked_sub(1)?;
+        let &(start, size, offset) = self.0.get(i)?;
+        let rel = addr - start;
+        (rel.checked_add(len)? <= size).then(|| offset.checked_add(rel)).flatten()
+    }
 }
 
 /// Walks `.llvm.offloading`: OffloadBinaries back to back, zero runs of any
@@ -247,13 +264,14 @@ fn walk(section: &[u8], offset: u64, addr: u64) -> Result<Vec<Image>, OpenMpErro
 /// Resolves pointer words: relocations of a linked file, or words in place.
 struct Resolver<'f, 'a> {
     file: &'f ElfFile<'a>,
+    spans: Spans,
     relocs: HashMap<u64, Vec<Found>>,
 }
 
 impl Resolver<'_, '_> {
     fn word(&self, addr: u64) -> Result<Word, OpenMpError> {
         let fail = |reason: String| OpenMpError::Pointer { addr, reason };
-        let offset = file_offset(self.file, addr, 8).ok_or_else(|| fail("not inside a section of the file".into()))?;
+        let offset = self.spans.file_offset(addr, 8).ok_or_else(|| fail("not inside a section of the file".into()))?;
         let in_place = u64_at(self.file.data, offset).ok_or_else(|| fail("past the end of the file".into()))?;
         let found = self.relocs.get(&addr);
         let (storage, value) = pointers::resolve(self.file, found, in_place, 0).map_err(|e| fail(e.to_string()))?;
@@ -338,7 +356,7 @@ impl OpenMpMap {
         };
         let relocs =
             pointers::relocations(&file, false, 0, &|_| true).map_err(|e| OpenMpError::Relocations(e.to_string()))?;
-        let resolver = Resolver { file: &file, relocs };
+        let resolver = Resolver { file: &file, spans: Spans::new(&file), relocs };
         let starts: HashMap<u64, usize> = map.images.iter().enumerate().map(|(i, im)| (im.start, i)).collect();
         // Record candidates: an image start followed by that image's end.
         let records: Vec<u64> = resolver
@@ -357,12 +375,17 @@ impl OpenMpMap {
         for (addr, value) in resolver.pointers_to(&|v| record_set.contains(&v), sec.addr) {
             by_table.entry(value).or_default().push(addr.wrapping_sub(8));
         }
+        // Every counted record is a candidate, so the counts together can
+        // not exceed the candidates: this bounds the work on hostile files.
+        // One more per descriptor lets its first bad record say what is
+        // wrong with it.
+        let mut budget = records.len() + by_table.len();
         for (table, descs) in &by_table {
             let [desc] = descs.as_slice() else {
                 let reason = format!("{} words point at it; which is the descriptor is unclear", descs.len());
                 return Err(OpenMpError::Table { addr: *table, reason });
             };
-            map.descriptors.push(map.descriptor(&resolver, *desc, &starts)?);
+            map.descriptors.push(map.descriptor(&resolver, *desc, &starts, &mut budget)?);
         }
         map.check_tables(&records)?;
         Ok(map)
@@ -373,11 +396,16 @@ impl OpenMpMap {
         resolver: &Resolver,
         addr: u64,
         starts: &HashMap<u64, usize>,
+        budget: &mut usize,
     ) -> Result<Descriptor, OpenMpError> {
         let fail = |reason: String| OpenMpError::Pointer { addr, reason };
-        let offset = file_offset(resolver.file, addr, 32).ok_or_else(|| fail("descriptor outside the file".into()))?;
+        let offset = resolver.spans.file_offset(addr, 32).ok_or_else(|| fail("descriptor outside the file".into()))?;
         let count = u64_at(resolver.file.data, offset).ok_or_else(|| fail("past the end of the file".into()))? as u32;
         let table = resolver.word(addr.wrapping_add(8))?;
+        *budget = budget.checked_sub(count as usize).ok_or_else(|| OpenMpError::Table {
+            addr: table.value,
+            reason: format!("NumDeviceImages is {count}, more records than the file holds"),
+        })?;
         let mut records = Vec::new();
         for i in 0..u64::from(count) {
             let at = table.value.wrapping_add(i * IMAGE_RECORD_SIZE);

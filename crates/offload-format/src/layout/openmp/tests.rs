@@ -95,6 +95,10 @@ fn a_record_that_brackets_no_image_is_refused() {
     let at = map.descriptors[0].offset as usize;
     d[at..at + 4].copy_from_slice(&3u32.to_le_bytes());
     assert!(OpenMpMap::read(&d).is_err());
+    // A huge count is refused before any record is read.
+    d[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    let err = OpenMpMap::read(&d).unwrap_err().to_string();
+    assert!(err.contains("more records than the file holds"), "{err}");
 }
 
 #[test]
