@@ -242,15 +242,16 @@ fn walk(section: &[u8], offset: u64, addr: u64) -> Result<Vec<Image>, OpenMpErro
             )));
         }
         let entry = binary.entry();
-        let here = addr + pos as u64;
+        // Addresses come from the file: wrapping, never overflowing.
         // parse_chunk checked image_offset + image_size <= size <= rest.len().
-        let start = here + entry.image_offset;
+        let here = addr.wrapping_add(pos as u64);
+        let start = here.wrapping_add(entry.image_offset);
         images.push(Image {
             offset: at,
             addr: here,
             size: binary.data().len() as u64,
             start,
-            end: start + entry.image_size,
+            end: start.wrapping_add(entry.image_size),
             triple: binary.triple().into_owned(),
             arch: binary.arch().into_owned(),
             offload_kind: binary.offload_kind(),
@@ -304,7 +305,7 @@ impl Resolver<'_, '_> {
                 for (i, w) in bytes.get(first as usize..).unwrap_or(&[]).chunks_exact(8).enumerate() {
                     let mut b = [0u8; 8];
                     b.copy_from_slice(w);
-                    let addr = s.addr + first + i as u64 * 8;
+                    let addr = s.addr.wrapping_add(first + i as u64 * 8);
                     if wanted(u64::from_le_bytes(b)) && !self.relocs.contains_key(&addr) {
                         out.push((addr, u64::from_le_bytes(b)));
                     }
@@ -357,13 +358,20 @@ impl OpenMpMap {
         let relocs =
             pointers::relocations(&file, false, 0, &|_| true).map_err(|e| OpenMpError::Relocations(e.to_string()))?;
         let resolver = Resolver { file: &file, spans: Spans::new(&file), relocs };
-        let starts: HashMap<u64, usize> = map.images.iter().enumerate().map(|(i, im)| (im.start, i)).collect();
+        // clang 19 brackets the image inside each OffloadBinary; newer
+        // wrappers bracket the whole buffer when it is not an
+        // OffloadBinary. Both are understood: start -> (image, end).
+        let mut starts: HashMap<u64, (usize, u64)> = HashMap::new();
+        for (i, im) in map.images.iter().enumerate() {
+            starts.insert(im.start, (i, im.end));
+            starts.insert(im.addr, (i, im.addr.wrapping_add(im.size)));
+        }
         // Record candidates: an image start followed by that image's end.
         let records: Vec<u64> = resolver
             .pointers_to(&|v| starts.contains_key(&v), sec.addr)
             .into_iter()
             .filter(|&(addr, v)| {
-                let end = starts.get(&v).map(|&i| map.images[i].end);
+                let end = starts.get(&v).map(|&(_, end)| end);
                 resolver.word(addr.wrapping_add(8)).ok().map(|w| w.value) == end
             })
             .map(|(addr, _)| addr)
@@ -395,7 +403,7 @@ impl OpenMpMap {
         &self,
         resolver: &Resolver,
         addr: u64,
-        starts: &HashMap<u64, usize>,
+        starts: &HashMap<u64, (usize, u64)>,
         budget: &mut usize,
     ) -> Result<Descriptor, OpenMpError> {
         let fail = |reason: String| OpenMpError::Pointer { addr, reason };
@@ -412,7 +420,7 @@ impl OpenMpMap {
             let fields = [0u64, 8, 16, 24].map(|f| resolver.word(at.wrapping_add(f)));
             let [a, b, c, d] = fields;
             let fields = [a?, b?, c?, d?];
-            let image = starts.get(&fields[0].value).copied().filter(|&im| self.images[im].end == fields[1].value);
+            let image = starts.get(&fields[0].value).filter(|&&(_, end)| end == fields[1].value).map(|&(im, _)| im);
             let Some(image) = image else {
                 let reason = format!(
                     "record {i} brackets {:#x}..{:#x}, which is no image of .llvm.offloading",

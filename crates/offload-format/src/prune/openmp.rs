@@ -58,6 +58,14 @@ pub enum OpenMpPruneError {
         /// The word's address.
         addr: u64,
     },
+    /// A dropped image that no understood table registers.
+    #[error(
+        "the OpenMP image at offset {offset:#x} is registered by no table this tool understands; it cannot be dropped safely"
+    )]
+    Unregistered {
+        /// The image's file offset.
+        offset: u64,
+    },
     /// Two edits touch the same bytes: tables or relocations that share
     /// storage, which no linker writes.
     #[error("two edits overlap at file offset {offset:#x}: table words share storage")]
@@ -153,7 +161,7 @@ pub struct OpenMpPruned {
     pub descriptors: Vec<DescriptorChange>,
     /// The edits, by file offset, none overlapping.
     pub edits: Vec<(u64, Edit)>,
-    /// Images no descriptor registers (pruned all the same).
+    /// Images no descriptor registers (kept: dropping one is refused).
     pub unreferenced: Vec<usize>,
 }
 
@@ -244,6 +252,12 @@ pub fn plan(map: &OpenMpMap, rules: &Rules) -> Result<OpenMpPruned, OpenMpPruneE
         return Err(OpenMpPruneError::KeepGpu);
     }
     let kept: Vec<bool> = map.images.iter().map(|im| rules.keeps_image(&im.triple, &im.arch)).collect();
+    // An image no understood table registers may be reached some other
+    // way: zeroing it could break that, keeping it never does.
+    let unreferenced = map.unreferenced();
+    if let Some(&i) = unreferenced.iter().find(|&&i| !kept[i]) {
+        return Err(OpenMpPruneError::Unregistered { offset: map.images[i].offset });
+    }
     let mut edits = Vec::new();
     let mut descriptors = Vec::new();
     for d in &map.descriptors {
@@ -276,7 +290,7 @@ pub fn plan(map: &OpenMpMap, rules: &Rules) -> Result<OpenMpPruned, OpenMpPruneE
         return Err(OpenMpPruneError::Overlap { offset: w[1].0 });
     }
     let images = map.images.iter().zip(kept).map(|(im, kept)| ImageFate { image: im.clone(), kept }).collect();
-    Ok(OpenMpPruned { images, descriptors, edits, unreferenced: map.unreferenced() })
+    Ok(OpenMpPruned { images, descriptors, edits, unreferenced })
 }
 
 #[cfg(test)]

@@ -87,7 +87,7 @@ fn report(path: &str, pruned: &OpenMpPruned, json: bool, dry_run: bool) {
     }
     if !pruned.unreferenced.is_empty() {
         eprintln!(
-            "warning: {path}: {} OpenMP images are registered by no descriptor (pruned all the same)",
+            "warning: {path}: {} OpenMP images are registered by no table this tool understands (kept)",
             pruned.unreferenced.len()
         );
     }

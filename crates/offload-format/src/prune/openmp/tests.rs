@@ -165,3 +165,41 @@ fn damaged_inputs_are_refused_or_pruned_into_outputs_that_pass_the_check() {
         assert!(pruned > 100, "{name}: only {pruned} mutated copies could be pruned");
     }
 }
+
+#[test]
+fn images_registered_in_no_understood_way_are_kept_or_refused() {
+    // Point record 1 past its image: the map refuses it. Then make the
+    // table hold one record only: image 1 is unreferenced.
+    let data = fixture("nopie_gnu");
+    let map = OpenMpMap::read(&data).unwrap();
+    let mut d = data.clone();
+    let at = map.descriptors[0].offset as usize;
+    d[at..at + 4].copy_from_slice(&1u32.to_le_bytes());
+    let r1 = &map.descriptors[0].records[1].fields;
+    for w in &r1[..2] {
+        d[w.offset as usize..w.offset as usize + 8].fill(0);
+    }
+    let map = OpenMpMap::read(&d).unwrap();
+    assert_eq!(map.unreferenced(), [1]);
+    let err = plan(&map, &rules(&["x86_64-pc-linux-gnu"], &[])).unwrap_err();
+    assert_eq!(err, OpenMpPruneError::Unregistered { offset: map.images[1].offset });
+    // Keeping it is always safe.
+    let kept = plan(&map, &Rules { allow_empty: true, ..rules(&["gfx90a"], &[]) }).unwrap();
+    assert_eq!(kept.unreferenced, [1]);
+    assert!(kept.images[1].kept && !kept.images[0].kept);
+}
+
+#[test]
+fn records_that_bracket_the_whole_offload_binary_are_understood() {
+    // Newer clang brackets the whole buffer when it is no OffloadBinary;
+    // the map takes either convention.
+    let data = fixture("nopie_gnu");
+    let map = OpenMpMap::read(&data).unwrap();
+    let mut d = data.clone();
+    let r1 = &map.descriptors[0].records[1].fields;
+    let im = &map.images[1];
+    d[r1[0].offset as usize..r1[0].offset as usize + 8].copy_from_slice(&im.addr.to_le_bytes());
+    d[r1[1].offset as usize..r1[1].offset as usize + 8].copy_from_slice(&(im.addr + im.size).to_le_bytes());
+    let (_, map, _) = prune_ok(&d, &rules(&[], &["x86_64-pc-linux-gnu"]));
+    assert_eq!(map.descriptors[0].records[1].image, 1);
+}
