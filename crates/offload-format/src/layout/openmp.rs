@@ -312,11 +312,18 @@ impl Resolver<'_, '_> {
                 }
             }
         }
-        for &addr in self.relocs.keys() {
-            if let Ok(w) = self.word(addr)
-                && wanted(w.value)
-            {
-                out.push((addr, w.value));
+        // Only the storages a table word may have (RELATIVE, RELR): a
+        // library may hold millions of relocations, and resolving each in
+        // full would cost seconds. A record stored another way stays
+        // unfound, so its image counts as unregistered and is kept.
+        for (&addr, found) in &self.relocs {
+            let value = match found.as_slice() {
+                [Found::Rela { r_type: pointers::R_X86_64_RELATIVE, addend, .. }] => Some(*addend),
+                [Found::Relr] => self.spans.file_offset(addr, 8).and_then(|o| u64_at(self.file.data, o)),
+                _ => None,
+            };
+            if let Some(v) = value.filter(|&v| wanted(v)) {
+                out.push((addr, v));
             }
         }
         out.sort_unstable();

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 pub const SHT_RELR: u32 = 19;
 const R_X86_64_64: u32 = 1;
-const R_X86_64_RELATIVE: u32 = 8;
+pub(super) const R_X86_64_RELATIVE: u32 = 8;
 
 /// How a pointer word is given its value.
 #[derive(Clone, Debug, PartialEq, Eq)]
