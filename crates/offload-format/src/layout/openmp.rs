@@ -180,12 +180,13 @@ impl OpenMpMap {
     }
 }
 
-/// Whether `data` is an ELF file with an allocated `SHT_LLVM_OFFLOADING`
-/// section and no `.hip_fatbin`: the files the OpenMP map is for.
+/// Whether `data` is an ELF file with an `SHT_LLVM_OFFLOADING` section and
+/// no `.hip_fatbin`: the files the OpenMP map is for (it refuses objects
+/// and unallocated sections with a reason).
 pub fn is_openmp_host(data: &[u8]) -> bool {
     let Ok(file) = ElfFile::parse(data) else { return false };
     let hip = (1..file.sections.len()).any(|i| file.section_name(i).ok() == Some(b".hip_fatbin"));
-    !hip && file.sections.iter().any(|s| s.sh_type == SHT_LLVM_OFFLOADING && s.flags & SHF_ALLOC != 0)
+    !hip && file.sections.iter().any(|s| s.sh_type == SHT_LLVM_OFFLOADING)
 }
 
 fn u64_at(data: &[u8], at: u64) -> Option<u64> {

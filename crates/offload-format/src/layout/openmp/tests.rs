@@ -76,6 +76,12 @@ fn other_files_are_refused_with_a_reason() {
     assert!(!is_openmp_host(&hip));
     assert_eq!(OpenMpMap::read(&hip), Err(OpenMpError::NoOffloading));
     assert!(FIXTURES.iter().all(|f| is_openmp_host(&fixture(f))));
+    // An object's images are registered only when it is linked.
+    let object = fixture("omp_x86.o");
+    assert!(is_openmp_host(&object));
+    let err = OpenMpMap::read(&object).unwrap_err();
+    assert_eq!(err, OpenMpError::Relocatable);
+    assert!(err.to_string().contains("prune the linked program"), "{err}");
 }
 
 #[test]
