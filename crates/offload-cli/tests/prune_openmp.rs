@@ -1,8 +1,9 @@
 //! `offload prune` on real OpenMP offloading programs built by clang 19's
 //! new driver with two device images (x86_64-pc-linux-gnu, which
 //! libomptarget 19's host plugin runs, and amdgcn-amd-amdhsa gfx90a, which
-//! no plugin here can run): a GNU ld PIE, a non-PIE executable and an lld
-//! RELR shared library. Each runs its target region on device 0 before
+//! no plugin here can run): GNU ld and lld PIEs (RELA, with and without
+//! the address in place), a non-PIE executable and an lld RELR shared
+//! library. Each runs its target region on device 0 before
 //! and after the amdgcn image is pruned, and fails with
 //! `OMP_TARGET_OFFLOAD=MANDATORY` once the x86_64 image is pruned too,
 //! which shows the image really left (prune-spec §6, verification 4).
@@ -94,7 +95,12 @@ fn build(clang: &Path, omp: &Path, dir: &Path) -> Vec<Variant> {
     ];
     let link = [format!("-L{}", omp.display()), "-lomptarget.devicertl".to_string()];
     let mut out = Vec::new();
-    for (name, extra) in [("gnu_pie", ["-fuse-ld=bfd", "-pie"]), ("nopie_gnu", ["-fuse-ld=bfd", "-no-pie"])] {
+    let executables = [
+        ("gnu_pie", ["-fuse-ld=bfd", "-pie"]),
+        ("lld_pie", ["-fuse-ld=lld", "-pie"]),
+        ("nopie_gnu", ["-fuse-ld=bfd", "-no-pie"]),
+    ];
+    for (name, extra) in executables {
         let exe = dir.join(name);
         check(Command::new(clang).args(flags).args(extra).arg(source()).arg("-o").arg(&exe).args(&link));
         out.push(Variant { name, target: exe, program: None });

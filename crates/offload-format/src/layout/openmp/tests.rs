@@ -8,7 +8,7 @@ pub(crate) fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
-pub(crate) const FIXTURES: [&str; 3] = ["gnu_pie", "lld_relr.so", "nopie_gnu"];
+pub(crate) const FIXTURES: [&str; 4] = ["gnu_pie", "lld_pie", "lld_relr.so", "nopie_gnu"];
 
 /// Two images (x86_64, then amdgcn gfx90a) and one descriptor with one
 /// record for each, in section order.
@@ -48,6 +48,17 @@ fn gnu_ld_pie_relocates_every_table_word_and_stores_it_in_place() {
             assert!(w.rela_entry.is_some());
             assert_eq!(w.in_place, w.value, "GNU ld writes the addend in place too");
         }
+    }
+}
+
+#[test]
+fn lld_pie_relocates_every_table_word_and_leaves_zero_in_place() {
+    let data = fixture("lld_pie");
+    let map = OpenMpMap::read(&data).unwrap();
+    two_images(&map);
+    for w in map.descriptors[0].records.iter().flat_map(|r| &r.fields) {
+        assert_eq!(w.storage, Storage::Relative { addend: w.value });
+        assert_eq!(w.in_place, 0, "lld writes the address only in the addend");
     }
 }
 
