@@ -52,6 +52,7 @@ struct Report {
     gpus: Vec<String>,
     ok: bool,
     files: Vec<FileRecord>,
+    libraries: Vec<LibraryRecord>,
     missing: Vec<MissingRecord>,
     problems: Vec<ProblemRecord>,
     summary: SummaryRecord,
@@ -91,6 +92,15 @@ struct UnitLoad {
     object: Option<String>,
     /// Why none is; null when one is.
     reason: Option<String>,
+}
+
+/// A library a program given loads, found as the loader finds it.
+#[derive(Clone, Serialize)]
+struct LibraryRecord {
+    name: String,
+    path: String,
+    via: &'static str,
+    needed_by: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -158,6 +168,7 @@ fn gpus_to_check(argv0: &str, args: &CheckArgs) -> Result<Vec<Gpu>, u8> {
 #[derive(Default)]
 struct Findings {
     checked: Vec<Checked>,
+    libraries: Vec<LibraryRecord>,
     missing: Vec<MissingRecord>,
     problems: Vec<inputs::Problem>,
     summary: Summary,
@@ -199,11 +210,20 @@ impl Findings {
         };
         let names = |i: usize| closure.chain(i).into_iter().map(str::to_string).collect::<Vec<_>>();
         for (i, object) in closure.objects.iter().enumerate() {
+            let dep = object.loader.map(|l| (names(l), object.via.name()));
+            if let Some((needed_by, via)) = &dep {
+                self.libraries.push(LibraryRecord {
+                    name: object.name.clone(),
+                    path: object.path.to_string_lossy().into_owned(),
+                    via,
+                    needed_by: needed_by.clone(),
+                });
+            }
+            // A library two programs load is checked once.
             let real = std::fs::canonicalize(&object.path).unwrap_or_else(|_| object.path.clone());
             if !self.seen.insert(real) && i > 0 {
                 continue;
             }
-            let dep = object.loader.map(|l| (names(l), object.via.name()));
             self.scan(argv0, &object.path.to_string_lossy(), gpus, dep, json);
         }
         for m in &closure.missing {
@@ -300,6 +320,7 @@ fn print_json(gpus: &[Gpu], ok: bool, f: &Findings) -> serde_json::Result<()> {
         gpus: ids.clone(),
         ok,
         files,
+        libraries: f.libraries.clone(),
         missing: f
             .missing
             .iter()
@@ -332,12 +353,19 @@ fn print_json(gpus: &[Gpu], ok: bool, f: &Findings) -> serde_json::Result<()> {
                 .collect(),
         },
     };
-    println!("{}", serde_json::to_string_pretty(&report)?);
+    out(&format!("{}\n", serde_json::to_string_pretty(&report)?));
     Ok(())
 }
 
 fn served(f: &Findings, gpu: usize) -> usize {
     f.checked.iter().filter(|c| c.check.role == Role::Standalone && c.check.loads_on(gpu)).count()
+}
+
+/// Writes to standard output; a closed pipe (`| head`) ends the output
+/// quietly instead of panicking as `print!` does.
+fn out(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
 }
 
 fn plural(n: usize, one: &str, many: &str) -> String {
@@ -387,7 +415,7 @@ fn print_text(argv0: &str, gpus: &[Gpu], f: &Findings, verbose: bool, colors: Co
         }
     }
     if !rows.is_empty() {
-        print!("{}", output::table(&["FILE", "FAT BINARY", "GPU", "LOADS", "WHY / CODE OBJECT"], &rows));
+        out(&output::table(&["FILE", "FAT BINARY", "GPU", "LOADS", "WHY / CODE OBJECT"], &rows));
     }
     let standalone: Vec<&Checked> = f.checked.iter().filter(|c| c.check.role == Role::Standalone).collect();
     if verbose && !standalone.is_empty() {
@@ -400,7 +428,7 @@ fn print_text(argv0: &str, gpus: &[Gpu], f: &Findings, verbose: bool, colors: Co
                 vec![c.name(), c.check.targets().join(", "), serves]
             })
             .collect();
-        print!("{}", output::table(&["STANDALONE CODE OBJECT", "TARGETS", "SERVES"], &rows));
+        out(&output::table(&["STANDALONE CODE OBJECT", "TARGETS", "SERVES"], &rows));
     }
     for m in &f.missing {
         eprintln!("{argv0}: error: {}: needed by {}, not found", m.name, m.needed_by.join(" -> "));
@@ -437,7 +465,7 @@ fn print_text(argv0: &str, gpus: &[Gpu], f: &Findings, verbose: bool, colors: Co
                 Paint::Red,
             )
         };
-        println!("{line}");
+        out(&format!("{line}\n"));
     }
     let mut also = vec![plural(s.host_files, "host-only file", "host-only files")];
     if s.standalone_files > 0 {
@@ -451,5 +479,5 @@ fn print_text(argv0: &str, gpus: &[Gpu], f: &Findings, verbose: bool, colors: Co
     if !f.missing.is_empty() {
         also.push(colors.paint(&plural(f.missing.len(), "missing library", "missing libraries"), Paint::Red));
     }
-    println!("also: {}", also.join(", "));
+    out(&format!("also: {}\n", also.join(", ")));
 }
