@@ -50,7 +50,7 @@ impl Search {
     /// use; reads `ROOT/etc/ld.so.cache` when it parses.
     pub fn system(root: Option<PathBuf>, ld_library_path: Option<&str>) -> Search {
         let cache_path = root.as_deref().unwrap_or(Path::new("/")).join("etc/ld.so.cache");
-        let cache = std::fs::read(cache_path).ok().and_then(|d| LdCache::parse(&d).ok());
+        let cache = read_capped(&cache_path).and_then(|d| LdCache::parse(&d).ok());
         let system_dirs =
             ["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"]
                 .map(String::from)
@@ -72,6 +72,16 @@ impl Search {
             _ => PathBuf::from(path),
         }
     }
+}
+
+/// A real cache is well under a MiB; a larger file is not read whole.
+const CACHE_LIMIT: u64 = 64 << 20;
+
+fn read_capped(path: &Path) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let mut data = Vec::new();
+    File::open(path).ok()?.take(CACHE_LIMIT).read_to_end(&mut data).ok()?;
+    Some(data)
 }
 
 /// Splits a colon-separated search path; empty elements are dropped (the

@@ -39,6 +39,14 @@ impl Checked {
         }
     }
 
+    /// A unit's location inside the member (the FILE column names the
+    /// member already).
+    fn within<'l>(&self, location: &'l str) -> &'l str {
+        let Some(m) = &self.member else { return location };
+        let step = format!("member {m} ");
+        location.find(&step).map_or(location, |at| &location[at + step.len()..])
+    }
+
     /// The short name in summary lines: the file (or member) name.
     fn short(&self) -> String {
         let full = self.member.as_deref().unwrap_or(&self.file);
@@ -381,11 +389,13 @@ fn names(list: &[String]) -> String {
     text
 }
 
-/// Sorts `gfx803` before `gfx1030` and `sm_80` before `sm_100`: shorter
-/// processor names first, then by name.
-fn natural(target: &str) -> (usize, String) {
+/// Sorts `gfx803` before `gfx1030` and `sm_80` before `sm_100`: by the
+/// letters the name starts with, then shorter processor names first, then
+/// by name.
+fn natural(target: &str) -> (String, usize, String) {
     let processor = target.split(':').next().unwrap_or(target);
-    (processor.len(), target.to_string())
+    let letters: String = processor.chars().take_while(|c| !c.is_ascii_digit()).collect();
+    (letters, processor.len(), target.to_string())
 }
 
 fn print_text(argv0: &str, gpus: &[Gpu], f: &Findings, verbose: bool, colors: Colors) {
@@ -402,9 +412,10 @@ fn print_text(argv0: &str, gpus: &[Gpu], f: &Findings, verbose: bool, colors: Co
                     Some(Err(why)) => (false, why.as_str()),
                     _ => continue,
                 };
+                let at = c.within(&u.location);
                 match groups.iter_mut().find(|(k, t, _)| *k == ok && *t == text) {
-                    Some((_, _, units)) => units.push(&u.location),
-                    None => groups.push((ok, text, vec![&u.location])),
+                    Some((_, _, units)) => units.push(at),
+                    None => groups.push((ok, text, vec![at])),
                 }
             }
             for (ok, text, units) in groups {
