@@ -382,3 +382,23 @@ fn real_wheels_name_exactly_the_members_lacking_the_gpu() {
     }
     assert!(checked >= 10, "{checked} package checks");
 }
+
+#[test]
+fn unreadable_and_hostile_inputs_fail_cleanly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("nope.so");
+    let o = offload(&["check", "--gpu", "gfx1030", p(&missing)]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(text(&o.stdout), "gfx1030: no fat binaries found\nalso: 0 host-only files, 1 file not read\n");
+    // An ELF header followed by junk: a message, no crash.
+    let mut junk = b"\x7fELF\x02\x01\x01".to_vec();
+    junk.extend((0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8));
+    let bad = tmp.path().join("bad.so");
+    fs::write(&bad, junk).unwrap();
+    let o = offload(&["check", "--gpu", "gfx1030", p(&bad)]);
+    assert!(matches!(o.status.code(), Some(0 | 1)), "{}", text(&o.stderr));
+    assert!(!text(&o.stderr).contains("panicked"), "{}", text(&o.stderr));
+    // A host-only program: nothing to load, nothing wrong.
+    let o = offload(&["check", "--gpu", "gfx1030", "/bin/sh"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+}

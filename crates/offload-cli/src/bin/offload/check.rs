@@ -458,7 +458,9 @@ fn print_text(argv0: &str, gpus: &[Gpu], f: &Findings, verbose: bool, colors: Co
                 c.check.role == Role::Fat && c.check.units.iter().any(|u| u.loads.get(g).is_some_and(Result::is_err))
             })
             .collect();
-        let line = if lacking.is_empty() {
+        let line = if s.fat_files == 0 {
+            format!("{id}: no fat binaries found")
+        } else if lacking.is_empty() {
             colors.paint(&format!("{id}: {head}: all load"), Paint::Green)
         } else {
             let mut held: Vec<String> = lacking.iter().flat_map(|c| c.check.targets()).collect();
@@ -489,6 +491,13 @@ fn print_text(argv0: &str, gpus: &[Gpu], f: &Findings, verbose: bool, colors: Co
     }
     if !f.missing.is_empty() {
         also.push(colors.paint(&plural(f.missing.len(), "missing library", "missing libraries"), Paint::Red));
+    }
+    let unread = f.problems.iter().filter(|p| p.severity == offload_format::inspect::Severity::Error).count();
+    if unread > 0 {
+        also.push(colors.paint(&plural(unread, "file not read", "files not read"), Paint::Red));
+    }
+    if f.scan_errors {
+        also.push(colors.paint("malformed fat binaries (errors above)", Paint::Red));
     }
     out(&format!("also: {}\n", also.join(", ")));
 }
