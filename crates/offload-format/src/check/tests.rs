@@ -257,3 +257,27 @@ fn host_files_and_standalone_code_objects() {
     let f = judge_file(&b, &["gfx1030"]);
     assert_eq!((f.role, f.loads_on(0)), (Role::Standalone, true));
 }
+
+mod hostile {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Any bytes, and any corruption of a valid file: an answer or an
+        /// error, never a panic.
+        #[test]
+        fn readers_never_panic(junk in proptest::collection::vec(any::<u8>(), 0..512), at in 0usize..400, byte in any::<u8>()) {
+            let _ = ldcache::LdCache::parse(&junk);
+            let _ = dynamic::read(&junk);
+            let mut elf = lib(&[(NEEDED, "liba.so"), (SONAME, "libme.so"), (RPATH, "$ORIGIN/x")]);
+            let i = at % elf.len();
+            elf[i] = byte;
+            let _ = dynamic::read(&elf);
+            let mut cache = ldcache::tests_support::build(&[("libfoo.so.1", "/x/libfoo.so.1", 0x303)], at % 2 == 0);
+            let j = at % cache.len();
+            cache[j] = byte;
+            let _ = ldcache::LdCache::parse(&cache);
+            let _ = judge_file(&elf, &["gfx1030"]);
+        }
+    }
+}
