@@ -360,6 +360,9 @@ pub fn closure(program: &Path, search: &Search) -> Result<Closure, DepsError> {
     drop(data);
     let mut w = Walker { search, abi, closure: Closure::default(), names: HashMap::new(), files: HashMap::new() };
     w.files.insert(id, 0);
+    if let Some(soname) = &dynamic.soname {
+        w.names.insert(soname.clone(), 0);
+    }
     w.closure.objects.push(Loaded {
         path: program.to_path_buf(),
         name: program.to_string_lossy().into_owned(),
