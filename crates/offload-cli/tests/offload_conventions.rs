@@ -89,3 +89,25 @@ fn colour_only_when_asked_and_never_in_json() {
     let o = offload(&["verify", "--color=always", &f], &[]);
     assert!(stdout(&o).contains("\x1b[32mOK\x1b[0m"), "{}", stdout(&o));
 }
+
+const SIGPIPE: i32 = 13; // Linux
+
+/// `offload list FILE | head -1`: the reader goes away before `offload`
+/// writes; the process must end the way `cat` does (SIGPIPE), not with a
+/// panic message from a failed `println!`.
+#[test]
+fn a_closed_pipe_ends_the_output_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_offload"))
+        .args(["list", &libscale()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(o.status.success() || o.status.signal() == Some(SIGPIPE), "{:?}: {err}", o.status);
+}

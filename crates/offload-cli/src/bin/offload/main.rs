@@ -26,6 +26,14 @@ use std::process::ExitCode;
 use std::sync::Mutex;
 
 fn main() -> ExitCode {
+    // Like `cat` and `ls`: a reader that goes away (`offload list | head`)
+    // ends the process quietly. Rust ignores SIGPIPE, which turns the
+    // failed write into a panic inside `println!`.
+    // SAFETY: setting a signal disposition to its default before any
+    // thread starts has no memory-safety preconditions.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let argv0 = diag::argv0();
     let (command, color) = match args::parse(std::env::args_os()) {
         Ok(parsed) => parsed,
