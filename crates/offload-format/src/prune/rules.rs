@@ -33,6 +33,9 @@ pub fn parse_target(text: &str) -> Result<String, PruneError> {
     if text == "amdgcnspirv" {
         return Ok(text.to_string());
     }
+    if let Some(cuda) = super::cuda::parse_target(text.rsplit_once("--").map_or(text, |(_, t)| t)) {
+        return cuda;
+    }
     let tid = text.rsplit_once("--").map_or(text, |(_, t)| t);
     // A processor missing from the table is taken as given (the inspector
     // matches it by name), but only if it looks like one: `--keep banana` is
