@@ -129,8 +129,13 @@ fn gpu_choices(rules: &Rules, entries: &[cuda::Entry]) -> Vec<usize> {
     gpus.flat_map(|gpu| select(&objects, gpu, Runtime::Cuda).chosen).filter_map(|o| owner.get(o).copied()).collect()
 }
 
-/// The ID `offload list` gives an entry (`cuda-elf-sm_90a`).
+/// The ID `offload list` gives an entry (`cuda-elf-sm_90a`); a
+/// concatenated entry is named by its cubins (`cuda-concat-sm_75+sm_80`).
 fn entry_id(entry: &cuda::Entry) -> String {
+    if entry.header.kind() == EntryKind::Concat {
+        let archs: Vec<String> = images(entry).iter().map(|(_, arch, _)| arch.to_string()).collect();
+        return format!("cuda-concat-{}", archs.join("+"));
+    }
     format!("cuda-{}-{}", entry.header.kind().name(), entry.header.arch())
 }
 
@@ -214,3 +219,7 @@ pub(crate) fn plan_elf<'a>(file: &ElfFile<'a>, rules: &Rules) -> Result<Vec<Unit
     }
     Ok(changes)
 }
+
+#[cfg(test)]
+#[path = "cuda_tests.rs"]
+mod tests;

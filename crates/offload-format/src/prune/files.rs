@@ -6,9 +6,11 @@
 //! * CUDA objects, executables and shared libraries (`.nv_fatbin`,
 //!   `__nv_relfatbin`) in zero mode, and standalone `.fatbin` files
 //!   (rewritten smaller): [`super::cuda`].
-//! * Static archives: every member that is a HIP or CUDA object is pruned
-//!   in place (zero mode keeps member sizes, so the archive layout and its
-//!   symbol table stay as they are); other members are copied.
+//! * Static archives: every member that is a HIP or CUDA object or a fat
+//!   object is pruned in place (zero mode keeps member sizes, so the
+//!   archive layout and its symbol table stay as they are; a fat object
+//!   member is the rewritten object followed by zeros); other members are
+//!   copied.
 //! * Raw bundle and compressed bundle (CCOB) files: no address refers to
 //!   them, so the output is the rebuilt bundle alone, smaller.
 //! * Fat objects (`clang-offload-bundler -type=o`): the sections of the
@@ -110,7 +112,7 @@ pub fn plan_file<'a>(data: &'a [u8], rules: &Rules) -> Result<(Input, Pruned<'a>
     }
     let bundled = (1..file.sections.len()).any(|i| file.section_name(i).is_ok_and(|n| n.starts_with(binary::MAGIC)));
     if bundled {
-        return Ok((Input::FatObject, pruned(plan_fat_object(data, rules)?)));
+        return Ok((Input::FatObject, pruned(plan_fat_object(data, rules, false)?)));
     }
     if cuda::has_sections(&file) {
         return Ok((Input::Cuda, pruned(cuda::plan_elf(&file, rules)?)));
@@ -150,6 +152,12 @@ fn plan_archive<'a>(data: &'a [u8], rules: &Rules) -> Result<(usize, Vec<UnitCha
 /// A member's units (offsets in the member), or `None` when it holds no
 /// device code `prune` knows.
 fn plan_member<'a>(data: &'a [u8], rules: &Rules) -> Result<Option<Vec<UnitChange<'a>>>, PruneError> {
+    if binary::has_magic(data) || data.starts_with(compressed::MAGIC) {
+        // A bundle member (`-type=bc` archives): rebuilt in place, zeros
+        // after it; the bundle's own table says where its entries end.
+        let units = layout::fatbin::walk(data, 0)?;
+        return Ok(Some(plan_units(data, &units, rules, true)?));
+    }
     if !data.starts_with(b"\x7fELF") {
         return Ok(None);
     }
@@ -160,12 +168,10 @@ fn plan_member<'a>(data: &'a [u8], rules: &Rules) -> Result<Option<Vec<UnitChang
         return Ok(Some(plan(data, &map, rules)?.units));
     }
     if named(&|n| n.starts_with(binary::MAGIC)) {
-        // Removing sections changes the member's size, and with it every
-        // later member's offset and the archive's symbol table.
-        return Err(unsupported(
-            "a fat object (-type=o) inside an archive cannot be pruned in place; extract, prune and re-archive it"
-                .into(),
-        ));
+        // Zeros after the rewritten object keep the member's size, so no
+        // later member moves and the archive's symbol table stays right;
+        // an ELF reader ignores bytes past its tables.
+        return Ok(Some(plan_fat_object(data, rules, true)?));
     }
     if cuda::has_sections(&file) {
         return Ok(Some(cuda::plan_elf(&file, rules)?));
@@ -173,8 +179,9 @@ fn plan_member<'a>(data: &'a [u8], rules: &Rules) -> Result<Option<Vec<UnitChang
     Ok(None)
 }
 
-/// A fat object without the sections of its dropped entries.
-fn plan_fat_object<'a>(data: &'a [u8], rules: &Rules) -> Result<Vec<UnitChange<'a>>, PruneError> {
+/// A fat object without the sections of its dropped entries; `in_place`:
+/// followed by zeros up to the input's size (an archive member).
+fn plan_fat_object<'a>(data: &'a [u8], rules: &Rules, in_place: bool) -> Result<Vec<UnitChange<'a>>, PruneError> {
     let fail = |reason: String| PruneError::Unit { offset: 0, reason };
     let sections = fat_object::bundles(data, fat_object::Format::Elf).map_err(|e| fail(e.to_string()))?;
     let infos: Vec<super::EntryInfo> = sections
@@ -201,8 +208,14 @@ fn plan_fat_object<'a>(data: &'a [u8], rules: &Rules) -> Result<Vec<UnitChange<'
             .map(|(s, _)| [binary::MAGIC.as_slice(), s.id].concat())
             .collect();
         let remove = |name: &[u8]| dropped.iter().any(|d| d.as_slice() == name);
-        let rewritten = elf::rewrite(data, &remove, Vec::new()).map_err(|e| fail(e.to_string()))?;
+        let mut rewritten = elf::rewrite(data, &remove, Vec::new()).map_err(|e| fail(e.to_string()))?;
         change.new_used = rewritten.len();
+        if in_place {
+            if change.new_used > len {
+                return Err(PruneError::DoesNotFit { offset: 0, needed: change.new_used, extent: len });
+            }
+            rewritten.zeros(len - change.new_used);
+        }
         change.replacement = Some(rewritten);
     }
     Ok(vec![change])
