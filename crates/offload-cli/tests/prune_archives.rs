@@ -67,7 +67,6 @@ fn unbundle(tool: &Path, kind: &str, file: &Path, id: &str, dir: &Path) -> Vec<u
     std::fs::read(&out).unwrap()
 }
 
-const H: &str = "host-x86_64-unknown-linux-gnu-";
 const G6: &str = "hip-amdgcn-amd-amdhsa--gfx906";
 const G8: &str = "hip-amdgcn-amd-amdhsa--gfx908";
 
