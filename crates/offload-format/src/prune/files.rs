@@ -223,3 +223,6 @@ fn plan_fat_object<'a>(data: &'a [u8], rules: &Rules, in_place: bool) -> Result<
 
 mod verify;
 pub use verify::verify_file;
+
+#[cfg(test)]
+mod tests;
