@@ -100,10 +100,13 @@ pub fn plan_file<'a>(data: &'a [u8], rules: &Rules) -> Result<(Input, Pruned<'a>
         let units = layout::fatbin::walk(data, 0)?;
         return Ok((Input::Bundle, pruned(plan_units(data, &units, rules, false)?)));
     }
-    if !data.starts_with(b"\x7fELF") {
-        return Err(unsupported("not an ELF file, a static archive, a CUDA fat binary or an offload bundle".into()));
-    }
-    let file = ElfFile::parse(data).map_err(|e| PruneError::Layout(layout::LayoutError::Elf(e)))?;
+    let file = ElfFile::parse(data).map_err(|e| {
+        if data.starts_with(b"\x7fELF") {
+            PruneError::Layout(layout::LayoutError::Elf(e))
+        } else {
+            unsupported(format!("not a static archive, a CUDA fat binary or an offload bundle, and {e}"))
+        }
+    })?;
     let named = |wanted: &[u8]| (1..file.sections.len()).any(|i| file.section_name(i).is_ok_and(|n| n == wanted));
     if named(b".hip_fatbin") {
         let map = FileMap::read(data)?;
