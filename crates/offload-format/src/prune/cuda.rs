@@ -208,7 +208,7 @@ pub(crate) fn plan_elf<'a>(file: &ElfFile<'a>, rules: &Rules) -> Result<Vec<Unit
     sections.sort_by_key(|&i| file.sections[i].offset);
     let mut changes = Vec::new();
     let mut end = 0u64;
-    for i in sections {
+    for &i in &sections {
         let sh = file.sections[i];
         if sh.offset < end {
             return Err(PruneError::Unit { offset: sh.offset, reason: "CUDA fat binary sections overlap".into() });
@@ -217,7 +217,37 @@ pub(crate) fn plan_elf<'a>(file: &ElfFile<'a>, rules: &Rules) -> Result<Vec<Unit
         let region = file.section_data(i).map_err(elf)?;
         changes.extend(plan_region(region, sh.offset, rules, true)?);
     }
+    check_wrappers(file, &sections, &changes)?;
     Ok(changes)
+}
+
+/// In a linked image, every `.nvFatBinSegment` record that points into a
+/// fat binary section must point at the start of a fat binary: those
+/// starts are what zero mode keeps in place. (In an object the address
+/// comes from a relocation against the section; nvcc's point at offset 0.)
+fn check_wrappers(file: &ElfFile, sections: &[usize], changes: &[UnitChange]) -> Result<(), PruneError> {
+    const ET_REL: u16 = 1;
+    if file.header.e_type == ET_REL {
+        return Ok(());
+    }
+    let Some(seg) = (1..file.sections.len())
+        .find(|&i| file.section_name(i).is_ok_and(|n| n == cuda::wrapper::WRAPPER_SECTION.as_bytes()))
+    else {
+        return Ok(());
+    };
+    let records = file.section_data(seg).map_err(|e| PruneError::Layout(layout::LayoutError::Elf(e)))?;
+    for (record, w) in cuda::wrapper::wrappers(records).enumerate().filter(|(_, w)| w.is_valid()) {
+        let inside = sections.iter().map(|&i| file.sections[i]).find_map(|sh| {
+            let rel = w.address.checked_sub(sh.addr).filter(|&rel| rel < sh.size)?;
+            Some(sh.offset + rel)
+        });
+        let Some(at) = inside else { continue };
+        if !changes.iter().any(|c| c.unit.offset == at) {
+            let offset = file.sections[seg].offset + w.offset as u64;
+            return Err(PruneError::Dangling { record, offset, pointer: w.address });
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

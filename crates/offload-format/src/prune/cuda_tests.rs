@@ -155,3 +155,15 @@ fn damaged_fat_binaries_are_errors() {
         let _ = plan_file(&data[..cut], &keep(&["sm_80"]));
     }
 }
+
+#[test]
+fn a_record_pointing_inside_a_fat_binary_stops_the_prune() {
+    let mut data = fixture("libsmall.so");
+    let file = ElfFile::parse(&data).unwrap();
+    let seg = (1..file.sections.len()).find(|&i| file.section_name(i).unwrap() == b".nvFatBinSegment").unwrap();
+    let at = file.sections[seg].offset as usize + 8;
+    let pointer = u64::from_le_bytes(data[at..at + 8].try_into().unwrap());
+    data[at..at + 8].copy_from_slice(&(pointer + 16).to_le_bytes());
+    let err = plan_file(&data, &keep(&["sm_90"])).unwrap_err();
+    assert!(matches!(err, PruneError::Dangling { record: 0, .. }), "{err}");
+}
