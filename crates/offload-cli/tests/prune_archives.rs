@@ -175,3 +175,28 @@ fn unsupported_inputs_are_refused_and_nothing_is_written() {
         assert!(!out.exists());
     }
 }
+
+#[test]
+fn a_pruned_archive_of_fat_objects_still_links_and_runs() {
+    let (Some(ar), Some(clang)) = (common::llvm_tool(19, "llvm-ar"), common::llvm_tool(19, "clang")) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let d = |n: &str| dir.path().join(n);
+    std::fs::copy(fixture("objects/fat-x86_64.o"), d("fat.o")).unwrap();
+    let o = common::run(Command::new(&ar).args(["rcs", p(&d("in.a")), p(&d("fat.o"))]));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    prune(&["--keep", "gfx906"], &d("in.a"), &d("out.a"));
+    assert_ne!(std::fs::read(d("in.a")).unwrap(), std::fs::read(d("out.a")).unwrap(), "the gfx908 entry went");
+    let mut ran = Vec::new();
+    for a in ["in.a", "out.a"] {
+        let exe = d(&format!("{a}.exe"));
+        let link = Command::new(&clang)
+            .args(["-Wl,--whole-archive", p(&d(a)), "-Wl,--no-whole-archive", "-o", p(&exe)])
+            .output()
+            .unwrap();
+        assert!(link.status.success(), "{a}: {}", String::from_utf8_lossy(&link.stderr));
+        let run = common::run(&mut Command::new(&exe));
+        ran.push((run.status.code(), run.stdout));
+    }
+    assert_eq!(ran[0], ran[1], "the program linked from the pruned archive runs the same");
+    assert!(!ran[0].1.is_empty());
+}

@@ -32,10 +32,13 @@ pub enum Input {
     Cuda,
     /// A standalone CUDA `.fatbin` file.
     Fatbin,
-    /// A static archive (how many members were pruned).
+    /// A static archive.
     Archive {
         /// Members with device code that was looked at.
         members: usize,
+        /// Members with device code `prune` does not rewrite yet (OpenMP
+        /// `.llvm.offloading`), copied unchanged.
+        untouched: Vec<String>,
     },
     /// A raw bundle or compressed bundle file.
     Bundle,
@@ -90,8 +93,8 @@ fn unsupported(what: String) -> PruneError {
 pub fn plan_file<'a>(data: &'a [u8], rules: &Rules) -> Result<(Input, Pruned<'a>), PruneError> {
     let pruned = |units: Vec<UnitChange<'a>>| Pruned { units, unreferenced: Vec::new() };
     if data.starts_with(b"!<arch>\n") || data.starts_with(b"!<thin>\n") {
-        let (members, units) = plan_archive(data, rules)?;
-        return Ok((Input::Archive { members }, pruned(units)));
+        let (members, untouched, units) = plan_archive(data, rules)?;
+        return Ok((Input::Archive { members, untouched }, pruned(units)));
     }
     if data.starts_with(&crate::cuda::FATBIN_MAGIC_BYTES) {
         return Ok((Input::Fatbin, pruned(cuda::plan_region(data, 0, rules, false)?)));
@@ -126,9 +129,12 @@ pub fn plan_file<'a>(data: &'a [u8], rules: &Rules) -> Result<(Input, Pruned<'a>
     ))
 }
 
-/// The units of every member with device code, at their offsets in the
-/// archive, and how many members had some.
-fn plan_archive<'a>(data: &'a [u8], rules: &Rules) -> Result<(usize, Vec<UnitChange<'a>>), PruneError> {
+/// How many members had device code, the members left untouched, and the
+/// units of every member with device code, at their offsets in the archive.
+type ArchivePlan<'a> = (usize, Vec<String>, Vec<UnitChange<'a>>);
+
+/// Plans every member of an archive.
+fn plan_archive<'a>(data: &'a [u8], rules: &Rules) -> Result<ArchivePlan<'a>, PruneError> {
     let bad = |e: object::Error| unsupported(format!("malformed archive: {e}"));
     let archive = ArchiveFile::parse(data).map_err(bad)?;
     if archive.is_thin() {
@@ -136,20 +142,33 @@ fn plan_archive<'a>(data: &'a [u8], rules: &Rules) -> Result<(usize, Vec<UnitCha
     }
     let mut units = Vec::new();
     let mut members = 0;
+    let mut untouched = Vec::new();
     for member in archive.members() {
         let member = member.map_err(bad)?;
         let name = String::from_utf8_lossy(member.name()).into_owned();
         let bytes = member.data(data).map_err(bad)?;
         let (offset, _) = member.file_range();
         let in_member = |e: PruneError| PruneError::Member { name: name.clone(), source: Box::new(e) };
-        let Some(mut found) = plan_member(bytes, rules).map_err(in_member)? else { continue };
+        let Some(mut found) = plan_member(bytes, rules).map_err(in_member)? else {
+            if has_offloading_section(bytes) {
+                untouched.push(name);
+            }
+            continue;
+        };
         members += 1;
         for change in &mut found {
             change.unit.offset += offset;
         }
         units.extend(found);
     }
-    Ok((members, units))
+    Ok((members, untouched, units))
+}
+
+/// Whether an ELF file has an `.llvm.offloading` section (OpenMP or new
+/// driver device images).
+fn has_offloading_section(data: &[u8]) -> bool {
+    let Ok(file) = ElfFile::parse(data) else { return false };
+    (1..file.sections.len()).any(|i| file.section_name(i).is_ok_and(|n| n.starts_with(b".llvm.offloading")))
 }
 
 /// A member's units (offsets in the member), or `None` when it holds no

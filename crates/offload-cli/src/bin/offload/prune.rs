@@ -94,6 +94,13 @@ fn report(path: &str, kind: &Input, pruned: &Pruned, json: bool, dry_run: bool) 
     if !rows.is_empty() {
         print!("{}", output::table(&["FAT BINARY", "FORMAT", "ID", "SIZE", "FATE"], &rows));
     }
+    if let Input::Archive { untouched, .. } = kind {
+        for member in untouched {
+            eprintln!(
+                "warning: {path}: member {member}: .llvm.offloading images are not pruned yet (copied unchanged)"
+            );
+        }
+    }
     if !pruned.unreferenced.is_empty() {
         eprintln!(
             "warning: {path}: {} fat binaries are pointed at by no wrapper record (pruned all the same)",
