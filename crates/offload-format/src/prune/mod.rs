@@ -15,6 +15,7 @@
 mod check;
 pub mod cuda;
 pub mod files;
+pub mod openmp;
 pub mod rules;
 
 pub use check::verify;

@@ -10,6 +10,7 @@ mod inputs;
 mod output;
 mod progress;
 mod prune;
+mod prune_openmp;
 mod size;
 
 use args::{Command, Filter};

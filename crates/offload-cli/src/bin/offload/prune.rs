@@ -152,6 +152,9 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
         }
     };
     let data = input.bytes();
+    if offload_format::layout::openmp::is_openmp_host(data) {
+        return crate::prune_openmp::run(argv0, args, &rules, &input);
+    }
     let fail = |e: &dyn std::fmt::Display| {
         eprintln!("{argv0}: error: {path}: {e}");
         1
@@ -222,7 +225,7 @@ fn punch_holes(file: &std::fs::File, pruned: &Pruned) {
 
 /// Gives the output the input's permission bits: a pruned executable or
 /// library must stay executable (staged outputs get the default mode).
-fn keep_mode(input: &str, output: &str) {
+pub(crate) fn keep_mode(input: &str, output: &str) {
     use std::os::unix::fs::PermissionsExt;
     if output == "-" || input == "-" {
         return;
