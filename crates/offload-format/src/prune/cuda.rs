@@ -24,7 +24,7 @@
 
 use super::{EntryFate, PruneError, Rules, UnitChange};
 use crate::cuda::{self, Arch, EntryKind, FatBinary, write};
-use crate::elf::{ElfFile, SHT_NOBITS};
+use crate::elf::{ElfFile, SHT_NOBITS, SHT_REL, SHT_RELA};
 use crate::inspect::select::{Gpu, Runtime, select};
 use crate::inspect::{Bytes, CodeObject, CudaEntry, Format, Location, Payload};
 use crate::layout::{self, UnitKind};
@@ -206,6 +206,16 @@ pub(crate) fn plan_elf<'a>(file: &ElfFile<'a>, rules: &Rules) -> Result<Vec<Unit
         .filter(|&i| file.section_name(i).is_ok_and(|n| SECTIONS.contains(&n)))
         .collect();
     sections.sort_by_key(|&i| file.sections[i].offset);
+    // Relocations applied inside a fat binary would land on moved bytes;
+    // no toolchain writes any, so a file that has some is refused.
+    let relocated = (1..file.sections.len()).find(|&r| {
+        let sh = file.sections[r];
+        matches!(sh.sh_type, SHT_RELA | SHT_REL) && sections.contains(&(sh.info as usize))
+    });
+    if let Some(r) = relocated {
+        let reason = "relocations apply inside this CUDA fat binary section; its entries cannot move".into();
+        return Err(PruneError::Unit { offset: file.sections[r].offset, reason });
+    }
     let mut changes = Vec::new();
     let mut end = 0u64;
     for &i in &sections {

@@ -167,3 +167,18 @@ fn a_record_pointing_inside_a_fat_binary_stops_the_prune() {
     let err = plan_file(&data, &keep(&["sm_90"])).unwrap_err();
     assert!(matches!(err, PruneError::Dangling { record: 0, .. }), "{err}");
 }
+
+#[test]
+fn relocations_inside_a_fat_binary_section_stop_the_prune() {
+    let mut data = fixture("obj_lto.o");
+    let file = ElfFile::parse(&data).unwrap();
+    let name = |i: usize| file.section_name(i).unwrap().to_vec();
+    let target = (1..file.sections.len()).find(|&i| name(i) == b"__nv_relfatbin").unwrap();
+    let rela = (1..file.sections.len()).find(|&i| file.sections[i].sh_type == crate::elf::SHT_RELA).unwrap();
+    // sh_info of the relocation section (ELF64: offset 44 in the header).
+    let shoff = u64::from_le_bytes(data[40..48].try_into().unwrap()) as usize;
+    let at = shoff + rela * 64 + 44;
+    data[at..at + 4].copy_from_slice(&(target as u32).to_le_bytes());
+    let err = plan_file(&data, &keep(&["sm_90"])).unwrap_err();
+    assert!(err.to_string().contains("relocations apply inside"), "{err}");
+}
