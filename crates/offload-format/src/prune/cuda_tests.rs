@@ -182,3 +182,14 @@ fn relocations_inside_a_fat_binary_section_stop_the_prune() {
     let err = plan_file(&data, &keep(&["sm_90"])).unwrap_err();
     assert!(err.to_string().contains("relocations apply inside"), "{err}");
 }
+
+#[test]
+fn suffixes_count_in_names_and_follow_the_driver_for_gpus() {
+    let data = fixture("suffix.fatbin");
+    // sm_90 names no entry here: only sm_90a exists.
+    assert!(matches!(plan_file(&data, &keep(&["sm_90"])).unwrap_err(), PruneError::Empty { .. }));
+    assert_eq!(prune_ok(&data, &keep(&["sm_90a", "compute_120"])).1, [["cuda-elf-sm_90a", "cuda-ptx-sm_120"]]);
+    // A family cubin (sm_100f) runs on sm_103.
+    let rules = Rules { keep_gpu: vec![Gpu::parse("sm_103").unwrap()], ..Default::default() };
+    assert_eq!(prune_ok(&data, &rules).1, [["cuda-elf-sm_100f"]]);
+}
