@@ -28,7 +28,7 @@ pub(crate) mod ccob;
 mod checks;
 pub mod decode;
 mod deep;
-mod elf_flags;
+pub(crate) mod elf_flags;
 pub mod id;
 mod scan;
 pub mod select;

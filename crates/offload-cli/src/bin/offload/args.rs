@@ -151,6 +151,8 @@ pub enum Sub {
         /// The new one
         b: String,
     },
+    /// Whether the GPUs load code from every program, library, folder or package given (exit 0 yes, 1 no)
+    Check(CheckArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions {
         #[arg(value_enum)]
@@ -196,6 +198,32 @@ pub struct ExtractArgs {
     /// A file, package or folder (- for standard input)
     #[arg(value_name = "FILE")]
     file: String,
+}
+
+/// `offload check`'s options (README: offload check).
+#[derive(Args, Clone, Debug, PartialEq, Eq)]
+pub struct CheckArgs {
+    /// A GPU to check for (repeatable) [default: every GPU of this machine]
+    #[arg(long, value_parser = parse_gpu, long_help = GPU_HELP)]
+    pub gpu: Vec<Gpu>,
+    /// Read sysfs under DIR when finding this machine's GPUs (default: $OFFLOAD_SYSFS_ROOT)
+    #[arg(long, value_name = "DIR")]
+    pub sysfs_root: Option<std::path::PathBuf>,
+    /// Look libraries up below DIR: its etc/ld.so.cache, system folders and absolute RPATH/RUNPATH folders
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<std::path::PathBuf>,
+    /// Check only the files given, not the libraries programs and libraries need
+    #[arg(long)]
+    pub no_deps: bool,
+    /// List every file checked (fat, standalone and host-only), not only the failures
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// Machine-readable output (schema in the README)
+    #[arg(long)]
+    pub json: bool,
+    /// Programs, libraries, code objects, packages or folders
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<String>,
 }
 
 #[derive(Args, Debug)]
@@ -287,6 +315,7 @@ pub enum Command {
         b: String,
         json: bool,
     },
+    Check(CheckArgs),
     Completions(clap_complete::Shell),
     Man {
         output_dir: Option<std::path::PathBuf>,
@@ -368,6 +397,7 @@ impl From<Sub> for Command {
             Sub::Gpus { sysfs_root, json } => Command::Gpus { sysfs_root, json },
             Sub::Size { keep, json, paths } => Command::Size { paths, keep: targets(keep), json },
             Sub::Diff { json, a, b } => Command::Diff { a, b, json },
+            Sub::Check(c) => Command::Check(c),
             Sub::Completions { shell } => Command::Completions(shell),
             Sub::Man { output_dir } => Command::Man { output_dir },
         }
@@ -393,6 +423,7 @@ pub fn gpu_warning(command: &Command) -> Option<String> {
         Command::Select { gpu, .. } | Command::Extract { gpu: Some(gpu), .. } => {
             gpu.warning().map(|w| format!("--gpu: {w}"))
         }
+        Command::Check(c) => c.gpu.iter().find_map(Gpu::warning).map(|w| format!("--gpu: {w}")),
         _ => None,
     }
 }

@@ -41,6 +41,14 @@ impl<'a> Item<'a> {
         inv
     }
 
+    /// The package member this item is (its path there), if it is one.
+    pub fn member(&self) -> Option<&'a str> {
+        match self.prefix.last() {
+            Some(Step::PackageMember(path)) => Some(path),
+            _ => None,
+        }
+    }
+
     /// The JSON object of a code object this item's scan found.
     pub fn object(&self, o: &CodeObject) -> Object {
         if self.units_before == 0 {

@@ -3,6 +3,7 @@
 //! why the others are not loaded), extracts them, and verifies structure.
 
 mod args;
+mod check;
 mod diff;
 mod generated;
 mod gpus;
@@ -50,6 +51,7 @@ fn main() -> ExitCode {
         Command::Gpus { sysfs_root, json } => gpus::run(&argv0, sysfs_root.as_deref(), json),
         Command::Size { paths, keep, json } => size::run(&argv0, &paths, &keep, json),
         Command::Diff { a, b, json } => diff::run(&argv0, &a, &b, json),
+        Command::Check(args) => check::run(&argv0, &args, colors(args.json)),
         Command::Completions(shell) => {
             clap_complete::generate(shell, &mut args::Cli::command(), "offload", &mut std::io::stdout());
             0
