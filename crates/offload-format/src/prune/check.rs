@@ -14,10 +14,10 @@ fn fail(msg: String) -> PruneError {
 }
 
 /// An entry's ID and payload.
-type Pair<'b> = (&'b [u8], &'b [u8]);
+pub(crate) type Pair<'b> = (&'b [u8], &'b [u8]);
 
 /// Entries as (id, payload) pairs.
-fn pairs<'b>(contents: &'b Contents) -> Result<Vec<Pair<'b>>, PruneError> {
+pub(crate) fn pairs<'b>(contents: &'b Contents) -> Result<Vec<Pair<'b>>, PruneError> {
     let list = match contents {
         Contents::Bundle(list) => list.clone(),
         Contents::Compressed { inner, .. } => binary::read(inner).map_err(|e| fail(e.to_string()))?.unwrap_or_default(),

@@ -13,6 +13,8 @@
 //! header changes, so every byte outside the rewritten fat binaries stays.
 
 mod check;
+pub mod cuda;
+pub mod files;
 pub mod openmp;
 pub mod rules;
 
@@ -82,6 +84,17 @@ pub enum PruneError {
     /// written.
     #[error("the pruned output fails its check: {0}")]
     Verify(String),
+    /// An input `prune` does not handle (what it is, or why not).
+    #[error("{0}")]
+    Unsupported(String),
+    /// A problem in one member of an archive.
+    #[error("member {name}: {source}")]
+    Member {
+        /// The member's name.
+        name: String,
+        /// What is wrong with it.
+        source: Box<PruneError>,
+    },
 }
 
 /// One entry of a unit and its fate.
@@ -199,6 +212,7 @@ pub(crate) fn read_contents<'a>(data: &'a [u8], unit: &FatBinary) -> Result<Cont
             binary::read(&inner).map_err(|e| fail(format!("the decompressed bundle: {e}")))?;
             Ok(Contents::Compressed { inner, method: blob.header.method, version })
         }
+        UnitKind::Cuda | UnitKind::Object => Err(fail("is not a clang offload bundle".into())),
     }
 }
 
@@ -230,6 +244,7 @@ fn entry_infos(data: &[u8], unit: &FatBinary) -> Result<Vec<EntryInfo>, PruneErr
                 .map(|e| EntryInfo { id: String::from_utf8_lossy(&e.id).into_owned(), size: e.len })
                 .collect())
         }
+        UnitKind::Cuda | UnitKind::Object => Err(fail("is not a clang offload bundle".into())),
     }
 }
 
@@ -269,12 +284,27 @@ pub fn plan<'a>(data: &'a [u8], map: &FileMap, rules: &Rules) -> Result<Pruned<'
             return Err(PruneError::Dangling { record, offset: w.offset, pointer: w.pointer });
         }
     }
+    let units = plan_units(data, &map.units, rules, true)?;
+    Ok(Pruned { units, unreferenced: map.unreferenced() })
+}
+
+/// Decides what to keep in each bundle or compressed bundle of `units`
+/// (lying in `data`) and rebuilds the changed ones. `in_place`: a rebuilt
+/// unit is followed by zeros up to its extent, so nothing after it moves
+/// (a host binary); otherwise it is written alone, and the output shrinks
+/// (a raw bundle file, which no address refers to).
+pub(crate) fn plan_units<'a>(
+    data: &'a [u8],
+    units: &[FatBinary],
+    rules: &Rules,
+    in_place: bool,
+) -> Result<Vec<UnitChange<'a>>, PruneError> {
     // Headers only: a compressed bundle is decoded just far enough to read
     // its table, so deciding (and --dry-run) costs little for any size.
-    let all: Vec<Vec<EntryInfo>> = map.units.iter().map(|u| entry_infos(data, u)).collect::<Result<_, _>>()?;
+    let all: Vec<Vec<EntryInfo>> = units.iter().map(|u| entry_infos(data, u)).collect::<Result<_, _>>()?;
     let decisions = rules.decide(&all);
-    let mut units = Vec::with_capacity(map.units.len());
-    for ((unit, infos), keep) in map.units.iter().zip(all).zip(decisions) {
+    let mut changes = Vec::with_capacity(units.len());
+    for ((unit, infos), keep) in units.iter().zip(all).zip(decisions) {
         let entries: Vec<EntryFate> =
             infos.into_iter().zip(&keep).map(|(i, &kept)| EntryFate { id: i.id, size: i.size, kept }).collect();
         let device: Vec<&EntryFate> =
@@ -288,47 +318,55 @@ pub fn plan<'a>(data: &'a [u8], map: &FileMap, rules: &Rules) -> Result<Pruned<'
             change.new_version = Some(version);
         }
         if keep.iter().all(|&k| k) {
-            units.push(change);
+            changes.push(change);
             continue;
         }
-        // One unit decompressed at a time: memory stays bounded by the
-        // largest fat binary, not the sum of them.
-        let rebuilt = match read_contents(data, unit)? {
-            Contents::Bundle(list) => {
-                let kept: Vec<(&[u8], &'a [u8])> =
-                    list.iter().zip(&keep).filter(|(_, k)| **k).map(|(e, _)| (e.id, e.payload)).collect();
-                binary::write(&kept, alignment(&list))
-            }
-            Contents::Compressed { inner, method, version } => {
-                let list = binary::read(&inner).ok().flatten().unwrap_or_default();
-                let kept: Vec<(&[u8], &[u8])> =
-                    list.iter().zip(&keep).filter(|(_, k)| **k).map(|(e, _)| (e.id, e.payload)).collect();
-                let bundle = binary::write(&kept, alignment(&list)).to_vec();
-                let opts = compressed::CompressOptions {
-                    method,
-                    level: if method == compressed::Method::Zstd { 3 } else { 6 },
-                    version: version.max(2),
-                    threads: 0,
-                };
-                let out = compressed::compress(&bundle, &opts)
-                    .map_err(|e| PruneError::Unit { offset: unit.offset, reason: e.to_string() })?;
-                change.new_version = Some(out.version);
-                let mut p = Plan::new();
-                p.own(out.bytes);
-                p
-            }
-        };
+        let (rebuilt, version) = rebuild_unit(data, unit, &keep)?;
+        change.new_version = version.or(change.new_version);
         let needed = rebuilt.len();
         if needed > unit.extent {
             return Err(PruneError::DoesNotFit { offset: unit.offset, needed, extent: unit.extent });
         }
         let mut rep = rebuilt;
-        rep.zeros(unit.extent - needed);
+        if in_place {
+            rep.zeros(unit.extent - needed);
+        }
         change.new_used = needed;
         change.replacement = Some(rep);
-        units.push(change);
+        changes.push(change);
     }
-    Ok(Pruned { units, unreferenced: map.unreferenced() })
+    Ok(changes)
+}
+
+/// One bundle or compressed bundle with only the entries `keep` marks,
+/// and the compressed format version written (compressed units only).
+/// One unit is decompressed at a time: memory stays bounded by the largest
+/// fat binary, not the sum of them.
+fn rebuild_unit<'a>(data: &'a [u8], unit: &FatBinary, keep: &[bool]) -> Result<(Plan<'a>, Option<u16>), PruneError> {
+    match read_contents(data, unit)? {
+        Contents::Bundle(list) => {
+            let kept: Vec<(&[u8], &'a [u8])> =
+                list.iter().zip(keep).filter(|(_, k)| **k).map(|(e, _)| (e.id, e.payload)).collect();
+            Ok((binary::write(&kept, alignment(&list)), None))
+        }
+        Contents::Compressed { inner, method, version } => {
+            let list = binary::read(&inner).ok().flatten().unwrap_or_default();
+            let kept: Vec<(&[u8], &[u8])> =
+                list.iter().zip(keep).filter(|(_, k)| **k).map(|(e, _)| (e.id, e.payload)).collect();
+            let bundle = binary::write(&kept, alignment(&list)).to_vec();
+            let opts = compressed::CompressOptions {
+                method,
+                level: if method == compressed::Method::Zstd { 3 } else { 6 },
+                version: version.max(2),
+                threads: 0,
+            };
+            let out = compressed::compress(&bundle, &opts)
+                .map_err(|e| PruneError::Unit { offset: unit.offset, reason: e.to_string() })?;
+            let mut p = Plan::new();
+            p.own(out.bytes);
+            Ok((p, Some(out.version)))
+        }
+    }
 }
 
 #[cfg(test)]

@@ -33,6 +33,9 @@ pub fn parse_target(text: &str) -> Result<String, PruneError> {
     if text == "amdgcnspirv" {
         return Ok(text.to_string());
     }
+    if let Some(cuda) = super::cuda::parse_target(text.rsplit_once("--").map_or(text, |(_, t)| t)) {
+        return cuda;
+    }
     // A triple (`x86_64-pc-linux-gnu`, `amdgcn-amd-amdhsa`) names every
     // OpenMP image built for it; `gfx9-generic` parses to no known arch.
     if let Some(triple) = openmp::as_triple(text) {

@@ -118,7 +118,7 @@ pub enum Sub {
         #[arg(required = true, value_name = "FILE")]
         files: Vec<String>,
     },
-    /// Drop the device code of other GPU targets from a HIP host binary
+    /// Drop the device code of other GPU targets (HIP, CUDA, archives, bundles)
     Prune(PruneCli),
     /// The GPUs of this machine (KFD sysfs, NVML) and their target IDs
     Gpus {
@@ -229,7 +229,7 @@ pub struct CheckArgs {
 #[derive(Args, Debug)]
 #[command(group(ArgGroup::new("targets").required(true).multiple(true)))]
 pub struct PruneCli {
-    /// Targets to keep (comma-separated, repeatable)
+    /// Targets to keep: gfx90a, sm_80 (cubin), compute_80 (PTX), lto_80 (comma-separated, repeatable)
     #[arg(long, value_name = "T[,T...]", value_delimiter = ',', group = "targets")]
     keep: Vec<String>,
     /// Targets to drop (comma-separated, repeatable)
@@ -256,7 +256,7 @@ pub struct PruneCli {
     /// The output file (- for standard output)
     #[arg(short, long, value_name = "OUT", required_unless_present = "dry_run")]
     output: Option<String>,
-    /// The HIP host binary (executable, shared library or object)
+    /// A host binary, object, static archive, bundle, fat object or .fatbin
     #[arg(value_name = "IN")]
     input: String,
 }
