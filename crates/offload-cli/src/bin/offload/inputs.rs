@@ -6,7 +6,7 @@
 use crate::output::{self, Object};
 use crate::progress::Progress;
 use offload_cli::io;
-use offload_format::inspect::{CodeObject, Inventory, Options, Severity, Step, scan};
+use offload_format::inspect::{CodeObject, Inventory, Options, Severity, Step, scan, uri};
 use offload_format::package::{self, Event, HEAD_LEN, Limits};
 use std::cell::Cell;
 use std::path::Path;
@@ -49,6 +49,33 @@ impl<'a> Item<'a> {
         let numbered = CodeObject { unit: o.unit.saturating_add(self.units_before), ..o.clone() };
         output::code_object(self.file, &numbered)
     }
+
+    /// The ROCm code-object URI of a code object this item's scan found
+    /// (`file://ABSOLUTE-PATH#offset=N&size=M`; a compressed bundle's range
+    /// for the objects inside it), or `None` where the bytes lie in no
+    /// range of the file (standard input, decoded or decompressed data).
+    pub fn uri(&self, o: &CodeObject) -> Option<String> {
+        if self.file == "-" {
+            return None;
+        }
+        let (start, size) = uri::range(o, self.bytes)?;
+        let offset = self.base?.checked_add(start)?;
+        // ROCm's URIs name the file by the absolute path the loader found
+        // it under (symbolic links not resolved).
+        let path = std::path::absolute(self.file).ok()?;
+        Some(uri::file_uri(&path_bytes(&path), offset, size))
+    }
+}
+
+#[cfg(unix)]
+fn path_bytes(path: &Path) -> Vec<u8> {
+    use std::os::unix::ffi::OsStrExt;
+    path.as_os_str().as_bytes().to_vec()
+}
+
+#[cfg(not(unix))]
+fn path_bytes(path: &Path) -> Vec<u8> {
+    path.to_string_lossy().replace('\\', "/").into_bytes()
 }
 
 /// A file, package member or folder that could not be read.
