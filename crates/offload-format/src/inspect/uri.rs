@@ -52,6 +52,22 @@ pub fn file_uri(path: &[u8], offset: u64, size: u64) -> String {
     format!("file://{}#offset={offset}&size={size}", encode_path(path))
 }
 
+/// The URI of the `size` bytes at `offset` of the file at `path`, which
+/// is named by its absolute path (made absolute against the current
+/// folder, symbolic links kept), as ROCm's loader names the files it
+/// opened; `None` when the current folder cannot be read.
+pub fn for_path(path: &std::path::Path, offset: u64, size: u64) -> Option<String> {
+    let absolute = std::path::absolute(path).ok()?;
+    #[cfg(unix)]
+    let bytes = {
+        use std::os::unix::ffi::OsStrExt;
+        absolute.as_os_str().as_bytes().to_vec()
+    };
+    #[cfg(not(unix))]
+    let bytes = absolute.to_string_lossy().replace('\\', "/").into_bytes();
+    Some(file_uri(&bytes, offset, size))
+}
+
 /// The byte range a code object's URI names, as (offset, size) in
 /// `scanned`, the bytes the inventory was scanned from; `None` where the
 /// bytes lie in no range of `scanned` (decoded from bitcode, inside a
@@ -204,6 +220,9 @@ mod tests {
         assert_eq!(encode_path(b"/opt/rocm-6.2/lib/libx_y.so.6~"), "/opt/rocm-6.2/lib/libx_y.so.6~");
         assert_eq!(encode_path("/a b/%#?&é".as_bytes()), "/a%20b/%25%23%3F%26%C3%A9");
         assert_eq!(file_uri(b"/t/lib.so", 8192, 3000), "file:///t/lib.so#offset=8192&size=3000");
+        let here = std::env::current_dir().unwrap();
+        let want = format!("file://{}/a%20b.so#offset=1&size=2", encode_path(here.to_str().unwrap().as_bytes()));
+        assert_eq!(for_path(std::path::Path::new("a b.so"), 1, 2).unwrap(), want);
     }
 
     #[test]

@@ -60,22 +60,8 @@ impl<'a> Item<'a> {
         }
         let (start, size) = uri::range(o, self.bytes)?;
         let offset = self.base?.checked_add(start)?;
-        // ROCm's URIs name the file by the absolute path the loader found
-        // it under (symbolic links not resolved).
-        let path = std::path::absolute(self.file).ok()?;
-        Some(uri::file_uri(&path_bytes(&path), offset, size))
+        uri::for_path(Path::new(self.file), offset, size)
     }
-}
-
-#[cfg(unix)]
-fn path_bytes(path: &Path) -> Vec<u8> {
-    use std::os::unix::ffi::OsStrExt;
-    path.as_os_str().as_bytes().to_vec()
-}
-
-#[cfg(not(unix))]
-fn path_bytes(path: &Path) -> Vec<u8> {
-    path.to_string_lossy().replace('\\', "/").into_bytes()
 }
 
 /// A file, package member or folder that could not be read.
