@@ -49,7 +49,7 @@ pub fn encode_path(path: &[u8]) -> String {
 /// The URI of the `size` bytes at `offset` of the file at `path` (the
 /// path's bytes, encoded here), numbers in decimal.
 pub fn file_uri(path: &[u8], offset: u64, size: u64) -> String {
-    format!("file://{}#offset={offset}&size={size}", encode_path(path))
+    with_range(&format!("file://{}", encode_path(path)), offset, size)
 }
 
 /// The URI of the `size` bytes at `offset` of the file at `path`, which
@@ -57,6 +57,12 @@ pub fn file_uri(path: &[u8], offset: u64, size: u64) -> String {
 /// folder, symbolic links kept), as ROCm's loader names the files it
 /// opened; `None` when the current folder cannot be read.
 pub fn for_path(path: &std::path::Path, offset: u64, size: u64) -> Option<String> {
+    Some(with_range(&file_prefix(path)?, offset, size))
+}
+
+/// `file://` and the encoded absolute path of `path`, the part of
+/// [`for_path`]'s URI that all code objects of one file share.
+pub fn file_prefix(path: &std::path::Path) -> Option<String> {
     let absolute = std::path::absolute(path).ok()?;
     #[cfg(unix)]
     let bytes = {
@@ -65,7 +71,12 @@ pub fn for_path(path: &std::path::Path, offset: u64, size: u64) -> Option<String
     };
     #[cfg(not(unix))]
     let bytes = absolute.to_string_lossy().replace('\\', "/").into_bytes();
-    Some(file_uri(&bytes, offset, size))
+    Some(format!("file://{}", encode_path(&bytes)))
+}
+
+/// A URI made of a [`file_prefix`] and a range.
+pub fn with_range(prefix: &str, offset: u64, size: u64) -> String {
+    format!("{prefix}#offset={offset}&size={size}")
 }
 
 /// The byte range a code object's URI names, as (offset, size) in
