@@ -278,6 +278,20 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #[test]
+        fn any_path_and_range_round_trip(path in proptest::collection::vec(1u8.., 1..40), offset: u64, size: u64) {
+            let uri = file_uri(&path, offset, size);
+            proptest::prop_assert!(uri.is_ascii());
+            proptest::prop_assert_eq!(parse(&uri).unwrap(), FileUri { path, offset, size: Some(size) });
+        }
+
+        #[test]
+        fn any_text_parses_or_fails_cleanly(text in "(file|FILE|memory)?(://)?[%#?&=0-9a-fxX/ .é-]{0,40}") {
+            let _ = parse(&text);
+        }
+    }
+
     #[test]
     fn hostile_text_never_panics() {
         for uri in ["file://%", "file://%%", "file://é%é", "file://x#&&&", "file://x#=", "file://x?offset=0x%"] {
