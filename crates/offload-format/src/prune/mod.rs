@@ -13,6 +13,7 @@
 //! header changes, so every byte outside the rewritten fat binaries stays.
 
 mod check;
+mod rebuild;
 pub mod rules;
 
 pub use check::verify;
@@ -168,7 +169,7 @@ impl<'a> Pruned<'a> {
 /// decompressed bundle of a compressed one.
 pub(crate) enum Contents<'a> {
     Bundle(Vec<binary::BinaryEntry<'a>>),
-    Compressed { inner: Vec<u8>, method: compressed::Method, version: u16 },
+    Compressed { inner: Vec<u8> },
 }
 
 /// The unit's bytes, `used` long.
@@ -189,14 +190,14 @@ pub(crate) fn read_contents<'a>(data: &'a [u8], unit: &FatBinary) -> Result<Cont
             let entries = binary::read(bytes).map_err(|e| fail(e.to_string()))?;
             Ok(Contents::Bundle(entries.unwrap_or_default()))
         }
-        UnitKind::Compressed { version } => {
+        UnitKind::Compressed { .. } => {
             let blob = compressed::read_blob(bytes).map_err(|e| fail(e.to_string()))?;
             let inner = compressed::decompress(&blob).map_err(|e| fail(e.to_string()))?;
             if !binary::has_magic(&inner) {
                 return Err(fail("the compressed data is not a binary bundle".into()));
             }
             binary::read(&inner).map_err(|e| fail(format!("the decompressed bundle: {e}")))?;
-            Ok(Contents::Compressed { inner, method: blob.header.method, version })
+            Ok(Contents::Compressed { inner })
         }
     }
 }
@@ -273,6 +274,7 @@ pub fn plan<'a>(data: &'a [u8], map: &FileMap, rules: &Rules) -> Result<Pruned<'
     let all: Vec<Vec<EntryInfo>> = map.units.iter().map(|u| entry_infos(data, u)).collect::<Result<_, _>>()?;
     let decisions = rules.decide(&all);
     let mut units = Vec::with_capacity(map.units.len());
+    let mut work = Vec::new();
     for ((unit, infos), keep) in map.units.iter().zip(all).zip(decisions) {
         let entries: Vec<EntryFate> =
             infos.into_iter().zip(&keep).map(|(i, &kept)| EntryFate { id: i.id, size: i.size, kept }).collect();
@@ -286,46 +288,29 @@ pub fn plan<'a>(data: &'a [u8], map: &FileMap, rules: &Rules) -> Result<Pruned<'
         if let UnitKind::Compressed { version } = unit.kind {
             change.new_version = Some(version);
         }
-        if keep.iter().all(|&k| k) {
-            units.push(change);
-            continue;
+        if !keep.iter().all(|&k| k) {
+            work.push((units.len(), keep));
         }
-        // One unit decompressed at a time: memory stays bounded by the
-        // largest fat binary, not the sum of them.
-        let rebuilt = match read_contents(data, unit)? {
-            Contents::Bundle(list) => {
-                let kept: Vec<(&[u8], &'a [u8])> =
-                    list.iter().zip(&keep).filter(|(_, k)| **k).map(|(e, _)| (e.id, e.payload)).collect();
-                binary::write(&kept, alignment(&list))
-            }
-            Contents::Compressed { inner, method, version } => {
-                let list = binary::read(&inner).ok().flatten().unwrap_or_default();
-                let kept: Vec<(&[u8], &[u8])> =
-                    list.iter().zip(&keep).filter(|(_, k)| **k).map(|(e, _)| (e.id, e.payload)).collect();
-                let bundle = binary::write(&kept, alignment(&list)).to_vec();
-                let opts = compressed::CompressOptions {
-                    method,
-                    level: if method == compressed::Method::Zstd { 3 } else { 6 },
-                    version: version.max(2),
-                    threads: 0,
-                };
-                let out = compressed::compress(&bundle, &opts)
-                    .map_err(|e| PruneError::Unit { offset: unit.offset, reason: e.to_string() })?;
-                change.new_version = Some(out.version);
-                let mut p = Plan::new();
-                p.own(out.bytes);
-                p
-            }
-        };
-        let needed = rebuilt.len();
+        units.push(change);
+    }
+    // The units are rebuilt in parallel (decompressing and recompressing
+    // is most of the work), each worker holding one decompressed unit at a
+    // time: memory is bounded by a few units, never by the file.
+    for ((i, _), rebuilt) in work.iter().zip(rebuild::all(data, &units, &work)) {
+        let change = &mut units[*i];
+        let unit = change.unit;
+        let rebuilt = rebuilt?;
+        let needed = rebuilt.plan.len();
         if needed > unit.extent {
             return Err(PruneError::DoesNotFit { offset: unit.offset, needed, extent: unit.extent });
         }
-        let mut rep = rebuilt;
+        let mut rep = rebuilt.plan;
         rep.zeros(unit.extent - needed);
+        if rebuilt.version.is_some() {
+            change.new_version = rebuilt.version;
+        }
         change.new_used = needed;
         change.replacement = Some(rep);
-        units.push(change);
     }
     Ok(Pruned { units, unreferenced: map.unreferenced() })
 }
