@@ -62,6 +62,9 @@ LIBRARIES = {
         "keep_isas": ["amdgcn-amd-amdhsa--gfx90a:xnack-", "amdgcn-amd-amdhsa--gfx90a:xnack+"],
         "drop_isas": ["amdgcn-amd-amdhsa--gfx1030", "amdgcn-amd-amdhsa--gfx906:xnack-"],
         "goal": ("cp", 2.0),
+        # The size goals are set for a 1 GB-class library of uncompressed
+        # bundles, mostly device code.
+        "size_goals": True,
     },
     "xla": {
         "title": "xla_rocm_plugin.so (jax-rocm7-pjrt 0.10.0, CCOB v3)",
@@ -69,6 +72,9 @@ LIBRARIES = {
         "keep_isas": ["amdgcn-amd-amdhsa--gfx90a"],
         "drop_isas": ["amdgcn-amd-amdhsa--gfx1030"],
         "goal": ("verify", 1.5),
+        # Most of this library is XLA's host code (25 MB of its 124 MB
+        # zstd'd are device code): its sizes are reported, not judged.
+        "size_goals": False,
     },
 }
 
@@ -160,9 +166,10 @@ def bench_library(name, lib, work, runs, check):
         ratio = row["ops"][op]["wall_s"] / row["ops"][base]["wall_s"]
         goals.append((f"{op} / {base} time", ratio, limit))
         goals.append((f"{op} peak anonymous MiB", row["ops"][op]["anon_mib"], 1024.0))
-    goals.append(("zstd-3(zero) / zstd-3(input)", row["zstd_zero"] / row["zstd_input"], 0.30))
-    if has_cut:
-        goals.append(("cut size / input size", row["cut"]["size"] / size, 0.30))
+    if spec["size_goals"]:
+        goals.append(("zstd-3(zero) / zstd-3(input)", row["zstd_zero"] / row["zstd_input"], 0.30))
+        if has_cut:
+            goals.append(("cut size / input size", row["cut"]["size"] / size, 0.30))
     row["goals"] = [{"what": w, "value": v, "limit": lim, "met": v <= lim} for w, v, lim in goals]
     if check:
         print(f"checks of the zero-mode output of {name}:")
@@ -188,7 +195,8 @@ def report(rows, runs):
         for op, m in row["ops"].items():
             print(f"{op:<12} {m['wall_s']:>8.2f} {m['cpu_s']:>8.2f} {m['total_mib']:>10.1f} {m['anon_mib']:>9.1f}")
         print(f"zero output: {mb(row['zero_size'])} ({mb(row['zero_disk'])} on disk); "
-              f"zstd -3: input {mb(row['zstd_input'])}, zero output {mb(row['zstd_zero'])}")
+              f"zstd -3: input {mb(row['zstd_input'])}, zero output {mb(row['zstd_zero'])} "
+              f"({row['zstd_zero'] / row['zstd_input']:.2f})")
         if row["cut"]:
             print(f"cut output: {mb(row['cut']['size'])}; zstd -3: {mb(row['cut']['zstd'])}")
         else:
