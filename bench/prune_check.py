@@ -99,35 +99,37 @@ def check_readelf(inp, out, same_headers):
     return True, f"llvm-readelf -lS --dyn-relocations: no warning{extra}"
 
 
-def check_comgr(inp, out, units, keep_isas, drop_isas):
+def check_comgr(inp, out, pairs, keep_isas, drop_isas):
+    """`pairs`: (input unit, output unit) of each fat binary, in order (in
+    cut mode the output's sit at other offsets)."""
     comgr = Comgr()
     found = missing = 0
     with open(inp, "rb") as fin, open(out, "rb") as fout:
-        for u in units:
-            if u["format"] != "bundle":
+        for ui, uo in pairs:
+            if ui["format"] != "bundle":
                 continue
-            off = u["offset"]
-            fout.seek(off)
+            fout.seek(uo["offset"])
             window = fout.read(WINDOW)
-            fin.seek(off)
+            fin.seek(ui["offset"])
             window_in = fin.read(WINDOW)
+            at = uo["offset"]
             for isa in keep_isas:
                 o, s = comgr.lookup(window, isa)
                 oi, si = comgr.lookup(window_in, isa)
                 if s == 0:
-                    return False, f"comgr: no code object for {isa} in the fat binary at {off:#x}"
-                if o + s > u["new_size"]:
-                    return False, f"comgr: {isa} at {off:#x} lies past the rewritten bundle"
-                fout.seek(off + o)
-                fin.seek(off + oi)
+                    return False, f"comgr: no code object for {isa} in the fat binary at {at:#x}"
+                if o + s > uo["old_size"]:
+                    return False, f"comgr: {isa} at {at:#x} lies past the rewritten bundle"
+                fout.seek(at + o)
+                fin.seek(ui["offset"] + oi)
                 if s != si or fout.read(s) != fin.read(si):
-                    return False, f"comgr: {isa} at {off:#x} is not the input's code object"
+                    return False, f"comgr: {isa} at {at:#x} is not the input's code object"
                 found += 1
             for isa in drop_isas:
                 if comgr.lookup(window_in, isa)[1] == 0:
-                    return False, f"comgr: the input has no {isa} at {off:#x} either: a vacuous check"
+                    return False, f"comgr: the input has no {isa} at {ui['offset']:#x} either: a vacuous check"
                 if comgr.lookup(window, isa)[1] != 0:
-                    return False, f"comgr: {isa} still found in the fat binary at {off:#x}"
+                    return False, f"comgr: {isa} still found in the fat binary at {at:#x}"
                 missing += 1
     if found == 0:
         return None, "comgr: no uncompressed bundle to look up (compressed: see the bundler check)"
@@ -207,14 +209,28 @@ def check_load(inp, out):
     return False, f"dlopen: the input loads, the output does not: {msg_out}"
 
 
+def unit_pairs(inp, out, keep):
+    """Each fat binary of the input with the output's, in order (the output
+    is read as it is: nothing left to drop, its sizes are the new ones)."""
+    before, after = fat_binaries(inp, keep), fat_binaries(out, keep)
+    if len(before) != len(after):
+        raise RuntimeError(f"the output has {len(after)} fat binaries, the input {len(before)}")
+    return list(zip(before, after))
+
+
 def check_all(inp, out, keep, keep_isas, drop_isas, same_headers=True):
     """Runs every check; prints one line each; returns True when none failed."""
-    units = fat_binaries(inp, keep)
+    try:
+        pairs = unit_pairs(inp, out, keep)
+    except RuntimeError as e:
+        print(f"  [FAIL] {e}")
+        return False
     checks = [check_verify(out), check_readelf(inp, out, same_headers)]
-    if any(u["format"] == "bundle" for u in units):
-        checks.append(check_comgr(inp, out, units, keep_isas, drop_isas))
-    if any(u["format"].startswith("compressed") for u in units):
-        checks.append(check_bundler_pruned(inp, out, keep))
+    if any(ui["format"] == "bundle" for ui, _ in pairs):
+        checks.append(check_comgr(inp, out, pairs, keep_isas, drop_isas))
+    if any(ui["format"].startswith("compressed") for ui, _ in pairs):
+        rewritten = [dict(ui, offset=uo["offset"], new_size=uo["old_size"]) for ui, uo in pairs]
+        checks.append(check_bundler(out, rewritten))
     checks.append(check_load(inp, out))
     failed = False
     for ok, msg in checks:
@@ -222,22 +238,6 @@ def check_all(inp, out, keep, keep_isas, drop_isas, same_headers=True):
         print(f"  [{tag}] {msg}")
         failed |= ok is False
     return not failed
-
-
-def check_bundler_pruned(inp, out, keep):
-    """The input's plan says what each unit keeps; the output's units sit at
-    the same offsets with their new sizes."""
-    planned = fat_binaries(inp, keep)
-    now = {u["offset"]: u for u in fat_binaries(out, keep)}
-    units = []
-    for u in planned:
-        if not u["dropped"]:
-            continue
-        cur = now.get(u["offset"])
-        if cur is None:
-            return False, f"the output has no fat binary at {u['offset']:#x}"
-        units.append(dict(u, new_size=cur["old_size"]))
-    return check_bundler(out, units)
 
 
 def main():
