@@ -65,7 +65,7 @@ pub fn verify(output: &[u8], input: &[u8], input_map: &FileMap, pruned: &Pruned)
             )));
         }
         let tail = output.get(start + unit.used as usize..end).unwrap_or(&[]);
-        if tail.iter().any(|&b| b != 0) {
+        if !all_zero(tail) {
             return Err(fail(format!("the freed bytes of the fat binary at {start:#x} are not zero")));
         }
         if let (UnitKind::Compressed { .. }, Some(rep)) = (unit.kind, &change.replacement) {
@@ -95,6 +95,13 @@ pub fn verify(output: &[u8], input: &[u8], input_map: &FileMap, pruned: &Pruned)
         return Err(fail(format!("bytes after {at:#x} changed")));
     }
     Ok(())
+}
+
+/// Whether every byte is zero: OR-ing 4 KiB blocks vectorizes, where a
+/// byte-wise `any` with its early exit does not (the freed bytes of a large
+/// library are most of it: 940 MB of librocsparse's 1.3 GB).
+fn all_zero(bytes: &[u8]) -> bool {
+    bytes.chunks(4096).all(|block| block.iter().fold(0u8, |acc, &b| acc | b) == 0)
 }
 
 /// Whether `bytes` are exactly what `plan` describes.
