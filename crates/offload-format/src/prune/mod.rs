@@ -16,6 +16,7 @@ mod check;
 pub mod cuda;
 pub mod files;
 pub mod openmp;
+mod rebuild;
 pub mod rules;
 
 pub use check::verify;
@@ -182,7 +183,7 @@ impl<'a> Pruned<'a> {
 /// decompressed bundle of a compressed one.
 pub(crate) enum Contents<'a> {
     Bundle(Vec<binary::BinaryEntry<'a>>),
-    Compressed { inner: Vec<u8>, method: compressed::Method, version: u16 },
+    Compressed { inner: Vec<u8> },
 }
 
 /// The unit's bytes, `used` long.
@@ -203,14 +204,14 @@ pub(crate) fn read_contents<'a>(data: &'a [u8], unit: &FatBinary) -> Result<Cont
             let entries = binary::read(bytes).map_err(|e| fail(e.to_string()))?;
             Ok(Contents::Bundle(entries.unwrap_or_default()))
         }
-        UnitKind::Compressed { version } => {
+        UnitKind::Compressed { .. } => {
             let blob = compressed::read_blob(bytes).map_err(|e| fail(e.to_string()))?;
             let inner = compressed::decompress(&blob).map_err(|e| fail(e.to_string()))?;
             if !binary::has_magic(&inner) {
                 return Err(fail("the compressed data is not a binary bundle".into()));
             }
             binary::read(&inner).map_err(|e| fail(format!("the decompressed bundle: {e}")))?;
-            Ok(Contents::Compressed { inner, method: blob.header.method, version })
+            Ok(Contents::Compressed { inner })
         }
         UnitKind::Cuda | UnitKind::Object => Err(fail("is not a clang offload bundle".into())),
     }
@@ -304,6 +305,7 @@ pub(crate) fn plan_units<'a>(
     let all: Vec<Vec<EntryInfo>> = units.iter().map(|u| entry_infos(data, u)).collect::<Result<_, _>>()?;
     let decisions = rules.decide(&all);
     let mut changes = Vec::with_capacity(units.len());
+    let mut work = Vec::new();
     for ((unit, infos), keep) in units.iter().zip(all).zip(decisions) {
         let entries: Vec<EntryFate> =
             infos.into_iter().zip(&keep).map(|(i, &kept)| EntryFate { id: i.id, size: i.size, kept }).collect();
@@ -317,56 +319,33 @@ pub(crate) fn plan_units<'a>(
         if let UnitKind::Compressed { version } = unit.kind {
             change.new_version = Some(version);
         }
-        if keep.iter().all(|&k| k) {
-            changes.push(change);
-            continue;
+        if !keep.iter().all(|&k| k) {
+            work.push((changes.len(), keep));
         }
-        let (rebuilt, version) = rebuild_unit(data, unit, &keep)?;
-        change.new_version = version.or(change.new_version);
-        let needed = rebuilt.len();
+        changes.push(change);
+    }
+    // The units are rebuilt in parallel (decompressing and recompressing
+    // is most of the work), each worker holding one decompressed unit at a
+    // time: memory is bounded by a few units, never by the file.
+    for ((i, _), rebuilt) in work.iter().zip(rebuild::all(data, &changes, &work)) {
+        let change = &mut changes[*i];
+        let unit = change.unit;
+        let rebuilt = rebuilt?;
+        let needed = rebuilt.plan.len();
         if needed > unit.extent {
             return Err(PruneError::DoesNotFit { offset: unit.offset, needed, extent: unit.extent });
         }
-        let mut rep = rebuilt;
+        let mut rep = rebuilt.plan;
         if in_place {
             rep.zeros(unit.extent - needed);
         }
+        if rebuilt.version.is_some() {
+            change.new_version = rebuilt.version;
+        }
         change.new_used = needed;
         change.replacement = Some(rep);
-        changes.push(change);
     }
     Ok(changes)
-}
-
-/// One bundle or compressed bundle with only the entries `keep` marks,
-/// and the compressed format version written (compressed units only).
-/// One unit is decompressed at a time: memory stays bounded by the largest
-/// fat binary, not the sum of them.
-fn rebuild_unit<'a>(data: &'a [u8], unit: &FatBinary, keep: &[bool]) -> Result<(Plan<'a>, Option<u16>), PruneError> {
-    match read_contents(data, unit)? {
-        Contents::Bundle(list) => {
-            let kept: Vec<(&[u8], &'a [u8])> =
-                list.iter().zip(keep).filter(|(_, k)| **k).map(|(e, _)| (e.id, e.payload)).collect();
-            Ok((binary::write(&kept, alignment(&list)), None))
-        }
-        Contents::Compressed { inner, method, version } => {
-            let list = binary::read(&inner).ok().flatten().unwrap_or_default();
-            let kept: Vec<(&[u8], &[u8])> =
-                list.iter().zip(keep).filter(|(_, k)| **k).map(|(e, _)| (e.id, e.payload)).collect();
-            let bundle = binary::write(&kept, alignment(&list)).to_vec();
-            let opts = compressed::CompressOptions {
-                method,
-                level: if method == compressed::Method::Zstd { 3 } else { 6 },
-                version: version.max(2),
-                threads: 0,
-            };
-            let out = compressed::compress(&bundle, &opts)
-                .map_err(|e| PruneError::Unit { offset: unit.offset, reason: e.to_string() })?;
-            let mut p = Plan::new();
-            p.own(out.bytes);
-            Ok((p, Some(out.version)))
-        }
-    }
 }
 
 #[cfg(test)]
