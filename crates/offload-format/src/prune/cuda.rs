@@ -71,17 +71,28 @@ fn images(entry: &cuda::Entry) -> Vec<(EntryKind, Arch, u64)> {
     }
 }
 
+/// The (kind, arch, flags) images each entry of one fat binary stands
+/// for, the form [`decide_images`] takes.
+pub(crate) type ImageGroup = Vec<(EntryKind, Arch, u64)>;
+
 /// Which entries of one fat binary stay.
 fn decide(rules: &Rules, entries: &[cuda::Entry]) -> Vec<bool> {
+    let groups: Vec<ImageGroup> = entries.iter().map(images).collect();
+    decide_images(rules, &groups)
+}
+
+/// Which entries of one fat binary stay, each entry given by its images
+/// (one, or a concatenated entry's cubins). `offload size --keep` asks the
+/// same question of listed code objects, so both share this rule.
+pub(crate) fn decide_images(rules: &Rules, groups: &[ImageGroup]) -> Vec<bool> {
     let keep: Vec<_> = rules.keep.iter().filter_map(|t| rule(t)).collect();
     let drop: Vec<_> = rules.drop.iter().filter_map(|t| rule(t)).collect();
     let restricts = !rules.keep.is_empty() || !rules.keep_gpu.is_empty();
-    let chosen = gpu_choices(rules, entries);
-    entries
+    let chosen = gpu_choices(rules, groups);
+    groups
         .iter()
         .enumerate()
-        .map(|(i, entry)| {
-            let imgs = images(entry);
+        .map(|(i, imgs)| {
             let named = |list: &[(EntryKind, Arch)], img: &(EntryKind, Arch, u64)| {
                 list.iter().any(|&(k, a)| k == img.0 && a == img.1)
             };
@@ -95,14 +106,14 @@ fn decide(rules: &Rules, entries: &[cuda::Entry]) -> Vec<bool> {
 }
 
 /// Entries the CUDA driver would load on a `--keep-gpu` GPU.
-fn gpu_choices(rules: &Rules, entries: &[cuda::Entry]) -> Vec<usize> {
+fn gpu_choices(rules: &Rules, groups: &[ImageGroup]) -> Vec<usize> {
     if rules.keep_gpu.is_empty() {
         return Vec::new();
     }
     let mut objects = Vec::new();
     let mut owner = Vec::new();
-    for (i, entry) in entries.iter().enumerate() {
-        for (kind, arch, flags) in images(entry) {
+    for (i, imgs) in groups.iter().enumerate() {
+        for &(kind, arch, flags) in imgs {
             let target = arch.to_string();
             objects.push(CodeObject {
                 location: Location::default(),
