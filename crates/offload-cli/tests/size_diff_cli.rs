@@ -145,6 +145,29 @@ fn size_keep_agrees_with_prune_dry_run() {
     }
 }
 
+/// CUDA fat binaries: `size --keep` counts what prune's CUDA rule drops
+/// (a concatenated entry's cubins only together). Prune reports payload
+/// bytes with their padding (a PTX text's NULs), so entries are compared.
+#[test]
+fn size_keep_agrees_with_prune_dry_run_on_cuda() {
+    let cuda = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cuda");
+    for (fixture, keep, expected) in [
+        ("kern_nocompress.fatbin", "sm_80", 3u64),
+        ("concat.fatbin", "sm_80", 1),
+        ("kern_zstd_all.fatbin", "compute_90", 3),
+    ] {
+        let f = cuda.join(fixture);
+        let pruned = offload(&["prune", "--keep", keep, "--dry-run", "--json", p(&f)]);
+        assert!(pruned.status.success(), "{fixture}: {}", String::from_utf8_lossy(&pruned.stderr));
+        let pruned = json(&pruned);
+        let dropped: usize =
+            pruned["units"].as_array().unwrap().iter().map(|u| u["dropped"].as_array().unwrap().len()).sum();
+        let size = json(&offload(&["size", "--keep", keep, "--json", p(&f)]));
+        assert_eq!(size["total"]["prunable"]["objects"], expected, "{fixture} --keep {keep}");
+        assert_eq!(dropped as u64, expected, "{fixture} --keep {keep}");
+    }
+}
+
 #[test]
 fn size_of_a_wheel_and_a_folder_add_up() {
     let dir = tempfile::tempdir().unwrap();

@@ -33,6 +33,7 @@ pub mod id;
 mod scan;
 pub mod select;
 pub mod select_cuda;
+pub mod uri;
 
 use std::borrow::Cow;
 use std::fmt;

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 pub const SHT_RELR: u32 = 19;
 const R_X86_64_64: u32 = 1;
-const R_X86_64_RELATIVE: u32 = 8;
+pub(super) const R_X86_64_RELATIVE: u32 = 8;
 
 /// How a pointer word is given its value.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,7 +41,15 @@ pub enum Storage {
 /// A relocation that applies to one word, as found.
 #[derive(Clone, Debug)]
 pub(super) enum Found {
-    Rela { r_type: u32, symbol_table: usize, symbol: u32, addend: u64 },
+    /// `entry`: the file offset of the RELA record, for rewriters that
+    /// change its addend.
+    Rela {
+        r_type: u32,
+        symbol_table: usize,
+        symbol: u32,
+        addend: u64,
+        entry: u64,
+    },
     Relr,
 }
 
@@ -92,7 +100,7 @@ pub(super) fn relocations(
             continue;
         }
         let data = file.section_data(index).map_err(LayoutError::Elf)?;
-        for rel in data.chunks_exact(24) {
+        for (n, rel) in data.chunks_exact(24).enumerate() {
             let word = |i: usize| {
                 let mut w = [0u8; 8];
                 w.copy_from_slice(&rel[i * 8..i * 8 + 8]);
@@ -105,6 +113,7 @@ pub(super) fn relocations(
                     symbol_table: sh.link as usize,
                     symbol: (info >> 32) as u32,
                     addend,
+                    entry: sh.offset.wrapping_add(n as u64 * 24),
                 });
             }
         }
@@ -147,7 +156,7 @@ pub(super) fn resolve(
     match one {
         Found::Relr => Ok((Storage::Relr, in_place)),
         Found::Rela { r_type: R_X86_64_RELATIVE, addend, .. } => Ok((Storage::Relative { addend: *addend }, *addend)),
-        Found::Rela { r_type: R_X86_64_64, symbol_table, symbol: index, addend } => {
+        Found::Rela { r_type: R_X86_64_64, symbol_table, symbol: index, addend, .. } => {
             let (name, value, section) = symbol(file, *symbol_table, *index).map_err(fail)?;
             if section == 0 {
                 return Err(fail(format!("its pointer names the undefined symbol '{name}'")));

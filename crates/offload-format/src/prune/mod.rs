@@ -13,7 +13,10 @@
 //! header changes, so every byte outside the rewritten fat binaries stays.
 
 mod check;
-pub(crate) mod rebuild;
+pub mod cuda;
+pub mod files;
+pub mod openmp;
+mod rebuild;
 pub mod rules;
 
 pub use check::verify;
@@ -22,6 +25,7 @@ pub use rules::{EntryInfo, Rules, parse_target};
 use crate::bundle::{binary, compressed};
 use crate::layout::{FatBinary, FileMap, LayoutError, Target, UnitKind};
 use crate::plan::Plan;
+use std::num::NonZeroU64;
 
 /// Why a file cannot be pruned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -81,6 +85,17 @@ pub enum PruneError {
     /// written.
     #[error("the pruned output fails its check: {0}")]
     Verify(String),
+    /// An input `prune` does not handle (what it is, or why not).
+    #[error("{0}")]
+    Unsupported(String),
+    /// A problem in one member of an archive.
+    #[error("member {name}: {source}")]
+    Member {
+        /// The member's name.
+        name: String,
+        /// What is wrong with it.
+        source: Box<PruneError>,
+    },
 }
 
 /// One entry of a unit and its fate.
@@ -168,7 +183,7 @@ impl<'a> Pruned<'a> {
 /// decompressed bundle of a compressed one.
 pub(crate) enum Contents<'a> {
     Bundle(Vec<binary::BinaryEntry<'a>>),
-    Compressed { inner: Vec<u8>, method: compressed::Method, version: u16 },
+    Compressed { inner: Vec<u8> },
 }
 
 /// The unit's bytes, `used` long.
@@ -189,16 +204,27 @@ pub(crate) fn read_contents<'a>(data: &'a [u8], unit: &FatBinary) -> Result<Cont
             let entries = binary::read(bytes).map_err(|e| fail(e.to_string()))?;
             Ok(Contents::Bundle(entries.unwrap_or_default()))
         }
-        UnitKind::Compressed { version } => {
+        UnitKind::Compressed { .. } => {
             let blob = compressed::read_blob(bytes).map_err(|e| fail(e.to_string()))?;
             let inner = compressed::decompress(&blob).map_err(|e| fail(e.to_string()))?;
             if !binary::has_magic(&inner) {
                 return Err(fail("the compressed data is not a binary bundle".into()));
             }
             binary::read(&inner).map_err(|e| fail(format!("the decompressed bundle: {e}")))?;
-            Ok(Contents::Compressed { inner, method: blob.header.method, version })
+            Ok(Contents::Compressed { inner })
         }
+        UnitKind::Cuda | UnitKind::Object => Err(fail("is not a clang offload bundle".into())),
     }
+}
+
+/// The payload alignment a bundle was written with: the largest power of
+/// two up to 4096 that divides every payload offset (HIP bundles use 4096).
+pub(crate) fn alignment(entries: &[binary::BinaryEntry]) -> NonZeroU64 {
+    let mut align = 4096u64;
+    while align > 1 && entries.iter().any(|e| e.offset % align != 0) {
+        align /= 2;
+    }
+    NonZeroU64::new(align).unwrap_or(NonZeroU64::MIN)
 }
 
 /// A unit's entry IDs and sizes, read from headers only.
@@ -219,6 +245,7 @@ pub(crate) fn entry_infos(data: &[u8], unit: &FatBinary) -> Result<Vec<EntryInfo
                 .map(|e| EntryInfo { id: String::from_utf8_lossy(&e.id).into_owned(), size: e.len })
                 .collect())
         }
+        UnitKind::Cuda | UnitKind::Object => Err(fail("is not a clang offload bundle".into())),
     }
 }
 
@@ -258,12 +285,28 @@ pub fn plan<'a>(data: &'a [u8], map: &FileMap, rules: &Rules) -> Result<Pruned<'
             return Err(PruneError::Dangling { record, offset: w.offset, pointer: w.pointer });
         }
     }
+    let units = plan_units(data, &map.units, rules, true)?;
+    Ok(Pruned { units, unreferenced: map.unreferenced() })
+}
+
+/// Decides what to keep in each bundle or compressed bundle of `units`
+/// (lying in `data`) and rebuilds the changed ones. `in_place`: a rebuilt
+/// unit is followed by zeros up to its extent, so nothing after it moves
+/// (a host binary); otherwise it is written alone, and the output shrinks
+/// (a raw bundle file, which no address refers to).
+pub(crate) fn plan_units<'a>(
+    data: &'a [u8],
+    units: &[FatBinary],
+    rules: &Rules,
+    in_place: bool,
+) -> Result<Vec<UnitChange<'a>>, PruneError> {
     // Headers only: a compressed bundle is decoded just far enough to read
     // its table, so deciding (and --dry-run) costs little for any size.
-    let all: Vec<Vec<EntryInfo>> = map.units.iter().map(|u| entry_infos(data, u)).collect::<Result<_, _>>()?;
+    let all: Vec<Vec<EntryInfo>> = units.iter().map(|u| entry_infos(data, u)).collect::<Result<_, _>>()?;
     let decisions = rules.decide(&all);
-    let mut units = Vec::with_capacity(map.units.len());
-    for ((unit, infos), keep) in map.units.iter().zip(all).zip(decisions) {
+    let mut changes = Vec::with_capacity(units.len());
+    let mut work = Vec::new();
+    for ((unit, infos), keep) in units.iter().zip(all).zip(decisions) {
         let entries: Vec<EntryFate> =
             infos.into_iter().zip(&keep).map(|(i, &kept)| EntryFate { id: i.id, size: i.size, kept }).collect();
         let device: Vec<&EntryFate> =
@@ -276,27 +319,33 @@ pub fn plan<'a>(data: &'a [u8], map: &FileMap, rules: &Rules) -> Result<Pruned<'
         if let UnitKind::Compressed { version } = unit.kind {
             change.new_version = Some(version);
         }
-        if keep.iter().all(|&k| k) {
-            units.push(change);
-            continue;
+        if !keep.iter().all(|&k| k) {
+            work.push((changes.len(), keep));
         }
-        // One unit decompressed at a time: memory stays bounded by the
-        // largest fat binary, not the sum of them.
-        let (rebuilt, version) = rebuild::rebuild(data, unit, &keep, None)?;
-        if version.is_some() {
-            change.new_version = version;
-        }
-        let needed = rebuilt.len();
+        changes.push(change);
+    }
+    // The units are rebuilt in parallel (decompressing and recompressing
+    // is most of the work), each worker holding one decompressed unit at a
+    // time: memory is bounded by a few units, never by the file.
+    for ((i, _), rebuilt) in work.iter().zip(rebuild::all(data, &changes, &work)) {
+        let change = &mut changes[*i];
+        let unit = change.unit;
+        let rebuilt = rebuilt?;
+        let needed = rebuilt.plan.len();
         if needed > unit.extent {
             return Err(PruneError::DoesNotFit { offset: unit.offset, needed, extent: unit.extent });
         }
-        let mut rep = rebuilt;
-        rep.zeros(unit.extent - needed);
+        let mut rep = rebuilt.plan;
+        if in_place {
+            rep.zeros(unit.extent - needed);
+        }
+        if rebuilt.version.is_some() {
+            change.new_version = rebuilt.version;
+        }
         change.new_used = needed;
         change.replacement = Some(rep);
-        units.push(change);
     }
-    Ok(Pruned { units, unreferenced: map.unreferenced() })
+    Ok(changes)
 }
 
 #[cfg(test)]

@@ -1,71 +1,132 @@
-//! Rebuilding one fat binary with some entries dropped or one payload
-//! swapped, the way LLVM's bundler lays bundles out: original entry order,
-//! the input's payload alignment (so the header stays under the 4 KiB the
-//! runtime reads and the last entry ends where the bundle ends). A
-//! compressed bundle is decompressed (hash checked), rebuilt and
-//! recompressed with its own method and format version (version 1 becomes
-//! 2: the runtime needs the total size), zstd level 3 with long-distance
-//! matching, LLVM's default (prune-spec §5). `prune` and `replace` share it.
+//! Rebuilding the fat binaries that lose entries: the expensive part of a
+//! prune (decompressing, recompressing), run over several cores.
+//!
+//! Each worker takes the next unit, keeps one decompression buffer from
+//! unit to unit (no fresh pages to fault in for each), and drops nothing
+//! but the new bytes into the result: at most one decompressed unit per
+//! worker is alive, and the worker count is lowered so that the largest
+//! units of all workers together fit in the decoder's memory budget
+//! ([`crate::inspect::decode::MEMORY_BUDGET`]).
+//!
+//! A recompressed unit is checked here, while the input's decompressed
+//! bundle is still at hand: the new bytes are decompressed again and must
+//! give exactly the rebuilt bundle, under a header holding its hash and size, whose entries must be
+//! exactly the kept entries of the input. The output check
+//! ([`super::verify`]) then only compares the written bytes with these
+//! checked ones, instead of decompressing the whole input a second time.
 
-use super::{Contents, PruneError, read_contents};
+use super::{PruneError, UnitChange, alignment, unit_bytes};
 use crate::bundle::{binary, compressed};
-use crate::layout::FatBinary;
+use crate::inspect::decode::{decode_checked_into, run_jobs, worker_count};
+use crate::layout::{FatBinary, UnitKind};
 use crate::plan::Plan;
-use std::num::NonZeroU64;
 
-/// The payload alignment a bundle was written with: the largest power of
-/// two up to 4096 that divides every payload offset (HIP bundles use 4096).
-pub(crate) fn alignment(entries: &[binary::BinaryEntry]) -> NonZeroU64 {
-    let mut align = 4096u64;
-    while align > 1 && entries.iter().any(|e| e.offset % align != 0) {
-        align /= 2;
-    }
-    NonZeroU64::new(align).unwrap_or(NonZeroU64::MIN)
+/// A unit's new bytes (before the zero fill) and, for a compressed unit,
+/// the format version written.
+pub(super) struct Rebuilt<'a> {
+    pub plan: Plan<'a>,
+    pub version: Option<u16>,
 }
 
-/// The (id, payload) pairs of the new bundle: entry `i` is kept when
-/// `keep[i]` (missing flags keep), with `swap`'s payload for its index.
-fn chosen<'p>(
-    list: &[binary::BinaryEntry<'p>],
-    keep: &[bool],
-    swap: Option<(usize, &'p [u8])>,
-) -> Vec<(&'p [u8], &'p [u8])> {
-    list.iter()
-        .enumerate()
-        .filter(|(i, _)| keep.get(*i).copied().unwrap_or(true))
-        .map(|(i, e)| match swap {
-            Some((at, payload)) if at == i => (e.id, payload),
-            _ => (e.id, e.payload),
-        })
-        .collect()
+/// The per-worker buffers: the input unit decompressed, and a piece of the
+/// new unit decompressed again for the round-trip check.
+#[derive(Default)]
+struct Buffers {
+    input: Vec<u8>,
+    piece: Vec<u8>,
 }
 
-/// Rebuilds `unit` (a fat binary of `data`) keeping the entries `keep`
-/// marks and putting `swap.1` in place of entry `swap.0`'s payload.
-/// Returns the new unit's bytes and, for a compressed unit, the format
-/// version written.
-pub(crate) fn rebuild<'a>(
+/// Rebuilds `units[i]` with the kept entries `keep` for every `(i, keep)`
+/// of `work`; the results come back in `work`'s order.
+pub(super) fn all<'a>(
     data: &'a [u8],
-    unit: &FatBinary,
-    keep: &[bool],
-    swap: Option<(usize, &'a [u8])>,
-) -> Result<(Plan<'a>, Option<u16>), PruneError> {
-    match read_contents(data, unit)? {
-        Contents::Bundle(list) => Ok((binary::write(&chosen(&list, keep, swap), alignment(&list)), None)),
-        Contents::Compressed { inner, method, version } => {
-            let list = binary::read(&inner).ok().flatten().unwrap_or_default();
-            let bundle = binary::write(&chosen(&list, keep, swap), alignment(&list)).to_vec();
+    units: &[UnitChange<'a>],
+    work: &[(usize, Vec<bool>)],
+) -> Vec<Result<Rebuilt<'a>, PruneError>> {
+    // Going by the sizes the headers declare (the decoder never trusts
+    // them for memory beyond its plausibility bound).
+    let largest = work.iter().map(|(i, _)| units[*i].entries.iter().map(|e| e.size).sum::<u64>()).max().unwrap_or(0);
+    let workers = worker_count(0, work.len(), largest);
+    run_jobs(work.len(), workers, |bufs: &mut Buffers, j| {
+        let (i, keep) = &work[j];
+        one(data, &units[*i].unit, keep, bufs)
+    })
+}
+
+fn one<'a>(data: &'a [u8], unit: &FatBinary, keep: &[bool], bufs: &mut Buffers) -> Result<Rebuilt<'a>, PruneError> {
+    let bytes = unit_bytes(data, unit)?;
+    let fail = |reason: String| PruneError::Unit { offset: unit.offset, reason };
+    let kept_of = |list: &[binary::BinaryEntry<'a>]| -> Vec<(&'a [u8], &'a [u8])> {
+        list.iter().zip(keep).filter(|(_, k)| **k).map(|(e, _)| (e.id, e.payload)).collect()
+    };
+    match unit.kind {
+        UnitKind::Bundle => {
+            let list = binary::read(bytes).map_err(|e| fail(e.to_string()))?.unwrap_or_default();
+            Ok(Rebuilt { plan: binary::write(&kept_of(&list), alignment(&list)), version: None })
+        }
+        UnitKind::Compressed { version } => {
+            let blob = compressed::read_blob(bytes).map_err(|e| fail(e.to_string()))?;
+            decode_checked_into(&blob, &mut bufs.input).map_err(|e| fail(e.to_string()))?;
+            let inner = &bufs.input[..];
+            if !binary::has_magic(inner) {
+                return Err(fail("the compressed data is not a binary bundle".into()));
+            }
+            let list =
+                binary::read(inner).map_err(|e| fail(format!("the decompressed bundle: {e}")))?.unwrap_or_default();
+            let kept: Vec<(&[u8], &[u8])> =
+                list.iter().zip(keep).filter(|(_, k)| **k).map(|(e, _)| (e.id, e.payload)).collect();
+            let bundle = binary::write(&kept, alignment(&list)).to_vec();
+            let method = blob.header.method;
             let opts = compressed::CompressOptions {
                 method,
                 level: if method == compressed::Method::Zstd { 3 } else { 6 },
                 version: version.max(2),
                 threads: 0,
             };
-            let out = compressed::compress(&bundle, &opts)
-                .map_err(|e| PruneError::Unit { offset: unit.offset, reason: e.to_string() })?;
-            let mut p = Plan::new();
-            p.own(out.bytes);
-            Ok((p, Some(out.version)))
+            let out = compressed::compress(&bundle, &opts).map_err(|e| fail(e.to_string()))?;
+            round_trip(&out.bytes, &bundle, out.hash, &kept, &mut bufs.piece)
+                .map_err(|why| PruneError::Verify(format!("the fat binary at {:#x}: {why}", unit.offset)))?;
+            let mut plan = Plan::new();
+            plan.own(out.bytes);
+            Ok(Rebuilt { plan, version: Some(out.version) })
         }
+        UnitKind::Cuda | UnitKind::Object => Err(fail("is not a clang offload bundle".into())),
     }
+}
+
+/// Checks that `new` (a compressed bundle just made) decompresses to
+/// `bundle`, that its header holds `hash` (the truncated MD5 of `bundle`,
+/// computed while compressing: hashing the same bytes again would prove
+/// nothing more), and that `bundle` holds exactly `kept`. The data is
+/// compared piece by piece as it decompresses, in `piece`'s memory.
+pub(super) fn round_trip(
+    new: &[u8],
+    bundle: &[u8],
+    hash: u64,
+    kept: &[(&[u8], &[u8])],
+    piece: &mut Vec<u8>,
+) -> Result<(), String> {
+    let blob = compressed::read_blob(new).map_err(|e| format!("the recompressed bundle does not read back: {e}"))?;
+    if blob.header.hash != hash || blob.header.uncompressed_size != bundle.len() as u64 {
+        return Err("the recompressed bundle's header does not describe the rebuilt bundle".into());
+    }
+    let undo = |e: compressed::CompressedError| format!("the recompressed bundle does not decompress: {e}");
+    let mut decoder = compressed::BlobDecoder::new(&blob).map_err(undo)?;
+    let mut at = 0usize;
+    while decoder.next_chunk(piece, 1 << 20).map_err(undo)? {
+        let end = at.saturating_add(piece.len());
+        if bundle.get(at..end) != Some(&piece[..]) {
+            return Err(format!("the recompressed bundle decompresses to other bytes at {at:#x}"));
+        }
+        at = end;
+    }
+    if at != bundle.len() {
+        return Err(format!("the recompressed bundle decompresses to {at} bytes, not {}", bundle.len()));
+    }
+    let list = binary::read(bundle).map_err(|e| e.to_string())?.unwrap_or_default();
+    let held: Vec<(&[u8], &[u8])> = list.iter().map(|e| (e.id, e.payload)).collect();
+    if held != kept {
+        return Err("the rebuilt bundle does not hold exactly the kept entries".into());
+    }
+    Ok(())
 }

@@ -18,6 +18,7 @@
 
 mod check;
 pub mod object;
+mod rebuild;
 mod segment;
 
 pub use check::verify;
@@ -26,10 +27,10 @@ pub use object::{ObjectCheck, check_object};
 use crate::inspect::id::split_entry_id;
 use crate::layout::{FatBinary, FileMap, LayoutError, Target, fatbin};
 use crate::plan::Plan;
-use crate::prune::rebuild::rebuild as rebuild_unit;
 use crate::prune::{PruneError, entry_infos as entry_infos_of};
 use crate::target_id::TargetId;
 use crate::triple::Triple;
+use rebuild::rebuild as rebuild_unit;
 
 /// Why a code object cannot be replaced.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -10,6 +10,7 @@
 
 use crate::inspect::{Bytes, CodeObject, Format, Inventory, Payload};
 use crate::prune::Rules;
+use crate::prune::cuda::{ImageGroup, decide_images};
 use crate::prune::rules::EntryInfo;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -138,8 +139,9 @@ fn is_host(o: &CodeObject<'_>) -> bool {
 }
 
 /// Which objects `offload prune` with `rules` would drop: device entries
-/// of bundles and compressed bundles (the fat binaries prune rewrites),
-/// decided per fat binary by the same [`Rules::decide`] prune runs.
+/// of bundles and compressed bundles, decided per fat binary by the same
+/// [`Rules::decide`] prune runs, and CUDA fat binary entries by prune's
+/// CUDA rule (a concatenated entry's cubins go only together).
 pub fn dropped_by(inv: &Inventory<'_>, rules: &Rules) -> Vec<bool> {
     let prunable = |o: &CodeObject<'_>| !o.container && matches!(o.format, Format::Bundle | Format::CompressedBundle);
     let mut units: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
@@ -161,7 +163,67 @@ pub fn dropped_by(inv: &Inventory<'_>, rules: &Rules) -> Vec<bool> {
             }
         }
     }
+    for (group, kept) in cuda_entries(inv).iter().zip(cuda_decisions(inv, rules)) {
+        for &i in group {
+            if let Some(d) = dropped.get_mut(i) {
+                *d = !kept;
+            }
+        }
+    }
     dropped
+}
+
+/// The CUDA fat binary entries of `inv`, each as the indices of the leaf
+/// objects it stands for: one object, or the cubins of a concatenated
+/// entry (listed after its record, one `image N` step deeper), which
+/// prune keeps or drops whole.
+fn cuda_entries(inv: &Inventory<'_>) -> Vec<Vec<usize>> {
+    let is_cuda = |o: &CodeObject<'_>| o.format == Format::CudaFatbin && o.cuda.is_some();
+    let mut entries: Vec<(usize, &[crate::inspect::Step], Vec<usize>)> = Vec::new();
+    for (i, o) in inv.objects.iter().enumerate().filter(|(_, o)| is_cuda(o)) {
+        let steps = &o.location.0[..];
+        if o.container {
+            entries.push((o.unit, steps, Vec::new()));
+            continue;
+        }
+        let parent = steps.split_last().map(|(_, p)| p);
+        match entries.last_mut() {
+            Some((unit, record, members)) if *unit == o.unit && Some(*record) == parent && members.len() < 4096 => {
+                members.push(i)
+            }
+            _ => entries.push((o.unit, steps, vec![i])),
+        }
+    }
+    entries.into_iter().map(|(_, _, members)| members).filter(|m| !m.is_empty()).collect()
+}
+
+/// Whether prune keeps each of [`cuda_entries`], decided per fat binary
+/// by the rule prune applies to CUDA entries.
+fn cuda_decisions(inv: &Inventory<'_>, rules: &Rules) -> Vec<bool> {
+    let entries = cuda_entries(inv);
+    let mut by_unit: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for (e, members) in entries.iter().enumerate() {
+        if let Some(o) = members.first().and_then(|&i| inv.objects.get(i)) {
+            by_unit.entry(o.unit).or_default().push(e);
+        }
+    }
+    let mut kept = vec![true; entries.len()];
+    for list in by_unit.values() {
+        let groups: Vec<ImageGroup> = list
+            .iter()
+            .map(|&e| {
+                entries[e]
+                    .iter()
+                    .filter_map(|&i| inv.objects.get(i)?.cuda.as_ref())
+                    .map(|c| (c.kind, c.arch, c.flags))
+                    .collect()
+            })
+            .collect();
+        for (&e, keep) in list.iter().zip(decide_images(rules, &groups)) {
+            kept[e] = keep;
+        }
+    }
+    kept
 }
 
 /// The sizes of the code objects of one scanned item; with `rules`, also

@@ -1,12 +1,14 @@
 //! `offload prune`: drops the device code of unwanted GPU targets from a
-//! HIP host binary in zero mode (the library's `prune` module does the
-//! work). The output is checked from its own bytes before it replaces
+//! HIP or CUDA host binary in zero mode, from every member of a static
+//! archive, and from raw bundles, `.fatbin` files and fat objects (the
+//! library's `prune` module does the work). The output is checked from its own bytes before it replaces
 //! anything, and written atomically; the input is never modified.
 
 use crate::args::PruneArgs;
 use crate::output;
 use offload_cli::io;
-use offload_format::layout::{FileMap, UnitKind};
+use offload_format::layout::UnitKind;
+use offload_format::prune::files::{self, Input};
 use offload_format::prune::{self, PruneError, Pruned, Rules};
 
 fn kind_name(kind: UnitKind, version: Option<u16>) -> String {
@@ -14,6 +16,8 @@ fn kind_name(kind: UnitKind, version: Option<u16>) -> String {
         (UnitKind::Bundle, _) => "bundle".into(),
         (UnitKind::Compressed { version: old }, Some(new)) if new != old => format!("compressed v{old}->v{new}"),
         (UnitKind::Compressed { version }, _) => format!("compressed v{version}"),
+        (UnitKind::Cuda, _) => "cuda fatbin".into(),
+        (UnitKind::Object, _) => "fat object".into(),
     }
 }
 
@@ -43,7 +47,7 @@ struct UnitReport<'a> {
     dropped: Vec<&'a str>,
 }
 
-fn report(path: &str, pruned: &Pruned, json: bool, dry_run: bool) {
+fn report(path: &str, kind: &Input, pruned: &Pruned, json: bool, dry_run: bool) {
     if json {
         let units = pruned
             .units
@@ -90,6 +94,13 @@ fn report(path: &str, pruned: &Pruned, json: bool, dry_run: bool) {
     if !rows.is_empty() {
         print!("{}", output::table(&["FAT BINARY", "FORMAT", "ID", "SIZE", "FATE"], &rows));
     }
+    if let Input::Archive { untouched, .. } = kind {
+        for member in untouched {
+            eprintln!(
+                "warning: {path}: member {member}: .llvm.offloading images are not pruned yet (copied unchanged)"
+            );
+        }
+    }
     if !pruned.unreferenced.is_empty() {
         eprintln!(
             "warning: {path}: {} fat binaries are pointed at by no wrapper record (pruned all the same)",
@@ -97,8 +108,11 @@ fn report(path: &str, pruned: &Pruned, json: bool, dry_run: bool) {
         );
     }
     let verb = if dry_run { "would rewrite" } else { "rewrote" };
+    // In place the freed bytes become zeros; elsewhere the output shrinks.
+    let how = if kind.in_place() { "zeroed" } else { "saved" };
+    let what = if matches!(kind, Input::Hip(_)) { String::new() } else { format!(" ({})", kind.name()) };
     println!(
-        "{path}: {verb} {} of {} fat binaries; {} bytes of code objects dropped, {} bytes zeroed",
+        "{path}: {verb} {} of {} fat binaries; {} bytes of code objects dropped, {} bytes {how}{what}",
         pruned.changed(),
         pruned.units.len(),
         pruned.dropped_bytes(),
@@ -138,20 +152,19 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
         }
     };
     let data = input.bytes();
+    if offload_format::layout::openmp::is_openmp_host(data) {
+        return crate::prune_openmp::run(argv0, args, &rules, &input);
+    }
     let fail = |e: &dyn std::fmt::Display| {
         eprintln!("{argv0}: error: {path}: {e}");
         1
     };
-    let map = match FileMap::read(data) {
-        Ok(m) => m,
-        Err(e) => return fail(&e),
-    };
-    let pruned = match prune::plan(data, &map, &rules) {
+    let (kind, pruned) = match files::plan_file(data, &rules) {
         Ok(p) => p,
         Err(e) => return fail(&e),
     };
     let Some(out_path) = args.output.as_deref().filter(|_| !args.dry_run) else {
-        report(path, &pruned, args.json, true);
+        report(path, &kind, &pruned, args.json, true);
         return 0;
     };
     let plan = pruned.output_plan(data);
@@ -159,7 +172,7 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
     if let Err(e) = outputs.stage(out_path, &plan, &[&input]) {
         return fail(&e);
     }
-    if let Some(file) = outputs.staged_file(0) {
+    if let Some(file) = outputs.staged_file(0).filter(|_| kind.in_place()) {
         punch_holes(file, &pruned);
     }
     if args.verify {
@@ -169,7 +182,7 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
             // SAFETY: a private read-only map of our own staging file,
             // which nothing else writes to.
             let written = unsafe { memmap2::Mmap::map(f) }.map_err(|e| io::error_text(&e))?;
-            prune::verify(&written, data, &map, &pruned).map_err(|e| e.to_string())
+            files::verify_file(&written, data, &kind, &pruned).map_err(|e| e.to_string())
         });
         if let Err(e) = check {
             return fail(&e);
@@ -181,7 +194,7 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
     keep_mode(path, out_path);
     // With `-o -` the pruned file is standard output: no report there.
     if out_path != "-" {
-        report(path, &pruned, args.json, false);
+        report(path, &kind, &pruned, args.json, false);
     }
     0
 }

@@ -39,6 +39,8 @@ fn format_name(r: &Replaced) -> String {
         (UnitKind::Bundle, _) => "bundle".into(),
         (UnitKind::Compressed { version: old }, Some(new)) if new != old => format!("compressed v{old}->v{new}"),
         (UnitKind::Compressed { version }, _) => format!("compressed v{version}"),
+        (UnitKind::Cuda, _) => "cuda".into(),
+        (UnitKind::Object, _) => "object".into(),
     }
 }
 
