@@ -8,11 +8,11 @@
 //! runtime reads only the pointer and the bundle header.
 
 pub mod fatbin;
-mod pointers;
+pub(crate) mod pointers;
 mod segments;
 
 pub use fatbin::{FatBinary, UnitKind, skip_zeros};
-pub use pointers::Storage;
+pub use pointers::{Storage, WordEdit};
 
 use crate::elf::{ElfError, ElfFile, SHT_NOBITS};
 
@@ -232,6 +232,15 @@ impl FileMap {
             });
         }
         Ok(map)
+    }
+
+    /// The word edits that make wrapper record `i` lead to `new[i]` (one
+    /// address per record, in record order), whichever way its pointer is
+    /// stored: the one place that writes pointers, next to the one that
+    /// reads them. Applying them to `data` gives a file whose map has
+    /// these pointers.
+    pub fn pointer_edits(&self, data: &[u8], new: &[u64]) -> Result<Vec<WordEdit>, LayoutError> {
+        pointers::edits(data, self, new)
     }
 
     fn target_of(&self, storage: &Storage, pointer: u64, fat_index: usize, relocatable: bool) -> Target {

@@ -13,9 +13,14 @@
 //! header changes, so every byte outside the rewritten fat binaries stays.
 
 mod check;
+mod check_cut;
+pub mod cut;
 pub mod rules;
+pub mod segments;
 
 pub use check::verify;
+pub use check_cut::verify_cut;
+pub use cut::{Cut, CutPlan, plan_cut};
 pub use rules::{EntryInfo, Rules, parse_target};
 
 use crate::bundle::{binary, compressed};
@@ -81,6 +86,9 @@ pub enum PruneError {
     /// written.
     #[error("the pruned output fails its check: {0}")]
     Verify(String),
+    /// `--mode cut` cannot rewrite this file safely (why); zero mode can.
+    #[error("cannot cut this file: {0}; --mode zero prunes it without moving anything")]
+    CutRefused(String),
 }
 
 /// One entry of a unit and its fate.
@@ -330,5 +338,7 @@ pub fn plan<'a>(data: &'a [u8], map: &FileMap, rules: &Rules) -> Result<Pruned<'
     Ok(Pruned { units, unreferenced: map.unreferenced() })
 }
 
+#[cfg(test)]
+mod cut_tests;
 #[cfg(test)]
 mod tests;
