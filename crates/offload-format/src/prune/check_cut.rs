@@ -107,17 +107,18 @@ fn check_segments(old: &[Segment], new: &[Segment], phoff: u64, file_len: u64) -
     Ok(())
 }
 
-/// Whether `out` equals `inp` (which starts at input offset `base`)
-/// except inside the planned patches.
+/// Whether `out` is `inp` (which starts at input offset `base`) with the
+/// planned patches applied, and nothing else changed.
 fn same_but_patched(out: &[u8], inp: &[u8], base: u64, cut: &CutPlan) -> bool {
     let end = base + inp.len() as u64;
     let mut at = 0usize;
-    for p in cut.patches.iter().filter(|p| p.offset + p.bytes.len() as u64 > base && p.offset < end) {
-        let from = p.offset.saturating_sub(base) as usize;
-        if out.get(at..from) != inp.get(at..from) {
+    for p in cut.patches.iter().filter(|p| p.offset >= base && p.offset + p.bytes.len() as u64 <= end) {
+        let from = (p.offset - base) as usize;
+        let to = from + p.bytes.len();
+        if out.get(at..from) != inp.get(at..from) || out.get(from..to) != Some(p.bytes.as_slice()) {
             return false;
         }
-        at = ((p.offset + p.bytes.len() as u64 - base) as usize).min(inp.len());
+        at = to;
     }
     out.get(at..) == inp.get(at..)
 }

@@ -132,7 +132,7 @@ pub fn plan_cut(data: &[u8], map: &FileMap, pruned: &Pruned) -> Result<Cut, Prun
     if !matches!(file.header.e_type, 2 | 3) {
         return Err(refuse(format!("ELF type {} is neither an executable nor a shared object", file.header.e_type)));
     }
-    let (phoff, old) = segments::read(data).map_err(refuse)?;
+    let (_, old) = segments::read(data).map_err(refuse)?;
     let (f, s, v) = (map.fatbin_offset, map.fatbin_size, map.fatbin_addr);
     let old_end = f + s;
     let Some(li) = old.iter().position(|p| {
@@ -255,7 +255,6 @@ pub fn plan_cut(data: &[u8], map: &FileMap, pruned: &Pruned) -> Result<Cut, Prun
             patches.push(Patch { offset: entry + 24, bytes: (sh.offset - removed).to_le_bytes().to_vec() });
         }
     }
-    let _ = phoff;
     let patches = merge(patches, f, old_end)?;
     Ok(Cut::Planned(CutPlan {
         unit_offsets: section_offsets.iter().map(|n| f + n).collect(),
