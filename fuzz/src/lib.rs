@@ -827,6 +827,25 @@ pub fn prune_zero(data: &[u8]) {
     }
 }
 
+/// Cut-mode pruning over any bytes: a clean error, a fall-back to zero
+/// mode, or an output that passes the cut check.
+pub fn prune_cut(data: &[u8]) {
+    use offload_format::{layout::FileMap, prune};
+    let Ok(map) = FileMap::read(data) else { return };
+    for targets in [&["gfx906"][..], &["gfx90a:xnack-"]] {
+        let keep = targets.iter().map(|t| prune::parse_target(t).expect("a valid target")).collect();
+        let rules = prune::Rules { keep, ..Default::default() };
+        let Ok(pruned) = prune::plan(data, &map, &rules) else { continue };
+        let Ok(prune::Cut::Planned(cut)) = prune::plan_cut(data, &map, &pruned) else { continue };
+        let plan = cut.output_plan(data, &pruned);
+        assert_eq!(plan.len(), cut.output_len(data.len() as u64), "the planned size");
+        let Some(out) = plan.try_to_vec() else { continue };
+        if let Err(e) = prune::verify_cut(&out, data, &map, &pruned, &cut) {
+            panic!("a cut output fails its check: {e}");
+        }
+    }
+}
+
 // ------------------------------------------------------------ CUDA
 
 /// The CUDA fat binary reader over any bytes: every fat binary, entry,

@@ -99,6 +99,14 @@ const DT_PTR_TAGS: [u64; 17] = [
     0x6fff_fffe, // GNU_HASH, VERSYM, VERDEF, VERNEED
 ];
 
+/// The largest segment alignment a cut accepts (x86-64 uses 4 KiB, some
+/// linkers 2 MiB for huge pages); larger is taken as damage.
+const MAX_ALIGN: u64 = 1 << 30;
+/// `R_X86_64_DTPMOD64`, `DTPOFF64`, `TPOFF64`, `TLSDESC` (x86-64 psABI).
+const TLS_TYPES: [u32; 4] = [16, 17, 18, 36];
+/// `st_info` type of a thread-local symbol, whose value is a TLS offset.
+const STT_TLS: u8 = 6;
+
 fn refuse(why: impl Into<String>) -> PruneError {
     PruneError::CutRefused(why.into())
 }
@@ -135,6 +143,9 @@ pub fn plan_cut(data: &[u8], map: &FileMap, pruned: &Pruned) -> Result<Cut, Prun
     let (_, old) = segments::read(data).map_err(refuse)?;
     let (f, s, v) = (map.fatbin_offset, map.fatbin_size, map.fatbin_addr);
     let old_end = f + s;
+    if v.checked_add(s).is_none() {
+        return Err(refuse(".hip_fatbin ends past the end of the address space"));
+    }
     let Some(li) = old.iter().position(|p| {
         p.kind == PT_LOAD
             && v >= p.vaddr
@@ -145,9 +156,9 @@ pub fn plan_cut(data: &[u8], map: &FileMap, pruned: &Pruned) -> Result<Cut, Prun
     };
     let l = old[li];
     let align = old.iter().filter(|p| p.kind == PT_LOAD).map(|p| p.align).max().unwrap_or(0);
-    if align < 4096 || !align.is_power_of_two() {
+    if !(4096..=MAX_ALIGN).contains(&align) || !align.is_power_of_two() {
         return Err(refuse(format!(
-            "the largest PT_LOAD alignment is {align:#x}, not a power of two of at least 4096"
+            "the largest PT_LOAD alignment is {align:#x}, not a power of two from 4 KiB to 1 GiB"
         )));
     }
     let bias = l.vaddr.wrapping_sub(l.offset);
@@ -174,7 +185,7 @@ pub fn plan_cut(data: &[u8], map: &FileMap, pruned: &Pruned) -> Result<Cut, Prun
     // The second half starts at the page holding the old end; it loses
     // its bytes before `old_end` (zeroed) but keeps its address.
     let resume = old_end / align * align;
-    let tail = (l.offset + l.memsz).saturating_sub(resume);
+    let tail = l.offset.saturating_add(l.memsz).saturating_sub(resume);
     let count = old.len() + usize::from(tail > 0);
     let table_len = count as u64 * PHDR_SIZE;
     let phdr_offset = (f + new_size).next_multiple_of(8);
@@ -219,7 +230,7 @@ pub fn plan_cut(data: &[u8], map: &FileMap, pruned: &Pruned) -> Result<Cut, Prun
     let unit_moves: Vec<(u64, u64)> =
         map.units.iter().zip(&section_offsets).map(|(u, &n)| (v + u.section_offset, v + n)).collect();
     let mut patches = Vec::new();
-    audit_sections(&file, fat_index, f, s, v)?;
+    audit_sections(&file, &old, fat_index, f, s, v)?;
     audit_dynamic(&file, v, s)?;
     let words: HashSet<u64> = map.wrappers.iter().map(|w| w.addr.wrapping_add(8)).collect();
     audit_relocations(&file, &old, &words, v, s)?;
@@ -291,13 +302,26 @@ fn merge(mut patches: Vec<Patch>, f: u64, old_end: u64) -> Result<Vec<Patch>, Pr
     Ok(patches)
 }
 
-/// No other section may share `.hip_fatbin`'s bytes or addresses.
-fn audit_sections(file: &ElfFile, fat_index: usize, f: u64, s: u64, v: u64) -> Result<(), PruneError> {
+/// No other section may share `.hip_fatbin`'s bytes or addresses, and
+/// every allocated one must be where a PT_LOAD maps it (the cut moves
+/// sections by their offsets and the loader finds them by the segments:
+/// both must agree before as they will after).
+fn audit_sections(
+    file: &ElfFile,
+    phdrs: &[Segment],
+    fat_index: usize,
+    f: u64,
+    s: u64,
+    v: u64,
+) -> Result<(), PruneError> {
     for (i, sh) in file.sections.iter().enumerate().skip(1) {
         if i == fat_index {
             continue;
         }
         let in_file = sh.sh_type != SHT_NOBITS && sh.size > 0;
+        if in_file && sh.flags & SHF_ALLOC != 0 && segments::file_offset(phdrs, sh.addr, sh.size) != Some(sh.offset) {
+            return Err(refuse(format!("section {} is not where the program headers map it", file.display_name(i))));
+        }
         let clash = (in_file && overlaps(sh.offset, sh.size, f, s))
             || (sh.flags & SHF_ALLOC != 0 && overlaps(sh.addr, sh.size, v, s))
             || (sh.offset > f && sh.offset < f + s);
@@ -351,6 +375,8 @@ fn audit_relocations(
                     }
                 }
             }
+            // TLS relocations hold offsets into a TLS block, not addresses.
+            Reloc::Rela { r_type, .. } if TLS_TYPES.contains(&r_type) => {}
             Reloc::Rela { place, r_type, addend, symbol } => {
                 let target = match &symbol {
                     Some((_, value, shndx)) if *shndx != 0 => Some(value.wrapping_add(addend)),
@@ -391,7 +417,7 @@ fn symbol_patches(
         for (i, sym) in data.chunks_exact(24).enumerate() {
             let shndx = u16::from_le_bytes([sym[6], sym[7]]);
             let value = le64(sym, 8).unwrap_or(0);
-            if shndx == 0 || !overlaps(value, 1, v, s) || value == v {
+            if shndx == 0 || sym[4] & 0xf == STT_TLS || !overlaps(value, 1, v, s) || value == v {
                 continue;
             }
             let Some(&(_, new)) = moves.iter().find(|m| m.0 == value) else {

@@ -182,3 +182,16 @@ fn damaged_inputs_give_errors_not_panics() {
         }
     }
 }
+
+#[test]
+fn sections_the_segments_do_not_map_are_refused() {
+    // Found by the prune_cut fuzz target: a .text claiming 16 GiB.
+    let data = fixture("lld_relr.so");
+    let file = crate::elf::ElfFile::parse(&data).unwrap();
+    let (i, _) = section(&file, ".text");
+    let shoff = word(&data, 40);
+    let mut d = data.clone();
+    put(&mut d, shoff + i as u64 * 64 + 32, 0x4_0000_040e);
+    let e = refusal(&d);
+    assert!(e.contains("section .text is not where the program headers map it"), "{e}");
+}
