@@ -141,6 +141,9 @@ pub fn plan_cut(data: &[u8], map: &FileMap, pruned: &Pruned) -> Result<Cut, Prun
         return Err(refuse(format!("ELF type {} is neither an executable nor a shared object", file.header.e_type)));
     }
     let (_, old) = segments::read(data).map_err(refuse)?;
+    // The output's PT_LOADs must be sorted, congruent and apart: so must
+    // the input's, or the cut would only carry the damage over.
+    segments::check_loads(&old, data.len() as u64).map_err(|e| refuse(format!("the input's {e}")))?;
     let (f, s, v) = (map.fatbin_offset, map.fatbin_size, map.fatbin_addr);
     let old_end = f + s;
     if v.checked_add(s).is_none() {
@@ -199,6 +202,14 @@ pub fn plan_cut(data: &[u8], map: &FileMap, pruned: &Pruned) -> Result<Cut, Prun
     // The new program header table.
     let mut segments = Vec::with_capacity(count);
     for (j, p) in old.iter().enumerate() {
+        // A program header whose bytes are not where the PT_LOADs map its
+        // address describes a layout the cut cannot keep consistent.
+        if p.kind != PT_LOAD && p.filesz > 0 && segments::file_offset(&old, p.vaddr, p.filesz) != Some(p.offset) {
+            return Err(refuse(format!(
+                "program header {j} (type {:#x}) is not where the PT_LOADs map its address",
+                p.kind
+            )));
+        }
         if j == li {
             let first_len = phdr_offset + table_len - l.offset;
             segments.push(Segment { filesz: first_len, memsz: first_len, ..l });
@@ -319,6 +330,9 @@ fn audit_sections(
             continue;
         }
         let in_file = sh.sh_type != SHT_NOBITS && sh.size > 0;
+        if let Err(e) = file.section_data(i) {
+            return Err(refuse(e.to_string()));
+        }
         if in_file && sh.flags & SHF_ALLOC != 0 && segments::file_offset(phdrs, sh.addr, sh.size) != Some(sh.offset) {
             return Err(refuse(format!("section {} is not where the program headers map it", file.display_name(i))));
         }

@@ -185,13 +185,50 @@ fn damaged_inputs_give_errors_not_panics() {
 
 #[test]
 fn sections_the_segments_do_not_map_are_refused() {
-    // Found by the prune_cut fuzz target: a .text claiming 16 GiB.
+    // Found by the prune_cut fuzz target: a .text longer than the
+    // segment that maps it (there, 16 GiB; here, still inside the file).
     let data = fixture("lld_relr.so");
     let file = crate::elf::ElfFile::parse(&data).unwrap();
-    let (i, _) = section(&file, ".text");
+    let (i, text) = section(&file, ".text");
     let shoff = word(&data, 40);
     let mut d = data.clone();
-    put(&mut d, shoff + i as u64 * 64 + 32, 0x4_0000_040e);
+    put(&mut d, shoff + i as u64 * 64 + 32, text.size + 0x800);
     let e = refusal(&d);
     assert!(e.contains("section .text is not where the program headers map it"), "{e}");
+}
+
+#[test]
+fn program_headers_the_loads_do_not_map_are_refused() {
+    // Found by the prune_cut fuzz target: a GNU_EH_FRAME whose address
+    // and offset disagree with the PT_LOAD holding them.
+    let data = fixture("gnu_rela.so");
+    let (phoff, old) = segments::read(&data).unwrap();
+    let j = old.iter().position(|s| s.kind == 0x6474_e550).unwrap();
+    let mut d = data.clone();
+    put(&mut d, phoff + j as u64 * 56 + 16, 0x2c30);
+    let e = refusal(&d);
+    assert!(e.contains(&format!("program header {j} (type 0x6474e550) is not where")), "{e}");
+}
+
+#[test]
+fn overlapping_segments_in_the_input_are_refused() {
+    // Found by the prune_cut fuzz target: a PT_LOAD with a huge p_memsz.
+    let data = fixture("lld_relr.so");
+    let (phoff, old) = segments::read(&data).unwrap();
+    let j = old.iter().enumerate().filter(|(_, s)| s.kind == segments::PT_LOAD).nth(1).unwrap().0;
+    let mut d = data.clone();
+    put(&mut d, phoff + j as u64 * 56 + 40, 0x4000_0000_0000_0540);
+    let e = refusal(&d);
+    assert!(e.contains("the input's PT_LOAD 1 and 2"), "{e}");
+}
+
+#[test]
+fn sections_past_the_end_of_the_file_are_refused() {
+    // Found by the prune_cut fuzz target: a .comment past the end.
+    let data = fixture("lld_relr.so");
+    let file = crate::elf::ElfFile::parse(&data).unwrap();
+    let (i, _) = section(&file, ".comment");
+    let mut d = data.clone();
+    put(&mut d, word(&data, 40) + i as u64 * 64 + 24, data.len() as u64);
+    assert!(refusal(&d).contains("past the end of the file"));
 }
