@@ -53,6 +53,7 @@ class CodeObject:
     selected: bool | None
     reason_code: str | None
     reason: str | None
+    uri: str | None
     def to_dict(self) -> dict[str, object]: ...
 
 class Diagnostic:

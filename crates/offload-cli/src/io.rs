@@ -170,6 +170,13 @@ struct PlanWriter<'f> {
     out: &'f File,
     buf: Vec<u8>,
     kernel_copy: bool,
+    /// Long runs of zeros are skipped with a seek, leaving a hole that
+    /// reads as zeros (only in a regular file, which every staged output
+    /// is: a fresh temporary file written from its start).
+    holes: bool,
+    /// Bytes skipped since the last write: the file is extended to its
+    /// full length at the end.
+    skipped: bool,
 }
 
 impl PlanWriter<'_> {
@@ -230,6 +237,14 @@ impl PlanWriter<'_> {
 
     fn piece(&mut self, piece: &Piece, inputs: &[&Input]) -> io::Result<()> {
         match piece {
+            Piece::Fill { byte: 0, len } if self.holes && *len >= Self::BUF as u64 => {
+                self.flush()?;
+                let by = i64::try_from(*len).map_err(|_| io::ErrorKind::InvalidInput)?;
+                let mut out = self.out;
+                out.seek(io::SeekFrom::Current(by))?;
+                self.skipped = true;
+                Ok(())
+            }
             Piece::Fill { byte, len } => {
                 let run = [*byte; 4096];
                 let mut left = *len;
@@ -256,11 +271,23 @@ impl PlanWriter<'_> {
 }
 
 fn write_plan_to(out: &File, plan: &Plan, inputs: &[&Input]) -> io::Result<()> {
-    let mut w = PlanWriter { out, buf: Vec::with_capacity(PlanWriter::BUF), kernel_copy: true };
+    // A fresh regular file (the staged outputs are): zeros can be holes.
+    let holes = out.metadata().is_ok_and(|m| m.is_file() && m.len() == 0);
+    let mut w = PlanWriter { out, buf: Vec::with_capacity(PlanWriter::BUF), kernel_copy: true, holes, skipped: false };
     for p in &plan.pieces {
         w.piece(p, inputs)?;
     }
-    w.flush()
+    w.flush()?;
+    if w.skipped {
+        // A seek past the end makes no bytes: a plan ending in zeros needs
+        // the file extended to where the zeros end.
+        let mut out = out;
+        let end = out.stream_position()?;
+        if out.metadata()?.len() < end {
+            out.set_len(end)?;
+        }
+    }
+    Ok(())
 }
 
 enum Staged {
@@ -659,6 +686,30 @@ mod tests {
         outs.commit().unwrap();
         assert_eq!(fs::read(&a).unwrap(), b"new-a");
         assert_eq!(fs::read(&b).unwrap(), b"new-b");
+    }
+
+    #[test]
+    fn long_zero_runs_become_holes_and_read_as_zeros() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("sparse");
+        // Zeros in the middle and at the end (the file must still reach
+        // its full length), a short run written as bytes, other fills kept.
+        let mut plan = Plan::borrowed(b"head");
+        plan.zeros(8 << 20);
+        plan.own(b"middle".to_vec());
+        plan.zeros(100);
+        plan.pieces.push(Piece::Fill { byte: 0xcc, len: 1 << 17 });
+        plan.zeros(4 << 20);
+        let mut outs = Outputs::new();
+        outs.stage(out.to_str().unwrap(), &plan, &[]).unwrap();
+        outs.commit().unwrap();
+        let got = fs::read(&out).unwrap();
+        assert_eq!(got, plan.to_vec());
+        // Where the file system makes holes (ext4, xfs, tmpfs), the 12 MiB
+        // of zeros take no blocks.
+        let blocks = fs::metadata(&out).unwrap().blocks() * 512;
+        assert!(blocks < 2 << 20, "{blocks} bytes allocated for a 12 MiB file of mostly zeros");
     }
 
     #[test]

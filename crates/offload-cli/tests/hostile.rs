@@ -1,7 +1,8 @@
 //! The hostile-input corpus: damaged versions of small valid files of every
 //! format, run through every mode of every binary (the bundler's list,
 //! unbundle and object bundling, the packager's extraction, the wrapper,
-//! and the `offload` inspector's list, verify, extract and select). Each run must end in
+//! and the `offload` inspector's list, verify, extract and select, and
+//! `offload prune`: `hostile_support/prune.rs`). Each run must end in
 //! success (exit 0) or a clear error (exit 1 with `error:` on stderr): never
 //! a panic (exit 101), an abort or another signal, a hang, or an allocation
 //! the input does not justify (the child runs under an address-space
@@ -25,6 +26,8 @@
 
 mod common;
 mod package_support;
+#[path = "hostile_support/prune.rs"]
+mod prune;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -95,6 +98,8 @@ enum Mode {
     InspectSelect,
     /// `offload select --gpu sm_86 in` (the CUDA driver's rules).
     InspectSelectCuda,
+    /// `offload prune --keep gfx90a --mode M in -o out`.
+    Prune(&'static str),
 }
 
 /// The inspector's modes and how often each runs on a file's damages (every
@@ -147,6 +152,9 @@ impl Mode {
             Mode::InspectExtract => (OFFLOAD, s(&["extract", "--index", "0", "-o", "x0", "in"]), s(&["x0"])),
             Mode::InspectSelect => (OFFLOAD, s(&["select", "--gpu", "gfx906", "in"]), vec![]),
             Mode::InspectSelectCuda => (OFFLOAD, s(&["select", "--gpu", "sm_86", "in"]), vec![]),
+            Mode::Prune(mode) => {
+                (OFFLOAD, s(&["prune", "--keep", prune::KEEP, "--mode", mode, "in", "-o", "out"]), s(&["out"]))
+            }
         }
     }
 }
@@ -209,6 +217,9 @@ fn bases() -> Vec<Base> {
     ]
     .into_iter()
     .chain(package_bases())
+    // The HIP host binaries `offload prune` reads, through the inspector
+    // (pruning them has its own test below).
+    .chain(prune::bases().into_iter().map(|(name, data)| Base { name, data, modes: vec![], thin: 8 }))
     .collect()
 }
 
@@ -882,6 +893,54 @@ fn hostile_inputs_end_in_success_or_a_clear_error() {
     );
     // Both outcomes occur: the damage is neither all ignored nor all fatal.
     assert!(ok > 0 && errors > 0, "{ok} successes, {errors} errors");
+}
+
+#[test]
+fn hostile_inputs_prune_cleanly() {
+    let filter = std::env::var("OFFLOAD_HOSTILE_FILTER").unwrap_or_default();
+    let jobs: Vec<Job> = prune::jobs().into_iter().filter(|j| j.base.contains(&filter)).collect();
+    let root = tempfile::tempdir().unwrap();
+    let next = AtomicUsize::new(0);
+    let failures = Mutex::new(Vec::new());
+    let exits = Mutex::new([0usize; 2]);
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 4);
+    let started = Instant::now();
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let (jobs, next, failures, exits) = (&jobs, &next, &failures, &exits);
+            let work = root.path().join(format!("work{t}"));
+            let logs = root.path().join(format!("logs{t}"));
+            fs::create_dir_all(&logs).unwrap();
+            s.spawn(move || {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(job) = jobs.get(i) else { break };
+                    match prune::run(job, &work, &logs) {
+                        Ok(code) => exits.lock().unwrap()[code as usize] += 1,
+                        Err(problem) => failures.lock().unwrap().push(problem),
+                    }
+                }
+            });
+        }
+    });
+    let failures = failures.into_inner().unwrap();
+    let [ok, errors] = exits.into_inner().unwrap();
+    eprintln!(
+        "hostile prune corpus: {} runs in {:.1?} on {threads} threads: {ok} pruned, {errors} refused cleanly, {} problems",
+        jobs.len(),
+        started.elapsed(),
+        failures.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {} runs went wrong:\n{}",
+        failures.len(),
+        jobs.len(),
+        failures[..failures.len().min(30)].join("\n")
+    );
+    // Both outcomes occur: damage outside the fat binaries prunes, damage
+    // to their headers and records is refused.
+    assert!(ok > 0 && errors > 0, "{ok} pruned, {errors} refused");
 }
 
 /// The detector itself: a panic, a signal and a hang are each caught.

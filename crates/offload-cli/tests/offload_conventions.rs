@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-const COMMANDS: [&str; 10] =
-    ["list", "select", "extract", "verify", "prune", "gpus", "size", "diff", "completions", "man"];
+const COMMANDS: [&str; 11] =
+    ["list", "select", "extract", "verify", "prune", "gpus", "size", "diff", "check", "completions", "man"];
 
 fn offload(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_offload"));
@@ -88,4 +88,26 @@ fn colour_only_when_asked_and_never_in_json() {
     assert!(!select(&["--color", "always", "--json"], &[]).contains('\x1b'));
     let o = offload(&["verify", "--color=always", &f], &[]);
     assert!(stdout(&o).contains("\x1b[32mOK\x1b[0m"), "{}", stdout(&o));
+}
+
+const SIGPIPE: i32 = 13; // Linux
+
+/// `offload list FILE | head -1`: the reader goes away before `offload`
+/// writes; the process must end the way `cat` does (SIGPIPE), not with a
+/// panic message from a failed `println!`.
+#[test]
+fn a_closed_pipe_ends_the_output_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_offload"))
+        .args(["list", &libscale()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(o.status.success() || o.status.signal() == Some(SIGPIPE), "{:?}: {err}", o.status);
 }

@@ -108,6 +108,7 @@ pub mod amdgpu;
 pub mod bitcode;
 pub mod bundle;
 pub mod bundler;
+pub mod check;
 pub mod coff;
 pub mod cuda;
 pub mod elf;

@@ -26,7 +26,7 @@ fn listing(source: &Source, deep: bool) -> Result<(Vec<CodeObject>, Vec<Diagnost
     source.with_bytes(|bytes| {
         let inv = scan_bytes(bytes, &source.display_name(), &Options { deep, ..Options::default() });
         let file = source.file();
-        let objects = inv.objects.iter().enumerate().map(|(i, o)| CodeObject::new(file, i, o)).collect();
+        let objects = inv.objects.iter().enumerate().map(|(i, o)| CodeObject::new(file, i, o, bytes)).collect();
         let diagnostics = inv.diagnostics.iter().map(|d| Diagnostic::new(file, d)).collect();
         Ok((objects, diagnostics))
     })
@@ -68,7 +68,7 @@ fn judge_source(source: &Source, gpu: &Gpu, runtime: Runtime) -> Result<(Vec<Cod
         let (mut chosen, mut others) = (Vec::new(), Vec::new());
         for (i, (o, v)) in inv.objects.iter().zip(&sel.verdicts).enumerate() {
             let Some(v) = v else { continue };
-            let mut record = CodeObject::new(source.file(), i, o);
+            let mut record = CodeObject::new(source.file(), i, o, bytes);
             record.selected = Some(matches!(v, Verdict::Selected(_)));
             match v {
                 Verdict::Selected(_) => chosen.push(record),

@@ -31,10 +31,19 @@ pub struct CodeObject {
     pub selected: Option<bool>,
     pub reason_code: Option<String>,
     pub reason: Option<String>,
+    /// The ROCm code-object URI (`file://ABSOLUTE-PATH#offset=N&size=M`),
+    /// as `offload list --json` prints it; `None` for bytes and for code
+    /// objects in no range of the file.
+    pub uri: Option<String>,
 }
 
 impl CodeObject {
-    pub fn new(file: Option<&str>, index: usize, o: &Found) -> CodeObject {
+    /// The record of `o`, found in `scanned` (the bytes of `file`).
+    pub fn new(file: Option<&str>, index: usize, o: &Found, scanned: &[u8]) -> CodeObject {
+        let uri = file.filter(|f| *f != "-").and_then(|f| {
+            let (offset, size) = offload_format::inspect::uri::range(o, scanned)?;
+            offload_format::inspect::uri::for_path(std::path::Path::new(f), offset, size)
+        });
         CodeObject {
             file: file.map(str::to_string),
             location: o.location.to_string(),
@@ -54,6 +63,7 @@ impl CodeObject {
             selected: None,
             reason_code: None,
             reason: None,
+            uri,
         }
     }
 }
@@ -61,7 +71,7 @@ impl CodeObject {
 #[pymethods]
 impl CodeObject {
     /// The record `offload list --json` prints (with select's three keys
-    /// for select() results), keys in the schema's order.
+    /// for select() results, then `uri`), keys in the schema's order.
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
         d.set_item("file", &self.file)?;
@@ -81,6 +91,7 @@ impl CodeObject {
             d.set_item("reason_code", &self.reason_code)?;
             d.set_item("reason", &self.reason)?;
         }
+        d.set_item("uri", &self.uri)?;
         Ok(d)
     }
 

@@ -69,10 +69,13 @@ def test_scan_of_bytes_has_no_file_and_the_same_records(path):
     from_path = ob.scan(pathlib.Path(path))
     from_bytes = ob.scan(read(path))
     assert [c.file for c in from_bytes] == [None] * len(from_path)
-    strip = lambda cs: [{k: v for k, v in c.to_dict().items() if k != "file"} for c in cs]
+    # Bytes are in no file, so their code objects have no URI.
+    assert [c.uri for c in from_bytes] == [None] * len(from_path)
+    assert all(c.uri.startswith("file:///") for c in from_path)
+    strip = lambda cs: [{k: v for k, v in c.to_dict().items() if k not in ("file", "uri")} for c in cs]
     # Archive locations name the archive: bytes have no name but "<bytes>".
     renamed = [c.to_dict() | {"location": c.location.replace("<bytes>", pathlib.Path(path).name)} for c in from_bytes]
-    assert [{k: v for k, v in d.items() if k != "file"} for d in renamed] == strip(from_path)
+    assert [{k: v for k, v in d.items() if k not in ("file", "uri")} for d in renamed] == strip(from_path)
     assert strip(ob.scan(bytearray(read(path)))) == strip(from_bytes)
 
 

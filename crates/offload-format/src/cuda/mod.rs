@@ -23,6 +23,7 @@ mod cubin;
 mod decode;
 mod fatbin;
 pub mod wrapper;
+pub mod write;
 
 pub use cubin::{Cubin, cubin_extent, is_cubin};
 pub use decode::{code_object_bytes, decompress, ptx_text};

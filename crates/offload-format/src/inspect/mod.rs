@@ -28,11 +28,12 @@ pub(crate) mod ccob;
 mod checks;
 pub mod decode;
 mod deep;
-mod elf_flags;
+pub(crate) mod elf_flags;
 pub mod id;
 mod scan;
 pub mod select;
 pub mod select_cuda;
+pub mod uri;
 
 use std::borrow::Cow;
 use std::fmt;

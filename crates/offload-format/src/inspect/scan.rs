@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 mod cuda;
+mod records;
 
 /// Finds every code object in `data`. `name` is the file's name, used for
 /// archive locations (`member <name>(<member>)`).
@@ -261,6 +262,9 @@ impl<'a> Scanner<'a> {
             }
         }
         self.cuda_wrappers(base, &file, data, loc);
+        if self.opts.deep {
+            self.registration(base, data, loc);
+        }
         if self.opts.deep && !bundle_sections.is_empty() {
             let in_file = base.owned.is_none();
             let views: Vec<EntryView> = bundle_sections

@@ -17,6 +17,12 @@ pub enum UnitKind {
         /// The header version.
         version: u16,
     },
+    /// An NVIDIA CUDA fat binary (`0xBA55ED50`), pruned by `prune`'s CUDA
+    /// side; never found in `.hip_fatbin`.
+    Cuda,
+    /// A whole fat object (`clang-offload-bundler -type=o`): one
+    /// `__CLANG_OFFLOAD_BUNDLE__` section per entry.
+    Object,
 }
 
 /// One fat binary inside `.hip_fatbin`.

@@ -8,6 +8,7 @@
 //! runtime reads only the pointer and the bundle header.
 
 pub mod fatbin;
+pub mod openmp;
 pub(crate) mod pointers;
 mod segments;
 

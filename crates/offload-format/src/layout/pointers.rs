@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 pub const SHT_RELR: u32 = 19;
 const R_X86_64_64: u32 = 1;
-const R_X86_64_RELATIVE: u32 = 8;
+pub(super) const R_X86_64_RELATIVE: u32 = 8;
 
 /// How a pointer word is given its value.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,13 +41,14 @@ pub enum Storage {
 /// A relocation that applies to one word, as found.
 #[derive(Clone, Debug)]
 pub(super) enum Found {
-    /// `at`: the file offset of the 24-byte entry, for writing its addend.
+    /// `entry`: the file offset of the RELA record, for rewriters that
+    /// change its addend.
     Rela {
         r_type: u32,
         symbol_table: usize,
         symbol: u32,
         addend: u64,
-        at: u64,
+        entry: u64,
     },
     Relr,
 }
@@ -99,7 +100,7 @@ pub(super) fn relocations(
             continue;
         }
         let data = file.section_data(index).map_err(LayoutError::Elf)?;
-        for (i, rel) in data.chunks_exact(24).enumerate() {
+        for (n, rel) in data.chunks_exact(24).enumerate() {
             let word = |i: usize| {
                 let mut w = [0u8; 8];
                 w.copy_from_slice(&rel[i * 8..i * 8 + 8]);
@@ -112,7 +113,7 @@ pub(super) fn relocations(
                     symbol_table: sh.link as usize,
                     symbol: (info >> 32) as u32,
                     addend,
-                    at: sh.offset + i as u64 * 24,
+                    entry: sh.offset.wrapping_add(n as u64 * 24),
                 });
             }
         }
@@ -184,7 +185,7 @@ fn le64(data: &[u8], at: u64) -> Option<u64> {
 /// The file offset of the one RELA entry found for a pointer word.
 fn rela_entry(found: Option<&Vec<Found>>) -> Option<u64> {
     match found.map(Vec::as_slice) {
-        Some([Found::Rela { at, .. }]) => Some(*at),
+        Some([Found::Rela { entry, .. }]) => Some(*entry),
         _ => None,
     }
 }

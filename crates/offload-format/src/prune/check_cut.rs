@@ -112,10 +112,15 @@ fn check_segments(old: &[Segment], new: &[Segment], phoff: u64, file_len: u64) -
 fn same_but_patched(out: &[u8], inp: &[u8], base: u64, cut: &CutPlan) -> bool {
     let end = base + inp.len() as u64;
     let mut at = 0usize;
-    for p in cut.patches.iter().filter(|p| p.offset >= base && p.offset + p.bytes.len() as u64 <= end) {
-        let from = (p.offset - base) as usize;
-        let to = from + p.bytes.len();
-        if out.get(at..from) != inp.get(at..from) || out.get(from..to) != Some(p.bytes.as_slice()) {
+    // Patches are sorted and apart; one may cross the section's edges
+    // (sections of a damaged file can overlap the tables patched).
+    for p in cut.patches.iter().filter(|p| p.offset + p.bytes.len() as u64 > base && p.offset < end) {
+        let skip = base.saturating_sub(p.offset) as usize;
+        let from = p.offset.max(base) - base;
+        let to = (p.offset + p.bytes.len() as u64).min(end) - base;
+        let (from, to) = (from as usize, to as usize);
+        let bytes = p.bytes.get(skip..skip + (to - from));
+        if out.get(at..from) != inp.get(at..from) || out.get(from..to) != bytes {
             return false;
         }
         at = to;

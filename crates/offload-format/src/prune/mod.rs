@@ -14,7 +14,11 @@
 
 mod check;
 mod check_cut;
+pub mod cuda;
 pub mod cut;
+pub mod files;
+pub mod openmp;
+mod rebuild;
 pub mod rules;
 pub mod segments;
 
@@ -89,6 +93,17 @@ pub enum PruneError {
     /// `--mode cut` cannot rewrite this file safely (why); zero mode can.
     #[error("cannot cut this file: {0}; --mode zero prunes it without moving anything")]
     CutRefused(String),
+    /// An input `prune` does not handle (what it is, or why not).
+    #[error("{0}")]
+    Unsupported(String),
+    /// A problem in one member of an archive.
+    #[error("member {name}: {source}")]
+    Member {
+        /// The member's name.
+        name: String,
+        /// What is wrong with it.
+        source: Box<PruneError>,
+    },
 }
 
 /// One entry of a unit and its fate.
@@ -176,7 +191,7 @@ impl<'a> Pruned<'a> {
 /// decompressed bundle of a compressed one.
 pub(crate) enum Contents<'a> {
     Bundle(Vec<binary::BinaryEntry<'a>>),
-    Compressed { inner: Vec<u8>, method: compressed::Method, version: u16 },
+    Compressed { inner: Vec<u8> },
 }
 
 /// The unit's bytes, `used` long.
@@ -197,15 +212,16 @@ pub(crate) fn read_contents<'a>(data: &'a [u8], unit: &FatBinary) -> Result<Cont
             let entries = binary::read(bytes).map_err(|e| fail(e.to_string()))?;
             Ok(Contents::Bundle(entries.unwrap_or_default()))
         }
-        UnitKind::Compressed { version } => {
+        UnitKind::Compressed { .. } => {
             let blob = compressed::read_blob(bytes).map_err(|e| fail(e.to_string()))?;
             let inner = compressed::decompress(&blob).map_err(|e| fail(e.to_string()))?;
             if !binary::has_magic(&inner) {
                 return Err(fail("the compressed data is not a binary bundle".into()));
             }
             binary::read(&inner).map_err(|e| fail(format!("the decompressed bundle: {e}")))?;
-            Ok(Contents::Compressed { inner, method: blob.header.method, version })
+            Ok(Contents::Compressed { inner })
         }
+        UnitKind::Cuda | UnitKind::Object => Err(fail("is not a clang offload bundle".into())),
     }
 }
 
@@ -237,6 +253,7 @@ fn entry_infos(data: &[u8], unit: &FatBinary) -> Result<Vec<EntryInfo>, PruneErr
                 .map(|e| EntryInfo { id: String::from_utf8_lossy(&e.id).into_owned(), size: e.len })
                 .collect())
         }
+        UnitKind::Cuda | UnitKind::Object => Err(fail("is not a clang offload bundle".into())),
     }
 }
 
@@ -276,12 +293,28 @@ pub fn plan<'a>(data: &'a [u8], map: &FileMap, rules: &Rules) -> Result<Pruned<'
             return Err(PruneError::Dangling { record, offset: w.offset, pointer: w.pointer });
         }
     }
+    let units = plan_units(data, &map.units, rules, true)?;
+    Ok(Pruned { units, unreferenced: map.unreferenced() })
+}
+
+/// Decides what to keep in each bundle or compressed bundle of `units`
+/// (lying in `data`) and rebuilds the changed ones. `in_place`: a rebuilt
+/// unit is followed by zeros up to its extent, so nothing after it moves
+/// (a host binary); otherwise it is written alone, and the output shrinks
+/// (a raw bundle file, which no address refers to).
+pub(crate) fn plan_units<'a>(
+    data: &'a [u8],
+    units: &[FatBinary],
+    rules: &Rules,
+    in_place: bool,
+) -> Result<Vec<UnitChange<'a>>, PruneError> {
     // Headers only: a compressed bundle is decoded just far enough to read
     // its table, so deciding (and --dry-run) costs little for any size.
-    let all: Vec<Vec<EntryInfo>> = map.units.iter().map(|u| entry_infos(data, u)).collect::<Result<_, _>>()?;
+    let all: Vec<Vec<EntryInfo>> = units.iter().map(|u| entry_infos(data, u)).collect::<Result<_, _>>()?;
     let decisions = rules.decide(&all);
-    let mut units = Vec::with_capacity(map.units.len());
-    for ((unit, infos), keep) in map.units.iter().zip(all).zip(decisions) {
+    let mut changes = Vec::with_capacity(units.len());
+    let mut work = Vec::new();
+    for ((unit, infos), keep) in units.iter().zip(all).zip(decisions) {
         let entries: Vec<EntryFate> =
             infos.into_iter().zip(&keep).map(|(i, &kept)| EntryFate { id: i.id, size: i.size, kept }).collect();
         let device: Vec<&EntryFate> =
@@ -294,48 +327,33 @@ pub fn plan<'a>(data: &'a [u8], map: &FileMap, rules: &Rules) -> Result<Pruned<'
         if let UnitKind::Compressed { version } = unit.kind {
             change.new_version = Some(version);
         }
-        if keep.iter().all(|&k| k) {
-            units.push(change);
-            continue;
+        if !keep.iter().all(|&k| k) {
+            work.push((changes.len(), keep));
         }
-        // One unit decompressed at a time: memory stays bounded by the
-        // largest fat binary, not the sum of them.
-        let rebuilt = match read_contents(data, unit)? {
-            Contents::Bundle(list) => {
-                let kept: Vec<(&[u8], &'a [u8])> =
-                    list.iter().zip(&keep).filter(|(_, k)| **k).map(|(e, _)| (e.id, e.payload)).collect();
-                binary::write(&kept, alignment(&list))
-            }
-            Contents::Compressed { inner, method, version } => {
-                let list = binary::read(&inner).ok().flatten().unwrap_or_default();
-                let kept: Vec<(&[u8], &[u8])> =
-                    list.iter().zip(&keep).filter(|(_, k)| **k).map(|(e, _)| (e.id, e.payload)).collect();
-                let bundle = binary::write(&kept, alignment(&list)).to_vec();
-                let opts = compressed::CompressOptions {
-                    method,
-                    level: if method == compressed::Method::Zstd { 3 } else { 6 },
-                    version: version.max(2),
-                    threads: 0,
-                };
-                let out = compressed::compress(&bundle, &opts)
-                    .map_err(|e| PruneError::Unit { offset: unit.offset, reason: e.to_string() })?;
-                change.new_version = Some(out.version);
-                let mut p = Plan::new();
-                p.own(out.bytes);
-                p
-            }
-        };
-        let needed = rebuilt.len();
+        changes.push(change);
+    }
+    // The units are rebuilt in parallel (decompressing and recompressing
+    // is most of the work), each worker holding one decompressed unit at a
+    // time: memory is bounded by a few units, never by the file.
+    for ((i, _), rebuilt) in work.iter().zip(rebuild::all(data, &changes, &work)) {
+        let change = &mut changes[*i];
+        let unit = change.unit;
+        let rebuilt = rebuilt?;
+        let needed = rebuilt.plan.len();
         if needed > unit.extent {
             return Err(PruneError::DoesNotFit { offset: unit.offset, needed, extent: unit.extent });
         }
-        let mut rep = rebuilt;
-        rep.zeros(unit.extent - needed);
+        let mut rep = rebuilt.plan;
+        if in_place {
+            rep.zeros(unit.extent - needed);
+        }
+        if rebuilt.version.is_some() {
+            change.new_version = rebuilt.version;
+        }
         change.new_used = needed;
         change.replacement = Some(rep);
-        units.push(change);
     }
-    Ok(Pruned { units, unreferenced: map.unreferenced() })
+    Ok(changes)
 }
 
 #[cfg(test)]

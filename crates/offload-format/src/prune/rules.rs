@@ -7,7 +7,7 @@
 //! a `--drop` target covers goes (`--drop gfx90a` drops every gfx90a
 //! entry, `--drop gfx90a:xnack-` only those built for xnack off).
 
-use super::PruneError;
+use super::{PruneError, openmp};
 use crate::inspect::id::{canonical_target_id, split_entry_id};
 use crate::inspect::select::{Gpu, Runtime, select};
 use crate::inspect::{Bytes, CodeObject, Format, Location, Payload};
@@ -33,6 +33,14 @@ pub fn parse_target(text: &str) -> Result<String, PruneError> {
     if text == "amdgcnspirv" {
         return Ok(text.to_string());
     }
+    if let Some(cuda) = super::cuda::parse_target(text.rsplit_once("--").map_or(text, |(_, t)| t)) {
+        return cuda;
+    }
+    // A triple (`x86_64-pc-linux-gnu`, `amdgcn-amd-amdhsa`) names every
+    // OpenMP image built for it; `gfx9-generic` parses to no known arch.
+    if let Some(triple) = openmp::as_triple(text) {
+        return Ok(triple.as_str().to_string());
+    }
     let tid = text.rsplit_once("--").map_or(text, |(_, t)| t);
     // A processor missing from the table is taken as given (the inspector
     // matches it by name), but only if it looks like one: `--keep banana` is
@@ -54,14 +62,14 @@ pub fn parse_target(text: &str) -> Result<String, PruneError> {
 /// Whether a `--drop` rule covers an entry: same processor, and every
 /// feature the rule fixes fixed the same way by the entry. Dropping
 /// `gfx90a:xnack-` leaves `gfx90a` (any), which xnack+ GPUs still load.
-fn covers(rule: &str, entry: &str) -> bool {
+pub(super) fn covers(rule: &str, entry: &str) -> bool {
     let (Ok(r), Ok(e)) = (parse_format(rule), parse_format(entry)) else { return false };
     r.processor == e.processor && r.features.iter().all(|(name, on)| e.features.get(name) == Some(on))
 }
 
 /// Whether an entry's target ID and a rule's agree: same processor, and no
 /// feature set one way by one and the other way by the other.
-fn agrees(rule: &str, entry: &str) -> bool {
+pub(super) fn agrees(rule: &str, entry: &str) -> bool {
     let (Ok(r), Ok(e)) = (parse_format(rule), parse_format(entry)) else { return false };
     r.processor == e.processor && r.features.iter().all(|(name, on)| e.features.get(name).is_none_or(|v| v == on))
 }

@@ -135,6 +135,41 @@ fn the_check_catches_a_damaged_output() {
 }
 
 #[test]
+fn the_check_catches_a_damaged_recompressed_unit() {
+    let data = fixture("rdc_ccob_lld.so");
+    let map = FileMap::read(&data).unwrap();
+    let pruned = plan(&data, &map, &keep(&["gfx906"])).unwrap();
+    let out = pruned.output_plan(&data).to_vec();
+    verify(&out, &data, &map, &pruned).unwrap();
+    // A header byte (the hash), a byte of the zstd frame, a byte of the
+    // frame's last block: each is found without decompressing the input.
+    let u = pruned.units[0].unit;
+    let used = pruned.units[0].new_used;
+    for at in [u.offset + 20, u.offset + 40, u.offset + used - 2] {
+        let mut bad = out.clone();
+        bad[at as usize] ^= 1;
+        assert!(matches!(verify(&bad, &data, &map, &pruned), Err(PruneError::Verify(_))), "byte {at:#x}");
+    }
+}
+
+#[test]
+fn the_round_trip_catches_a_bad_recompression() {
+    let bundle =
+        binary::write(&[(b"host-x".as_slice(), b"".as_slice()), (b"hip-y", b"payload")], NonZeroU64::MIN).to_vec();
+    let list = binary::read(&bundle).unwrap().unwrap();
+    let kept: Vec<(&[u8], &[u8])> = list.iter().map(|e| (e.id, e.payload)).collect();
+    let opts = compressed::CompressOptions { method: compressed::Method::Zstd, level: 3, version: 2, threads: 0 };
+    let good = compressed::compress(&bundle, &opts).unwrap();
+    let mut piece = Vec::new();
+    rebuild::round_trip(&good.bytes, &bundle, good.hash, &kept, &mut piece).unwrap();
+    // Another hash, other contents, fewer entries than kept: all refused.
+    assert!(rebuild::round_trip(&good.bytes, &bundle, good.hash ^ 1, &kept, &mut piece).is_err());
+    let other = compressed::compress(&bundle[..bundle.len() - 1], &opts).unwrap();
+    assert!(rebuild::round_trip(&other.bytes, &bundle, other.hash, &kept, &mut piece).is_err());
+    assert!(rebuild::round_trip(&good.bytes, &bundle, good.hash, &kept[..1], &mut piece).is_err());
+}
+
+#[test]
 fn dangling_wrappers_stop_the_prune() {
     let data = fixture("nopie_gnu");
     let map = FileMap::read(&data).unwrap();

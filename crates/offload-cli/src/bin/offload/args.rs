@@ -3,7 +3,7 @@
 //! man`) all come from [`Cli`]. [`parse`] turns it into a [`Command`], the
 //! form the commands run from.
 
-use clap::{ArgGroup, Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgGroup, Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use offload_format::inspect::select::{Gpu, Runtime};
 
 /// `offload --version` prints `offload (offload-binutils) VERSION`.
@@ -89,6 +89,9 @@ pub enum Sub {
         /// Machine-readable output (schema in the README)
         #[arg(long)]
         json: bool,
+        /// Add a URI column: each code object's ROCm code-object URI (always in --json)
+        #[arg(long)]
+        uri: bool,
         /// Files, packages or folders (- for standard input)
         #[arg(required = true, value_name = "FILE")]
         files: Vec<String>,
@@ -103,6 +106,9 @@ pub enum Sub {
         /// Machine-readable output (schema in the README)
         #[arg(long)]
         json: bool,
+        /// Add a URI column: each code object's ROCm code-object URI (always in --json)
+        #[arg(long)]
+        uri: bool,
         /// Files, packages or folders (- for standard input)
         #[arg(required = true, value_name = "FILE")]
         files: Vec<String>,
@@ -118,7 +124,7 @@ pub enum Sub {
         #[arg(required = true, value_name = "FILE")]
         files: Vec<String>,
     },
-    /// Drop the device code of other GPU targets from a HIP host binary
+    /// Drop the device code of other GPU targets (HIP, CUDA, archives, bundles)
     Prune(PruneCli),
     /// The GPUs of this machine (KFD sysfs, NVML) and their target IDs
     Gpus {
@@ -151,6 +157,8 @@ pub enum Sub {
         /// The new one
         b: String,
     },
+    /// Whether the GPUs load code from every program, library, folder or package given (exit 0 yes, 1 no)
+    Check(CheckArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions {
         #[arg(value_enum)]
@@ -165,7 +173,7 @@ pub enum Sub {
 }
 
 #[derive(Args, Debug)]
-#[command(group(ArgGroup::new("filter").required(true).multiple(true)))]
+#[command(group(ArgGroup::new("filter").multiple(true)))]
 pub struct ExtractArgs {
     /// Every code object (not the containers)
     #[arg(long, group = "filter")]
@@ -193,15 +201,42 @@ pub struct ExtractArgs {
     /// Machine-readable output (schema in the README)
     #[arg(long)]
     json: bool,
-    /// A file, package or folder (- for standard input)
-    #[arg(value_name = "FILE")]
-    file: String,
+    /// A file, package or folder (- for standard input) with filters; or,
+    /// without filters, code-object URIs (file://PATH#offset=N&size=M)
+    #[arg(value_name = "FILE|URI", required = true)]
+    files: Vec<String>,
+}
+
+/// `offload check`'s options (README: offload check).
+#[derive(Args, Clone, Debug, PartialEq, Eq)]
+pub struct CheckArgs {
+    /// A GPU to check for (repeatable) [default: every GPU of this machine]
+    #[arg(long, value_parser = parse_gpu, long_help = GPU_HELP)]
+    pub gpu: Vec<Gpu>,
+    /// Read sysfs under DIR when finding this machine's GPUs (default: $OFFLOAD_SYSFS_ROOT)
+    #[arg(long, value_name = "DIR")]
+    pub sysfs_root: Option<std::path::PathBuf>,
+    /// Look libraries up below DIR: its etc/ld.so.cache, system folders and absolute RPATH/RUNPATH folders
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<std::path::PathBuf>,
+    /// Check only the files given, not the libraries programs and libraries need
+    #[arg(long)]
+    pub no_deps: bool,
+    /// List every file checked (fat, standalone and host-only), not only the failures
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// Machine-readable output (schema in the README)
+    #[arg(long)]
+    pub json: bool,
+    /// Programs, libraries, code objects, packages or folders
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<String>,
 }
 
 #[derive(Args, Debug)]
 #[command(group(ArgGroup::new("targets").required(true).multiple(true)))]
 pub struct PruneCli {
-    /// Targets to keep (comma-separated, repeatable)
+    /// Targets to keep: gfx90a, sm_80 (cubin), compute_80 (PTX), lto_80 (comma-separated, repeatable)
     #[arg(long, value_name = "T[,T...]", value_delimiter = ',', group = "targets")]
     keep: Vec<String>,
     /// Targets to drop (comma-separated, repeatable)
@@ -228,7 +263,7 @@ pub struct PruneCli {
     /// The output file (- for standard output)
     #[arg(short, long, value_name = "OUT", required_unless_present = "dry_run")]
     output: Option<String>,
-    /// The HIP host binary (executable, shared library or object)
+    /// A host binary, object, static archive, bundle, fat object or .fatbin
     #[arg(value_name = "IN")]
     input: String,
 }
@@ -251,12 +286,14 @@ pub enum Filter {
 pub enum Command {
     List {
         json: bool,
+        uri: bool,
         files: Vec<String>,
     },
     Select {
         gpu: Gpu,
         runtime: Runtime,
         json: bool,
+        uri: bool,
         files: Vec<String>,
     },
     Extract {
@@ -267,6 +304,13 @@ pub enum Command {
         dir: Option<String>,
         json: bool,
         file: String,
+    },
+    /// `extract URI...`: the ranges code-object URIs name.
+    ExtractUri {
+        uris: Vec<String>,
+        output: Option<String>,
+        dir: Option<String>,
+        json: bool,
     },
     Verify {
         json: bool,
@@ -287,6 +331,7 @@ pub enum Command {
         b: String,
         json: bool,
     },
+    Check(CheckArgs),
     Completions(clap_complete::Shell),
     Man {
         output_dir: Option<std::path::PathBuf>,
@@ -324,13 +369,53 @@ fn targets(list: Vec<String>) -> Vec<String> {
     list.into_iter().filter(|t| !t.is_empty()).collect()
 }
 
+/// Whether a command-line argument is a code-object URI rather than a
+/// path (`memory://` too, refused later with a message that says why).
+pub fn is_uri(arg: &str) -> bool {
+    let scheme = arg.split_once("://").map_or("", |(s, _)| s);
+    scheme.eq_ignore_ascii_case("file") || scheme.eq_ignore_ascii_case("memory")
+}
+
+/// `extract`: one FILE with filters, or URIs without any; clap's usage
+/// errors (exit 2) otherwise.
+fn extract_command(e: ExtractArgs) -> Result<Command, clap::Error> {
+    use clap::error::ErrorKind;
+    let usage = |kind: ErrorKind, msg: &str| {
+        let mut cli = Cli::command();
+        cli.build();
+        match cli.find_subcommand_mut("extract") {
+            Some(sub) => sub.error(kind, msg),
+            None => cli.error(kind, msg),
+        }
+    };
+    let filtered = e.all || !e.id.is_empty() || !e.target_id.is_empty() || !e.index.is_empty() || e.gpu.is_some();
+    let uris = e.files.iter().filter(|f| is_uri(f)).count();
+    if uris > 0 {
+        if uris != e.files.len() {
+            return Err(usage(ErrorKind::ArgumentConflict, "URIs and files cannot be mixed: give URIs, or one FILE"));
+        }
+        if filtered {
+            return Err(usage(ErrorKind::ArgumentConflict, "a URI names its code objects: filters do not apply"));
+        }
+        return Ok(Command::ExtractUri { uris: e.files, output: e.output, dir: e.output_dir, json: e.json });
+    }
+    if !filtered {
+        let msg = "one of --all, --id, --target-id, --index, --gpu is required with a FILE";
+        return Err(usage(ErrorKind::MissingRequiredArgument, msg));
+    }
+    if e.files.len() != 1 {
+        return Err(usage(ErrorKind::TooManyValues, "one FILE at a time (several URIs may be given)"));
+    }
+    Ok(Sub::Extract(e).into())
+}
+
 impl From<Sub> for Command {
     fn from(sub: Sub) -> Command {
         match sub {
-            Sub::List { json, files } => Command::List { json, files },
+            Sub::List { json, uri, files } => Command::List { json, uri, files },
             Sub::Verify { json, files } => Command::Verify { json, files },
-            Sub::Select { gpu, kind, json, files } => {
-                Command::Select { runtime: runtime(kind, Some(&gpu)), gpu, json, files }
+            Sub::Select { gpu, kind, json, uri, files } => {
+                Command::Select { runtime: runtime(kind, Some(&gpu)), gpu, json, uri, files }
             }
             Sub::Extract(e) => {
                 let mut filters = Vec::new();
@@ -350,7 +435,7 @@ impl From<Sub> for Command {
                     output: e.output,
                     dir: e.output_dir,
                     json: e.json,
-                    file: e.file,
+                    file: e.files.into_iter().next().unwrap_or_default(),
                 }
             }
             Sub::Prune(p) => Command::Prune(PruneArgs {
@@ -368,6 +453,7 @@ impl From<Sub> for Command {
             Sub::Gpus { sysfs_root, json } => Command::Gpus { sysfs_root, json },
             Sub::Size { keep, json, paths } => Command::Size { paths, keep: targets(keep), json },
             Sub::Diff { json, a, b } => Command::Diff { a, b, json },
+            Sub::Check(c) => Command::Check(c),
             Sub::Completions { shell } => Command::Completions(shell),
             Sub::Man { output_dir } => Command::Man { output_dir },
         }
@@ -383,7 +469,11 @@ where
     T: Into<std::ffi::OsString> + Clone,
 {
     let cli = Cli::try_parse_from(argv)?;
-    Ok((cli.command.into(), cli.color))
+    let command = match cli.command {
+        Sub::Extract(e) => extract_command(e)?,
+        other => other.into(),
+    };
+    Ok((command, cli.color))
 }
 
 /// The warning to print before running `command`: its GPU's processor is
@@ -393,6 +483,7 @@ pub fn gpu_warning(command: &Command) -> Option<String> {
         Command::Select { gpu, .. } | Command::Extract { gpu: Some(gpu), .. } => {
             gpu.warning().map(|w| format!("--gpu: {w}"))
         }
+        Command::Check(c) => c.gpu.iter().find_map(Gpu::warning).map(|w| format!("--gpu: {w}")),
         _ => None,
     }
 }

@@ -26,7 +26,7 @@ fn the_definition_is_consistent() {
 fn commands_and_options() {
     assert_eq!(
         p(&["list", "a", "--json", "b"]).unwrap(),
-        Command::List { json: true, files: vec!["a".into(), "b".into()] }
+        Command::List { json: true, uri: false, files: vec!["a".into(), "b".into()] }
     );
     let Command::Select { gpu, runtime, .. } = p(&["select", "--gpu=gfx90a:xnack+", "--kind", "openmp", "f"]).unwrap()
     else {
@@ -40,8 +40,11 @@ fn commands_and_options() {
     };
     assert_eq!(filters, [Filter::All, Filter::Id("x".into()), Filter::Index(3)]);
     assert_eq!(output.as_deref(), Some("out"));
-    assert_eq!(p(&["list", "--", "--json"]).unwrap(), Command::List { json: false, files: vec!["--json".into()] });
-    assert_eq!(p(&["list", "-"]).unwrap(), Command::List { json: false, files: vec!["-".into()] });
+    assert_eq!(
+        p(&["list", "--", "--json"]).unwrap(),
+        Command::List { json: false, uri: false, files: vec!["--json".into()] }
+    );
+    assert_eq!(p(&["list", "-"]).unwrap(), Command::List { json: false, uri: false, files: vec!["-".into()] });
     let (_, color) = parse(["offload", "list", "--color", "never", "f"]).unwrap();
     assert_eq!(color, ColorChoice::Never);
 }

@@ -6,9 +6,9 @@
 use crate::output::{self, Object};
 use crate::progress::Progress;
 use offload_cli::io;
-use offload_format::inspect::{CodeObject, Inventory, Options, Severity, Step, scan};
+use offload_format::inspect::{CodeObject, Inventory, Options, Severity, Step, scan, uri};
 use offload_format::package::{self, Event, HEAD_LEN, Limits};
-use std::cell::Cell;
+use std::cell::{Cell, OnceCell};
 use std::path::Path;
 
 /// One thing to scan.
@@ -25,6 +25,8 @@ pub struct Item<'a> {
     /// across a package.
     units: &'a Cell<usize>,
     units_before: usize,
+    /// `file://` and the encoded absolute path, made once per item.
+    uri_prefix: OnceCell<Option<String>>,
 }
 
 impl<'a> Item<'a> {
@@ -41,6 +43,14 @@ impl<'a> Item<'a> {
         inv
     }
 
+    /// The package member this item is (its path there), if it is one.
+    pub fn member(&self) -> Option<&'a str> {
+        match self.prefix.last() {
+            Some(Step::PackageMember(path)) => Some(path),
+            _ => None,
+        }
+    }
+
     /// The JSON object of a code object this item's scan found.
     pub fn object(&self, o: &CodeObject) -> Object {
         if self.units_before == 0 {
@@ -48,6 +58,20 @@ impl<'a> Item<'a> {
         }
         let numbered = CodeObject { unit: o.unit.saturating_add(self.units_before), ..o.clone() };
         output::code_object(self.file, &numbered)
+    }
+
+    /// The ROCm code-object URI of a code object this item's scan found
+    /// (`file://ABSOLUTE-PATH#offset=N&size=M`; a compressed bundle's range
+    /// for the objects inside it), or `None` where the bytes lie in no
+    /// range of the file (standard input, decoded or decompressed data).
+    pub fn uri(&self, o: &CodeObject) -> Option<String> {
+        if self.file == "-" {
+            return None;
+        }
+        let (start, size) = uri::range(o, self.bytes)?;
+        let offset = self.base?.checked_add(start)?;
+        let prefix = self.uri_prefix.get_or_init(|| uri::file_prefix(Path::new(self.file)));
+        Some(uri::with_range(prefix.as_deref()?, offset, size))
     }
 }
 
@@ -133,7 +157,16 @@ fn one(
     let bytes = input.bytes();
     let units = Cell::new(0);
     if package::detect(head(bytes)).is_none() {
-        return visit(&Item { file, bytes, input, prefix: &[], base: Some(0), units: &units, units_before: 0 });
+        return visit(&Item {
+            file,
+            bytes,
+            input,
+            prefix: &[],
+            base: Some(0),
+            units: &units,
+            units_before: 0,
+            uri_prefix: OnceCell::new(),
+        });
     }
     let found = |e: package::PackageError| {
         let location =
@@ -146,7 +179,17 @@ fn one(
                 b.clear();
             }
             let units_before = units.get();
-            visit(&Item { file, bytes: m.bytes, input, prefix: m.steps, base: m.offset, units: &units, units_before });
+            let uri_prefix = OnceCell::new();
+            visit(&Item {
+                file,
+                bytes: m.bytes,
+                input,
+                prefix: m.steps,
+                base: m.offset,
+                units: &units,
+                units_before,
+                uri_prefix,
+            });
         }
         Event::Progress { done, total } => {
             if let Some(b) = &mut bar {

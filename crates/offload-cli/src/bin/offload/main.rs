@@ -3,13 +3,16 @@
 //! why the others are not loaded), extracts them, and verifies structure.
 
 mod args;
+mod check;
 mod diff;
+mod extract_uri;
 mod generated;
 mod gpus;
 mod inputs;
 mod output;
 mod progress;
 mod prune;
+mod prune_openmp;
 mod size;
 
 use args::{Command, Filter};
@@ -24,6 +27,14 @@ use std::process::ExitCode;
 use std::sync::Mutex;
 
 fn main() -> ExitCode {
+    // Like `cat` and `ls`: a reader that goes away (`offload list | head`)
+    // ends the process quietly. Rust ignores SIGPIPE, which turns the
+    // failed write into a panic inside `println!`.
+    // SAFETY: setting a signal disposition to its default before any
+    // thread starts has no memory-safety preconditions.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let argv0 = diag::argv0();
     let (command, color) = match args::parse(std::env::args_os()) {
         Ok(parsed) => parsed,
@@ -39,16 +50,20 @@ fn main() -> ExitCode {
     }
     let colors = |json: bool| Colors::new(color, json);
     let code = match command {
-        Command::List { json, files } => list(&argv0, &files, json),
-        Command::Select { gpu, runtime, json, files } => select_cmd(&argv0, &files, &gpu, runtime, json, colors(json)),
+        Command::List { json, uri, files } => list(&argv0, &files, json, uri),
+        Command::Select { gpu, runtime, json, uri, files } => {
+            select_cmd(&argv0, &files, &gpu, runtime, json, uri, colors(json))
+        }
         Command::Verify { json, files } => verify(&argv0, &files, json, colors(json)),
         Command::Prune(args) => prune::run(&argv0, &args),
         Command::Extract { filters, gpu, runtime, output, dir, json, file } => {
             extract(&argv0, &file, &filters, gpu.as_ref(), runtime, output, dir, json)
         }
+        Command::ExtractUri { uris, output, dir, json } => extract_uri::run(&argv0, &uris, output, dir, json),
         Command::Gpus { sysfs_root, json } => gpus::run(&argv0, sysfs_root.as_deref(), json),
         Command::Size { paths, keep, json } => size::run(&argv0, &paths, &keep, json),
         Command::Diff { a, b, json } => diff::run(&argv0, &a, &b, json),
+        Command::Check(args) => check::run(&argv0, &args, colors(args.json)),
         Command::Completions(shell) => {
             clap_complete::generate(shell, &mut args::Cli::command(), "offload", &mut std::io::stdout());
             0
@@ -76,7 +91,7 @@ fn report(argv0: &str, path: &str, inv: &Inventory) {
     }
 }
 
-fn list(argv0: &str, files: &[String], json: bool) -> u8 {
+fn list(argv0: &str, files: &[String], json: bool, uri: bool) -> u8 {
     let mut status = 0;
     let (mut rows, mut objects) = (Vec::new(), Vec::new());
     for path in files {
@@ -88,7 +103,7 @@ fn list(argv0: &str, files: &[String], json: bool) -> u8 {
             if inv.has_errors() {
                 status = 1;
             }
-            list_rows(item, &inv, &mut rows, &mut objects);
+            list_rows(item, &inv, uri, &mut rows, &mut objects);
         });
         status |= inputs::report(argv0, &problems);
         if found == 0 && !inputs::has_errors(&problems) {
@@ -99,17 +114,22 @@ fn list(argv0: &str, files: &[String], json: bool) -> u8 {
     if json {
         print!("{}", output::array(&objects));
     } else if !rows.is_empty() {
-        let header = ["FILE", "LOCATION", "FORMAT", "KIND", "TRIPLE", "TARGET ID", "SIZE", "OFFSET", "COMPRESSED"];
+        let mut header =
+            vec!["FILE", "LOCATION", "FORMAT", "KIND", "TRIPLE", "TARGET ID", "SIZE", "OFFSET", "COMPRESSED"];
+        if uri {
+            header.push("URI");
+        }
         print!("{}", output::table(&header, &rows));
     }
     status
 }
 
 /// The rows (and JSON objects) `list` prints for one scanned item.
-fn list_rows(item: &inputs::Item, inv: &Inventory, rows: &mut Vec<Vec<String>>, objects: &mut Vec<Object>) {
+fn list_rows(item: &inputs::Item, inv: &Inventory, uri: bool, rows: &mut Vec<Vec<String>>, objects: &mut Vec<Object>) {
     for o in &inv.objects {
-        objects.push(item.object(o));
-        rows.push(vec![
+        let o_uri = item.uri(o);
+        objects.push(item.object(o).add("uri", output::opt_str(o_uri.clone())));
+        let mut row = vec![
             item.file.to_string(),
             o.location.to_string(),
             o.format.name().to_string(),
@@ -119,7 +139,11 @@ fn list_rows(item: &inputs::Item, inv: &Inventory, rows: &mut Vec<Vec<String>>, 
             o.size.to_string(),
             output::offset(o.offset),
             if o.compressed { "yes".into() } else { "no".into() },
-        ]);
+        ];
+        if uri {
+            row.push(o_uri.unwrap_or_else(|| "-".into()));
+        }
+        rows.push(row);
     }
 }
 
@@ -154,7 +178,7 @@ fn verdict_text(v: &Verdict, sel_ids: &dyn Fn(usize) -> String, gpu: &Gpu, runti
     }
 }
 
-fn select_cmd(argv0: &str, files: &[String], gpu: &Gpu, runtime: Runtime, json: bool, colors: Colors) -> u8 {
+fn select_cmd(argv0: &str, files: &[String], gpu: &Gpu, runtime: Runtime, json: bool, uri: bool, colors: Colors) -> u8 {
     let mut status = 0;
     let (mut chosen_rows, mut other_rows, mut chosen_json, mut other_json) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -173,7 +197,8 @@ fn select_cmd(argv0: &str, files: &[String], gpu: &Gpu, runtime: Runtime, json: 
                     .object(o)
                     .add("selected", Value::Bool(selected))
                     .add("reason_code", if selected { Value::Null } else { Value::Str(code.clone()) })
-                    .add("reason", if selected { Value::Null } else { Value::Str(text.clone()) });
+                    .add("reason", if selected { Value::Null } else { Value::Str(text.clone()) })
+                    .add("uri", output::opt_str(item.uri(o)));
                 let verdict = if selected {
                     "selected"
                 } else if code == "not-chosen" {
@@ -181,7 +206,7 @@ fn select_cmd(argv0: &str, files: &[String], gpu: &Gpu, runtime: Runtime, json: 
                 } else {
                     "rejected"
                 };
-                let row = vec![
+                let mut row = vec![
                     path.to_string(),
                     o.location.to_string(),
                     o.id.clone(),
@@ -190,6 +215,9 @@ fn select_cmd(argv0: &str, files: &[String], gpu: &Gpu, runtime: Runtime, json: 
                     verdict.to_string(),
                     text,
                 ];
+                if uri {
+                    row.push(item.uri(o).unwrap_or_else(|| "-".into()));
+                }
                 if selected {
                     chosen_json.push(obj);
                     chosen_rows.push(row);
@@ -220,7 +248,10 @@ fn select_cmd(argv0: &str, files: &[String], gpu: &Gpu, runtime: Runtime, json: 
     } else {
         chosen_rows.extend(other_rows);
         if !chosen_rows.is_empty() {
-            let header = ["FILE", "LOCATION", "ID", "OFFSET", "SIZE", "VERDICT", "WHY"];
+            let mut header = vec!["FILE", "LOCATION", "ID", "OFFSET", "SIZE", "VERDICT", "WHY"];
+            if uri {
+                header.push("URI");
+            }
             let verdict = |column: usize, text: &str| match (column, text) {
                 (5, "selected") => colors.paint(text, Paint::Green),
                 (5, "rejected") => colors.paint(text, Paint::Red),
@@ -302,7 +333,7 @@ fn verify(argv0: &str, files: &[String], json: bool, colors: Colors) -> u8 {
 }
 
 /// A file name for an extracted code object.
-fn output_name(file: &str, index: usize, id: &str, bytes: &[u8]) -> String {
+pub(crate) fn output_name(file: &str, index: usize, id: &str, bytes: &[u8]) -> String {
     let clean: String =
         id.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.+".contains(c) { c } else { '_' }).collect();
     // CUDA entries take the names cuobjdump gives them (`.cubin`, `.ptx`).
@@ -411,7 +442,8 @@ fn extract(
                 outputs.adopt(out);
                 let o = &inv.objects[i];
                 let line = format!("{dest}\t{}\t{}", o.id, o.location);
-                written.push((item.object(o).add("path", Value::Str(dest)), line));
+                let object = item.object(o).add("path", Value::Str(dest)).add("uri", output::opt_str(item.uri(o)));
+                written.push((object, line));
             }
         }
         before += inv.objects.len();

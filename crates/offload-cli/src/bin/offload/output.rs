@@ -104,6 +104,11 @@ pub fn code_object(file: &str, o: &CodeObject) -> Object {
         .add("image_kind", o.image_kind_name().map_or(Value::Null, Value::Str))
 }
 
+/// A string, or null.
+pub fn opt_str(s: Option<String>) -> Value {
+    s.map_or(Value::Null, Value::Str)
+}
+
 /// Hex offset or `-`.
 pub fn offset(o: Option<u64>) -> String {
     o.map_or_else(|| "-".to_string(), |v| format!("{v:#x}"))

@@ -1,12 +1,15 @@
 //! `offload prune`: drops the device code of unwanted GPU targets from a
-//! HIP host binary, in zero mode or cut mode (the library's `prune` module
-//! does the work). The output is checked from its own bytes before it replaces
+//! HIP or CUDA host binary in zero mode (a HIP ELF x86-64 one also in cut mode),
+//! from every member of a static
+//! archive, and from raw bundles, `.fatbin` files and fat objects (the
+//! library's `prune` module does the work). The output is checked from its own bytes before it replaces
 //! anything, and written atomically; the input is never modified.
 
 use crate::args::PruneArgs;
 use crate::output;
 use offload_cli::io;
-use offload_format::layout::{FileMap, UnitKind};
+use offload_format::layout::UnitKind;
+use offload_format::prune::files::{self, Input};
 use offload_format::prune::{self, Cut, CutPlan, PruneError, Pruned, Rules};
 
 fn kind_name(kind: UnitKind, version: Option<u16>) -> String {
@@ -14,6 +17,8 @@ fn kind_name(kind: UnitKind, version: Option<u16>) -> String {
         (UnitKind::Bundle, _) => "bundle".into(),
         (UnitKind::Compressed { version: old }, Some(new)) if new != old => format!("compressed v{old}->v{new}"),
         (UnitKind::Compressed { version }, _) => format!("compressed v{version}"),
+        (UnitKind::Cuda, _) => "cuda fatbin".into(),
+        (UnitKind::Object, _) => "fat object".into(),
     }
 }
 
@@ -51,15 +56,10 @@ struct UnitReport<'a> {
 struct Written<'c> {
     cut: Option<&'c CutPlan>,
     input_size: u64,
+    output_size: u64,
 }
 
-impl Written<'_> {
-    fn output_size(&self) -> u64 {
-        self.cut.map_or(self.input_size, |c| c.output_len(self.input_size))
-    }
-}
-
-fn report(path: &str, pruned: &Pruned, json: bool, dry_run: bool, written: &Written) {
+fn report(path: &str, kind: &Input, pruned: &Pruned, json: bool, dry_run: bool, written: &Written) {
     if json {
         let units = pruned
             .units
@@ -91,7 +91,7 @@ fn report(path: &str, pruned: &Pruned, json: bool, dry_run: bool, written: &Writ
             units,
             mode: if written.cut.is_some() { "cut" } else { "zero" },
             input_size: written.input_size,
-            output_size: written.output_size(),
+            output_size: written.output_size,
         };
         println!("{}", output::json(&report));
         return;
@@ -111,6 +111,13 @@ fn report(path: &str, pruned: &Pruned, json: bool, dry_run: bool, written: &Writ
     if !rows.is_empty() {
         print!("{}", output::table(&["FAT BINARY", "FORMAT", "ID", "SIZE", "FATE"], &rows));
     }
+    if let Input::Archive { untouched, .. } = kind {
+        for member in untouched {
+            eprintln!(
+                "warning: {path}: member {member}: .llvm.offloading images are not pruned yet (copied unchanged)"
+            );
+        }
+    }
     if !pruned.unreferenced.is_empty() {
         eprintln!(
             "warning: {path}: {} fat binaries are pointed at by no wrapper record (pruned all the same)",
@@ -119,11 +126,13 @@ fn report(path: &str, pruned: &Pruned, json: bool, dry_run: bool, written: &Writ
     }
     let verb = if dry_run { "would rewrite" } else { "rewrote" };
     let effect = match written.cut {
-        Some(_) => format!("the file cut from {} to {} bytes", written.input_size, written.output_size()),
-        None => format!("{} bytes zeroed", pruned.freed_bytes()),
+        Some(_) => format!("the file cut from {} to {} bytes", written.input_size, written.output_size),
+        // In place the freed bytes become zeros; elsewhere the output shrinks.
+        None => format!("{} bytes {}", pruned.freed_bytes(), if kind.in_place() { "zeroed" } else { "saved" }),
     };
+    let what = if matches!(kind, Input::Hip(_)) { String::new() } else { format!(" ({})", kind.name()) };
     println!(
-        "{path}: {verb} {} of {} fat binaries; {} bytes of code objects dropped, {effect}",
+        "{path}: {verb} {} of {} fat binaries; {} bytes of code objects dropped, {effect}{what}",
         pruned.changed(),
         pruned.units.len(),
         pruned.dropped_bytes(),
@@ -158,20 +167,25 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
         }
     };
     let data = input.bytes();
+    if offload_format::layout::openmp::is_openmp_host(data) {
+        return crate::prune_openmp::run(argv0, args, &rules, &input);
+    }
     let fail = |e: &dyn std::fmt::Display| {
         eprintln!("{argv0}: error: {path}: {e}");
         1
     };
-    let map = match FileMap::read(data) {
-        Ok(m) => m,
-        Err(e) => return fail(&e),
-    };
-    let pruned = match prune::plan(data, &map, &rules) {
+    let (kind, pruned) = match files::plan_file(data, &rules) {
         Ok(p) => p,
         Err(e) => return fail(&e),
     };
     let cut = if args.cut {
-        match prune::plan_cut(data, &map, &pruned) {
+        let Input::Hip(map) = &kind else {
+            let what = kind.name();
+            return fail(&format!(
+                "--mode cut rewrites HIP host binaries only (this is a {what}); zero mode prunes it"
+            ));
+        };
+        match prune::plan_cut(data, map, &pruned) {
             Ok(Cut::Planned(c)) => Some(c),
             Ok(Cut::TooSmall { saves, minimum }) => {
                 eprintln!(
@@ -184,20 +198,21 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
     } else {
         None
     };
-    let written = Written { cut: cut.as_ref(), input_size: data.len() as u64 };
-    let Some(out_path) = args.output.as_deref().filter(|_| !args.dry_run) else {
-        report(path, &pruned, args.json, true, &written);
-        return 0;
-    };
+    // Borrowed pieces only: cheap to plan even for a dry run's sizes.
     let plan = match &cut {
         Some(c) => c.output_plan(data, &pruned),
         None => pruned.output_plan(data),
+    };
+    let written = Written { cut: cut.as_ref(), input_size: data.len() as u64, output_size: plan.len() };
+    let Some(out_path) = args.output.as_deref().filter(|_| !args.dry_run) else {
+        report(path, &kind, &pruned, args.json, true, &written);
+        return 0;
     };
     let mut outputs = io::Outputs::new();
     if let Err(e) = outputs.stage(out_path, &plan, &[&input]) {
         return fail(&e);
     }
-    if let Some(file) = outputs.staged_file(0).filter(|_| cut.is_none()) {
+    if let Some(file) = outputs.staged_file(0).filter(|_| kind.in_place() && cut.is_none()) {
         punch_holes(file, &pruned);
     }
     if args.verify {
@@ -207,9 +222,9 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
             // SAFETY: a private read-only map of our own staging file,
             // which nothing else writes to.
             let written = unsafe { memmap2::Mmap::map(f) }.map_err(|e| io::error_text(&e))?;
-            match &cut {
-                Some(c) => prune::verify_cut(&written, data, &map, &pruned, c),
-                None => prune::verify(&written, data, &map, &pruned),
+            match (&cut, &kind) {
+                (Some(c), Input::Hip(map)) => prune::verify_cut(&written, data, map, &pruned, c),
+                _ => files::verify_file(&written, data, &kind, &pruned),
             }
             .map_err(|e| e.to_string())
         });
@@ -228,7 +243,7 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
     }
     // With `-o -` the pruned file is standard output: no report there.
     if out_path != "-" {
-        report(path, &pruned, args.json, false, &written);
+        report(path, &kind, &pruned, args.json, false, &written);
     }
     0
 }
@@ -259,7 +274,7 @@ fn punch_holes(file: &std::fs::File, pruned: &Pruned) {
 
 /// Gives the output the input's permission bits: a pruned executable or
 /// library must stay executable (staged outputs get the default mode).
-fn keep_mode(input: &str, output: &str) {
+pub(crate) fn keep_mode(input: &str, output: &str) {
     use std::os::unix::fs::PermissionsExt;
     if output == "-" || input == "-" {
         return;

@@ -1,0 +1,503 @@
+//! `offload check`: whether each GPU loads code from every fat binary of
+//! the programs, libraries, folders and packages given, and from the
+//! libraries programs need (found as the dynamic loader finds them). The
+//! rules live in `offload_format::check`; this file walks the inputs and
+//! prints.
+
+use crate::args::CheckArgs;
+use crate::inputs;
+use crate::output::{self, Colors, Paint};
+use offload_format::check::deps::{self, Search};
+use offload_format::check::{FileCheck, Role, Summary, dynamic, judge};
+use offload_format::gpus::{self, Environment, Probe};
+use offload_format::inspect::Options;
+use offload_format::inspect::select::Gpu;
+use serde::Serialize;
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+/// At most this many names in a summary line, so that it fits a screen.
+const NAMES_SHOWN: usize = 8;
+
+/// One file (or package member) with device code.
+struct Checked {
+    file: String,
+    member: Option<String>,
+    /// For a dependency: the chain of objects that needs it, program first.
+    needed_by: Option<Vec<String>>,
+    /// For a dependency: how the loader finds it.
+    via: Option<&'static str>,
+    check: FileCheck,
+}
+
+impl Checked {
+    /// `lib.whl: member torch/lib/x.so` or the path.
+    fn name(&self) -> String {
+        match &self.member {
+            Some(m) => format!("{}: {m}", self.file),
+            None => self.file.clone(),
+        }
+    }
+
+    /// A unit's location inside the member (the FILE column names the
+    /// member already).
+    fn within<'l>(&self, location: &'l str) -> &'l str {
+        let Some(m) = &self.member else { return location };
+        let step = format!("member {m} ");
+        location.find(&step).map_or(location, |at| &location[at + step.len()..])
+    }
+
+    /// The short name in summary lines: the file (or member) name.
+    fn short(&self) -> String {
+        let full = self.member.as_deref().unwrap_or(&self.file);
+        full.rsplit('/').next().unwrap_or(full).to_string()
+    }
+}
+
+/// `--json`'s output (README: offload check).
+#[derive(Serialize)]
+struct Report {
+    gpus: Vec<String>,
+    ok: bool,
+    files: Vec<FileRecord>,
+    libraries: Vec<LibraryRecord>,
+    missing: Vec<MissingRecord>,
+    problems: Vec<ProblemRecord>,
+    summary: SummaryRecord,
+}
+
+#[derive(Serialize)]
+struct FileRecord {
+    file: String,
+    member: Option<String>,
+    role: &'static str,
+    needed_by: Option<Vec<String>>,
+    via: Option<&'static str>,
+    targets: Vec<String>,
+    /// Per GPU: every unit loads (standalone: the GPU is served).
+    loads: Vec<GpuLoads>,
+    units: Vec<UnitRecord>,
+}
+
+#[derive(Serialize)]
+struct GpuLoads {
+    gpu: String,
+    ok: bool,
+}
+
+#[derive(Serialize)]
+struct UnitRecord {
+    location: String,
+    format: &'static str,
+    targets: Vec<String>,
+    loads: Vec<UnitLoad>,
+}
+
+#[derive(Serialize)]
+struct UnitLoad {
+    gpu: String,
+    /// The ID of the code object loaded; null when none is.
+    object: Option<String>,
+    /// Why none is; null when one is.
+    reason: Option<String>,
+}
+
+/// A library a program given loads, found as the loader finds it.
+#[derive(Clone, Serialize)]
+struct LibraryRecord {
+    name: String,
+    path: String,
+    via: &'static str,
+    needed_by: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct MissingRecord {
+    name: String,
+    needed_by: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct ProblemRecord {
+    file: String,
+    severity: &'static str,
+    location: String,
+    message: String,
+}
+
+#[derive(Serialize)]
+struct SummaryRecord {
+    fat_files: usize,
+    units: usize,
+    host_files: usize,
+    standalone_files: usize,
+    per_gpu: Vec<GpuSummary>,
+}
+
+#[derive(Serialize)]
+struct GpuSummary {
+    gpu: String,
+    failing_files: usize,
+    failing_units: usize,
+    standalone_served: usize,
+}
+
+/// The GPUs to check: those given, else this machine's (distinct target
+/// IDs); `Err` with the exit status when there are none.
+fn gpus_to_check(argv0: &str, args: &CheckArgs) -> Result<Vec<Gpu>, u8> {
+    let mut found: Vec<Gpu> = args.gpu.clone();
+    if found.is_empty() {
+        let root = args
+            .sysfs_root
+            .clone()
+            .or_else(|| std::env::var_os("OFFLOAD_SYSFS_ROOT").filter(|v| !v.is_empty()).map(PathBuf::from));
+        let scan = match gpus::scan(&Probe { root, env: Environment::from_process() }) {
+            Ok(scan) => scan,
+            Err(e) => {
+                eprintln!("{argv0}: error: {e}");
+                return Err(2);
+            }
+        };
+        for w in &scan.warnings {
+            eprintln!("{argv0}: warning: {w}");
+        }
+        found = scan.gpus.into_iter().map(|g| g.gpu).collect();
+        if found.is_empty() {
+            eprintln!("{argv0}: error: no GPU found on this machine; name one with --gpu (e.g. --gpu gfx1030)");
+            return Err(2);
+        }
+    }
+    let mut seen = HashSet::new();
+    found.retain(|g| seen.insert(g.target_id()));
+    Ok(found)
+}
+
+/// Everything found over all paths.
+#[derive(Default)]
+struct Findings {
+    checked: Vec<Checked>,
+    libraries: Vec<LibraryRecord>,
+    missing: Vec<MissingRecord>,
+    problems: Vec<inputs::Problem>,
+    summary: Summary,
+    /// Dependencies already checked (real paths).
+    seen: HashSet<PathBuf>,
+    scan_errors: bool,
+}
+
+impl Findings {
+    /// Scans and judges every item of `path` (a file, package or folder).
+    fn scan(&mut self, argv0: &str, path: &str, gpus: &[Gpu], dep: Option<(Vec<String>, &'static str)>, json: bool) {
+        let mut items = Vec::new();
+        let problems = inputs::each(path, !json, &mut |item| {
+            let inv = item.scan(&Options::default());
+            crate::report(argv0, item.file, &inv);
+            let check = judge(&inv, item.bytes, gpus);
+            items.push((item.file.to_string(), item.member().map(str::to_string), check, inv.has_errors()));
+        });
+        self.problems.extend(problems);
+        for (file, member, check, errors) in items {
+            self.scan_errors |= errors;
+            self.summary.add(&check);
+            if check.role != Role::Host {
+                let (needed_by, via) = dep.clone().map_or((None, None), |(c, v)| (Some(c), Some(v)));
+                self.checked.push(Checked { file, member, needed_by, via, check });
+            }
+        }
+    }
+
+    /// A program or library and, unless `no_deps`, what it loads.
+    fn program(&mut self, argv0: &str, path: &str, gpus: &[Gpu], search: &Search, json: bool) {
+        let closure = match deps::closure(Path::new(path), search) {
+            Ok(c) => c,
+            Err(e) => {
+                // Not followable (a malformed dynamic section): checked as a file.
+                eprintln!("{argv0}: warning: '{path}': dependencies not followed: {e}");
+                return self.scan(argv0, path, gpus, None, json);
+            }
+        };
+        let names = |i: usize| closure.chain(i).into_iter().map(str::to_string).collect::<Vec<_>>();
+        for (i, object) in closure.objects.iter().enumerate() {
+            let dep = object.loader.map(|l| (names(l), object.via.name()));
+            if let Some((needed_by, via)) = &dep {
+                self.libraries.push(LibraryRecord {
+                    name: object.name.clone(),
+                    path: object.path.to_string_lossy().into_owned(),
+                    via,
+                    needed_by: needed_by.clone(),
+                });
+            }
+            // A library two programs load is checked once.
+            let real = std::fs::canonicalize(&object.path).unwrap_or_else(|_| object.path.clone());
+            if !self.seen.insert(real) && i > 0 {
+                continue;
+            }
+            self.scan(argv0, &object.path.to_string_lossy(), gpus, dep, json);
+        }
+        for m in &closure.missing {
+            self.missing.push(MissingRecord { name: m.name.clone(), needed_by: names(m.needed_by) });
+        }
+        for (file, message) in &closure.problems {
+            eprintln!("{argv0}: warning: '{}': passed over: {message}", file.display());
+        }
+    }
+}
+
+/// Whether `path` is a program or shared library for a CPU (whose
+/// dependencies the loader would follow).
+fn is_program(path: &str) -> bool {
+    let p = Path::new(path);
+    if path == "-" || p.is_dir() {
+        return false;
+    }
+    let Ok(input) = offload_cli::io::Input::open(path) else { return false };
+    let bytes = input.bytes();
+    dynamic::abi(bytes).is_some_and(|a| a.machine != offload_format::elf::EM_AMDGPU && a.machine != 190)
+        && dynamic::is_loadable(bytes)
+}
+
+pub fn run(argv0: &str, args: &CheckArgs, colors: Colors) -> u8 {
+    let gpus = match gpus_to_check(argv0, args) {
+        Ok(g) => g,
+        Err(code) => return code,
+    };
+    let ld_library_path = std::env::var("LD_LIBRARY_PATH").ok();
+    let search = Search::system(args.root.clone(), ld_library_path.as_deref());
+    let mut f = Findings { summary: Summary::new(gpus.len()), ..Default::default() };
+    for path in &args.paths {
+        if !args.no_deps && is_program(path) {
+            f.program(argv0, path, &gpus, &search, args.json);
+        } else {
+            f.scan(argv0, path, &gpus, None, args.json);
+        }
+    }
+    let failing = f.summary.failing.iter().any(|&(files, _)| files > 0);
+    let ok = !failing && f.missing.is_empty() && !inputs::has_errors(&f.problems) && !f.scan_errors;
+    if args.json {
+        if let Err(e) = print_json(&gpus, ok, &f) {
+            eprintln!("{argv0}: error: {e}");
+            return 1;
+        }
+    } else {
+        inputs::report(argv0, &f.problems);
+        print_text(argv0, &gpus, &f, args.verbose, colors);
+    }
+    u8::from(!ok)
+}
+
+fn print_json(gpus: &[Gpu], ok: bool, f: &Findings) -> serde_json::Result<()> {
+    let ids: Vec<String> = gpus.iter().map(Gpu::target_id).collect();
+    let files = f
+        .checked
+        .iter()
+        .map(|c| FileRecord {
+            file: c.file.clone(),
+            member: c.member.clone(),
+            role: c.check.role.name(),
+            needed_by: c.needed_by.clone(),
+            via: c.via,
+            targets: c.check.targets(),
+            loads: ids
+                .iter()
+                .enumerate()
+                .map(|(g, id)| GpuLoads { gpu: id.clone(), ok: c.check.loads_on(g) })
+                .collect(),
+            units: c
+                .check
+                .units
+                .iter()
+                .map(|u| UnitRecord {
+                    location: u.location.clone(),
+                    format: u.format.name(),
+                    targets: u.targets.clone(),
+                    loads: ids
+                        .iter()
+                        .zip(&u.loads)
+                        .map(|(id, l)| UnitLoad {
+                            gpu: id.clone(),
+                            object: l.as_ref().ok().cloned(),
+                            reason: l.as_ref().err().cloned(),
+                        })
+                        .collect(),
+                })
+                .collect(),
+        })
+        .collect();
+    let s = &f.summary;
+    let report = Report {
+        gpus: ids.clone(),
+        ok,
+        files,
+        libraries: f.libraries.clone(),
+        missing: f
+            .missing
+            .iter()
+            .map(|m| MissingRecord { name: m.name.clone(), needed_by: m.needed_by.clone() })
+            .collect(),
+        problems: f
+            .problems
+            .iter()
+            .map(|p| ProblemRecord {
+                file: p.file.clone(),
+                severity: p.severity.name(),
+                location: p.location.clone(),
+                message: p.message.clone(),
+            })
+            .collect(),
+        summary: SummaryRecord {
+            fat_files: s.fat_files,
+            units: s.units,
+            host_files: s.host_files,
+            standalone_files: s.standalone_files,
+            per_gpu: ids
+                .iter()
+                .enumerate()
+                .map(|(g, id)| GpuSummary {
+                    gpu: id.clone(),
+                    failing_files: s.failing.get(g).map_or(0, |x| x.0),
+                    failing_units: s.failing.get(g).map_or(0, |x| x.1),
+                    standalone_served: served(f, g),
+                })
+                .collect(),
+        },
+    };
+    out(&format!("{}\n", serde_json::to_string_pretty(&report)?));
+    Ok(())
+}
+
+fn served(f: &Findings, gpu: usize) -> usize {
+    f.checked.iter().filter(|c| c.check.role == Role::Standalone && c.check.loads_on(gpu)).count()
+}
+
+/// Writes to standard output; a closed pipe (`| head`) ends the output
+/// quietly instead of panicking as `print!` does.
+fn out(text: &str) {
+    use std::io::Write;
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// `a, b, c and 4 more`.
+fn names(list: &[String]) -> String {
+    let mut text = list.iter().take(NAMES_SHOWN).cloned().collect::<Vec<_>>().join(", ");
+    if list.len() > NAMES_SHOWN {
+        text.push_str(&format!(" and {} more", list.len() - NAMES_SHOWN));
+    }
+    text
+}
+
+/// Sorts `gfx803` before `gfx1030` and `sm_80` before `sm_100`: by the
+/// letters the name starts with, then shorter processor names first, then
+/// by name.
+fn natural(target: &str) -> (String, usize, String) {
+    let processor = target.split(':').next().unwrap_or(target);
+    let letters: String = processor.chars().take_while(|c| !c.is_ascii_digit()).collect();
+    (letters, processor.len(), target.to_string())
+}
+
+fn print_text(argv0: &str, gpus: &[Gpu], f: &Findings, verbose: bool, colors: Colors) {
+    let ids: Vec<String> = gpus.iter().map(Gpu::target_id).collect();
+    // The failing units: one row per file, GPU and reason (a library
+    // with 400 fat binaries that all lack the GPU is one row).
+    let mut rows = Vec::new();
+    for c in f.checked.iter().filter(|c| c.check.role == Role::Fat) {
+        for (g, id) in ids.iter().enumerate() {
+            let mut groups: Vec<(bool, &str, Vec<&str>)> = Vec::new();
+            for u in &c.check.units {
+                let (ok, text) = match u.loads.get(g) {
+                    Some(Ok(object)) if verbose => (true, object.as_str()),
+                    Some(Err(why)) => (false, why.as_str()),
+                    _ => continue,
+                };
+                let at = c.within(&u.location);
+                match groups.iter_mut().find(|(k, t, _)| *k == ok && *t == text) {
+                    Some((_, _, units)) => units.push(at),
+                    None => groups.push((ok, text, vec![at])),
+                }
+            }
+            for (ok, text, units) in groups {
+                let at = if units.len() == 1 { units[0].to_string() } else { format!("{} fat binaries", units.len()) };
+                let loads = if ok { colors.paint("yes", Paint::Green) } else { colors.paint("no", Paint::Red) };
+                rows.push(vec![c.name(), at, id.clone(), loads, text.to_string()]);
+            }
+        }
+    }
+    if !rows.is_empty() {
+        out(&output::table(&["FILE", "FAT BINARY", "GPU", "LOADS", "WHY / CODE OBJECT"], &rows));
+    }
+    let standalone: Vec<&Checked> = f.checked.iter().filter(|c| c.check.role == Role::Standalone).collect();
+    if verbose && !standalone.is_empty() {
+        let rows: Vec<Vec<String>> = standalone
+            .iter()
+            .map(|c| {
+                let serves: Vec<String> =
+                    ids.iter().enumerate().filter(|(g, _)| c.check.loads_on(*g)).map(|(_, id)| id.clone()).collect();
+                let serves = if serves.is_empty() { "-".to_string() } else { serves.join(", ") };
+                vec![c.name(), c.check.targets().join(", "), serves]
+            })
+            .collect();
+        out(&output::table(&["STANDALONE CODE OBJECT", "TARGETS", "SERVES"], &rows));
+    }
+    for m in &f.missing {
+        eprintln!("{argv0}: error: {}: needed by {}, not found", m.name, m.needed_by.join(" -> "));
+    }
+    let s = &f.summary;
+    let head = format!(
+        "{}, {}",
+        plural(s.fat_files, "GPU library", "GPU libraries"),
+        plural(s.units, "fat binary", "fat binaries")
+    );
+    for (g, id) in ids.iter().enumerate() {
+        let lacking: Vec<&Checked> = f
+            .checked
+            .iter()
+            .filter(|c| {
+                c.check.role == Role::Fat && c.check.units.iter().any(|u| u.loads.get(g).is_some_and(Result::is_err))
+            })
+            .collect();
+        let line = if s.fat_files == 0 {
+            format!("{id}: no fat binaries found")
+        } else if lacking.is_empty() {
+            colors.paint(&format!("{id}: {head}: all load"), Paint::Green)
+        } else {
+            let mut held: Vec<String> = lacking.iter().flat_map(|c| c.check.targets()).collect();
+            held.sort_by_key(|t| natural(t));
+            held.dedup();
+            let list: Vec<String> = lacking.iter().map(|c| c.short()).collect();
+            colors.paint(
+                &format!(
+                    "{id}: {head}: {} {id} code: {} ({} {})",
+                    plural(lacking.len(), "library lacks", "libraries lack"),
+                    names(&list),
+                    if lacking.len() == 1 { "it holds" } else { "they hold" },
+                    names(&held)
+                ),
+                Paint::Red,
+            )
+        };
+        out(&format!("{line}\n"));
+    }
+    let mut also = vec![plural(s.host_files, "host-only file", "host-only files")];
+    if s.standalone_files > 0 {
+        let per: Vec<String> = ids.iter().enumerate().map(|(g, id)| format!("{} serve {id}", served(f, g))).collect();
+        also.push(format!(
+            "{} ({})",
+            plural(s.standalone_files, "standalone code object", "standalone code objects"),
+            per.join(", ")
+        ));
+    }
+    if !f.missing.is_empty() {
+        also.push(colors.paint(&plural(f.missing.len(), "missing library", "missing libraries"), Paint::Red));
+    }
+    let unread = f.problems.iter().filter(|p| p.severity == offload_format::inspect::Severity::Error).count();
+    if unread > 0 {
+        also.push(colors.paint(&plural(unread, "file not read", "files not read"), Paint::Red));
+    }
+    if f.scan_errors {
+        also.push(colors.paint("malformed fat binaries (errors above)", Paint::Red));
+    }
+    out(&format!("also: {}\n", also.join(", ")));
+}

@@ -1,0 +1,179 @@
+//! `offload prune` on an OpenMP offloading program or library (clang's new
+//! driver): drops whole device images in zero mode (the library's
+//! `prune::openmp` does the work). Like the HIP path, the output is
+//! checked from its own bytes before it replaces anything, and written
+//! atomically.
+
+use crate::args::PruneArgs;
+use crate::output;
+use offload_cli::io;
+use offload_format::layout::openmp::OpenMpMap;
+use offload_format::prune::Rules;
+use offload_format::prune::openmp::{self, Edit, OpenMpPruned};
+
+/// `prune --json` for OpenMP files (key order is the schema's).
+#[derive(serde::Serialize)]
+struct Report<'a> {
+    file: &'a str,
+    dry_run: bool,
+    format: &'static str,
+    images: Vec<ImageReport<'a>>,
+    descriptors: Vec<DescriptorReport>,
+    unreferenced: usize,
+    dropped_bytes: u64,
+}
+
+#[derive(serde::Serialize)]
+struct ImageReport<'a> {
+    offset: u64,
+    triple: &'a str,
+    arch: &'a str,
+    size: u64,
+    kept: bool,
+}
+
+#[derive(serde::Serialize)]
+struct DescriptorReport {
+    address: u64,
+    old_count: u32,
+    new_count: u32,
+}
+
+fn report(path: &str, pruned: &OpenMpPruned, json: bool, dry_run: bool) {
+    if json {
+        let images = pruned
+            .images
+            .iter()
+            .map(|f| ImageReport {
+                offset: f.image.offset,
+                triple: &f.image.triple,
+                arch: &f.image.arch,
+                size: f.image.size,
+                kept: f.kept,
+            })
+            .collect();
+        let descriptors = pruned
+            .descriptors
+            .iter()
+            .map(|d| DescriptorReport { address: d.addr, old_count: d.old_count, new_count: d.new_count })
+            .collect();
+        let report = Report {
+            file: path,
+            dry_run,
+            format: "openmp",
+            images,
+            descriptors,
+            unreferenced: pruned.unreferenced.len(),
+            dropped_bytes: pruned.dropped_bytes(),
+        };
+        println!("{}", output::json(&report));
+        return;
+    }
+    let rows: Vec<Vec<String>> = pruned
+        .images
+        .iter()
+        .map(|f| {
+            vec![
+                format!("{:#x}", f.image.offset),
+                f.image.triple.clone(),
+                if f.image.arch.is_empty() { "-".into() } else { f.image.arch.clone() },
+                f.image.size.to_string(),
+                if f.kept { "kept".into() } else { "dropped".into() },
+            ]
+        })
+        .collect();
+    if !rows.is_empty() {
+        print!("{}", output::table(&["IMAGE", "TRIPLE", "ARCH", "SIZE", "FATE"], &rows));
+    }
+    if !pruned.unreferenced.is_empty() {
+        eprintln!(
+            "warning: {path}: {} OpenMP images are registered by no table this tool understands (kept)",
+            pruned.unreferenced.len()
+        );
+    }
+    let verb = if dry_run { "would drop" } else { "dropped" };
+    let counts: Vec<String> =
+        pruned.descriptors.iter().map(|d| format!("{} -> {}", d.old_count, d.new_count)).collect();
+    println!(
+        "{path}: {verb} {} of {} OpenMP images ({} bytes zeroed); images registered: {}",
+        pruned.dropped(),
+        pruned.images.len(),
+        pruned.dropped_bytes(),
+        if counts.is_empty() { "none".into() } else { counts.join(", ") }
+    );
+}
+
+/// Runs `prune` on an OpenMP file; returns the exit status.
+pub fn run(argv0: &str, args: &PruneArgs, rules: &Rules, input: &io::Input) -> u8 {
+    let path = &args.input;
+    let fail = |e: &dyn std::fmt::Display| {
+        eprintln!("{argv0}: error: {path}: {e}");
+        1
+    };
+    if args.cut {
+        return fail(&"--mode cut is not supported for OpenMP images; --mode zero (the default) drops them in place");
+    }
+    let data = input.bytes();
+    let map = match OpenMpMap::read(data) {
+        Ok(m) => m,
+        Err(e) => return fail(&e),
+    };
+    let pruned = match openmp::plan(&map, rules) {
+        Ok(p) => p,
+        Err(e) => return fail(&e),
+    };
+    let Some(out_path) = args.output.as_deref().filter(|_| !args.dry_run) else {
+        report(path, &pruned, args.json, true);
+        return 0;
+    };
+    let plan = pruned.output_plan(data);
+    let mut outputs = io::Outputs::new();
+    if let Err(e) = outputs.stage(out_path, &plan, &[input]) {
+        return fail(&e);
+    }
+    if let Some(file) = outputs.staged_file(0) {
+        punch_holes(file, &pruned);
+    }
+    if args.verify {
+        let check = outputs.staged_file(0).ok_or_else(|| "the staged output is missing".to_string()).and_then(|f| {
+            // SAFETY: a private read-only map of our own staging file,
+            // which nothing else writes to.
+            let written = unsafe { memmap2::Mmap::map(f) }.map_err(|e| io::error_text(&e))?;
+            openmp::verify(&written, data, &map, &pruned).map_err(|e| e.to_string())
+        });
+        if let Err(e) = check {
+            return fail(&e);
+        }
+    }
+    if let Err(e) = outputs.commit() {
+        return fail(&e);
+    }
+    crate::prune::keep_mode(path, out_path);
+    if out_path != "-" {
+        report(path, &pruned, args.json, false);
+    }
+    0
+}
+
+/// Gives the whole pages of each zeroed image back to the file system;
+/// the bytes read as zeros either way, so an error changes nothing.
+fn punch_holes(file: &std::fs::File, pruned: &OpenMpPruned) {
+    use std::os::fd::AsRawFd;
+    const PAGE: u64 = 4096;
+    for (offset, edit) in &pruned.edits {
+        let Edit::Zeros(len) = edit else { continue };
+        let start = offset.div_ceil(PAGE) * PAGE;
+        let end = (offset + len) / PAGE * PAGE;
+        if end > start {
+            // SAFETY: fallocate only reads its arguments; the descriptor is open.
+            unsafe {
+                libc::fallocate(
+                    file.as_raw_fd(),
+                    libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                    start as libc::off_t,
+                    (end - start) as libc::off_t,
+                );
+            }
+        }
+    }
+}

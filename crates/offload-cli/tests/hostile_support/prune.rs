@@ -1,0 +1,147 @@
+//! `offload prune` in the hostile corpus: the clang-built HIP host binaries
+//! of `offload-format/tests/fixtures/prune` (GNU ld and lld, RELA and RELR,
+//! non-PIE, `-fgpu-rdc` with compressed bundles, an object file), damaged
+//! the corpus's usual ways plus where pruning looks: every 64-bit field of
+//! the first 64 bytes of each fat binary and the fields of each wrapper
+//! record. Each run of `offload prune --keep gfx90a --mode M in -o out`
+//! must exit 0 with an output that is exactly what the library plans for
+//! that input, re-parses, holds the kept entries byte for byte and passes
+//! `offload verify`; or exit 1 with an `error:` line, leaving the
+//! pre-existing `out` as it was (the corpus's own checks).
+
+use super::{Damage, Job, Mode, OFFLOAD, damages, run_job};
+use offload_format::bundle::{binary, compressed};
+use offload_format::layout::{FileMap, UnitKind};
+use offload_format::prune;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+/// The modes to prune in ("cut" joins when the binary has it).
+pub const PRUNE_MODES: [&str; 1] = ["zero"];
+
+/// What every run keeps.
+pub const KEEP: &str = "gfx90a";
+
+/// The prune fixtures, by base name.
+pub fn bases() -> Vec<(&'static str, Vec<u8>)> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../offload-format/tests/fixtures/prune");
+    [
+        ("prune: gnu_rela.so", "gnu_rela.so"),
+        ("prune: lld_relr.so", "lld_relr.so"),
+        ("prune: nopie_gnu", "nopie_gnu"),
+        ("prune: rdc_ccob_lld.so", "rdc_ccob_lld.so"),
+        ("prune: tu1.o", "tu1.o"),
+    ]
+    .into_iter()
+    .map(|(name, file)| (name, fs::read(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"))))
+    .collect()
+}
+
+/// Damages where pruning reads: the headers of the fat binaries and the
+/// wrapper records.
+fn targeted(data: &[u8]) -> Vec<Damage> {
+    let Ok(map) = FileMap::read(data) else { return vec![] };
+    let size = data.len() as u64;
+    let mut out = Vec::new();
+    let u64s = |at: u64, out: &mut Vec<Damage>| {
+        if at + 8 <= size {
+            out.extend([0u64, u64::MAX, 1 << 40, size + 1, 4096].map(|v| Damage::U64(at as usize, v)));
+        }
+    };
+    for unit in &map.units {
+        for field in (0..64).step_by(8) {
+            u64s(unit.offset + field, &mut out);
+        }
+    }
+    for w in &map.wrappers {
+        out.extend([0u32, u32::MAX, 2].map(|v| Damage::U32(w.offset as usize, v)));
+        out.extend([0u32, 2].map(|v| Damage::U32(w.offset as usize + 4, v)));
+        u64s(w.offset + 8, &mut out);
+    }
+    out
+}
+
+/// Every run: a quarter of the corpus's usual damages (the ELF files are
+/// large for it) and every targeted one, in every mode.
+pub fn jobs() -> Vec<Job> {
+    let mut jobs = Vec::new();
+    for (name, data) in bases() {
+        let usual = damages(data.len()).into_iter().step_by(4);
+        let all: Vec<Damage> = usual.chain(targeted(&data)).collect();
+        let data = Arc::new(data);
+        for damage in all {
+            for mode in PRUNE_MODES {
+                jobs.push(Job {
+                    base: name.to_string(),
+                    data: data.clone(),
+                    damage,
+                    what: None,
+                    mode: Mode::Prune(mode),
+                });
+            }
+        }
+    }
+    jobs
+}
+
+/// The checks of a run that exited 0, on the input and output it left in
+/// `work`.
+fn check_success(work: &Path) -> Result<(), String> {
+    let input = fs::read(work.join("in")).map_err(|e| e.to_string())?;
+    let output = fs::read(work.join("out")).map_err(|e| format!("no output: {e}"))?;
+    let map = FileMap::read(&input).map_err(|e| format!("pruned an input with no map: {e}"))?;
+    let rules = prune::Rules { keep: vec![prune::parse_target(KEEP).unwrap()], ..Default::default() };
+    let pruned = prune::plan(&input, &map, &rules).map_err(|e| format!("pruned an input the library refuses: {e}"))?;
+    if output != pruned.output_plan(&input).to_vec() {
+        return Err("the output is not the planned one".into());
+    }
+    let again = FileMap::read(&output).map_err(|e| format!("the output does not re-parse: {e}"))?;
+    if again.units.len() != map.units.len() {
+        return Err(format!("the output has {} fat binaries, the input {}", again.units.len(), map.units.len()));
+    }
+    for change in pruned.units.iter().filter(|c| c.changed()) {
+        let at = change.unit.offset as usize;
+        let old = decode(&input[at..at + change.unit.used as usize], change.unit.kind)?;
+        let new = decode(&output[at..at + change.new_used as usize], change.unit.kind)?;
+        let read = |b: &[u8]| -> Result<Vec<Entry>, String> {
+            let list = binary::read(b).map_err(|e| e.to_string())?.unwrap_or_default();
+            Ok(list.iter().map(|e| (e.id.to_vec(), e.payload.to_vec())).collect())
+        };
+        let (old, new) = (read(&old)?, read(&new)?);
+        let kept: Vec<_> = old.into_iter().zip(&change.entries).filter(|(_, f)| f.kept).map(|(e, _)| e).collect();
+        if new != kept {
+            return Err(format!("the fat binary at {at:#x} does not hold exactly the kept entries"));
+        }
+    }
+    let verify = Command::new(OFFLOAD).args(["verify", "out"]).current_dir(work).output().map_err(|e| e.to_string())?;
+    if !verify.status.success() {
+        return Err(format!("offload verify fails the output: {}", String::from_utf8_lossy(&verify.stdout)));
+    }
+    Ok(())
+}
+
+/// A bundle entry's ID and payload.
+type Entry = (Vec<u8>, Vec<u8>);
+
+fn decode(bytes: &[u8], kind: UnitKind) -> Result<Vec<u8>, String> {
+    match kind {
+        UnitKind::Bundle => Ok(bytes.to_vec()),
+        UnitKind::Compressed { .. } => {
+            let blob = compressed::read_blob(bytes).map_err(|e| e.to_string())?;
+            compressed::decompress(&blob).map_err(|e| e.to_string())
+        }
+        UnitKind::Cuda | UnitKind::Object => Err(format!("{kind:?} is not a HIP fat binary")),
+    }
+}
+
+/// Runs one job; a success is checked further.
+pub fn run(job: &Job, work: &Path, logs: &Path) -> Result<i32, String> {
+    let code = run_job(job, work, logs, &[])?;
+    if code == 0 {
+        check_success(work)
+            .map_err(|problem| format!("{} / {} / prune --mode: {problem}", job.base, job.damage.describe()))?;
+    }
+    Ok(code)
+}

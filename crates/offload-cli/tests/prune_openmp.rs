@@ -1,0 +1,249 @@
+//! `offload prune` on real OpenMP offloading programs built by clang 19's
+//! new driver with two device images (x86_64-pc-linux-gnu, which
+//! libomptarget 19's host plugin runs, and amdgcn-amd-amdhsa gfx90a, which
+//! no plugin here can run): GNU ld and lld PIEs (RELA, with and without
+//! the address in place), a non-PIE executable and an lld RELR shared
+//! library. Each runs its target region on device 0 before
+//! and after the amdgcn image is pruned, and fails with
+//! `OMP_TARGET_OFFLOAD=MANDATORY` once the x86_64 image is pruned too,
+//! which shows the image really left (prune-spec §6, verification 4).
+//!
+//! Needs clang 19, ld.lld 19, GNU ld and LLVM 19's OpenMP runtime
+//! (/opt/omp19/lib as `scripts/install-reference-llvm.sh` installs it, or
+//! OFFLOAD_OMP19_LIB). Skipped when missing unless OFFLOAD_REQUIRE_LLVM=1.
+
+mod common;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const MAIN: &str = "#include <stdio.h>\nlong offload_sum(int);\nint main(void) {\n  long s = offload_sum(1000);\n  printf(\"sum=%ld\\n\", s);\n  return s == 500500 ? 0 : 1;\n}\n";
+
+fn omp_runtime() -> Option<PathBuf> {
+    let dir = std::env::var_os("OFFLOAD_OMP19_LIB").map(PathBuf::from).unwrap_or_else(|| "/opt/omp19/lib".into());
+    let needed = ["libomp.so", "libomptarget.so", "libomptarget.devicertl.a"];
+    if needed.iter().all(|f| dir.join(f).exists()) && Path::new("/usr/bin/ld.bfd").exists() {
+        return Some(dir);
+    }
+    assert!(
+        !common::llvm_required(),
+        "OFFLOAD_REQUIRE_LLVM=1 but LLVM 19's OpenMP runtime (in {}) or GNU ld is missing; run scripts/install-reference-llvm.sh",
+        dir.display()
+    );
+    eprintln!("skipping: LLVM 19's OpenMP runtime not found in {} (or no GNU ld)", dir.display());
+    None
+}
+
+fn source() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../offload-format/tests/fixtures/prune/omp/omp.c")
+}
+
+fn check(cmd: &mut Command) -> Output {
+    let out = common::run(cmd);
+    assert!(out.status.success(), "{cmd:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+fn offload(args: &[&str], input: &Path) -> Output {
+    common::run(Command::new(env!("CARGO_BIN_EXE_offload")).args(args).arg(input))
+}
+
+/// One build: the file to prune, and how to run the program with a
+/// (pruned) copy of it in place of the original.
+struct Variant {
+    name: &'static str,
+    target: PathBuf,
+    /// For a library: the program linked against it.
+    program: Option<PathBuf>,
+}
+
+impl Variant {
+    /// Runs with `file` standing for the target; returns (success, stdout,
+    /// stderr).
+    fn run(&self, file: &Path, omp: &Path) -> (bool, String, String) {
+        let (exe, lib_dir) = match &self.program {
+            Some(p) => {
+                // The library is found by name in the folder of `file`.
+                let named = file.parent().unwrap().join(self.target.file_name().unwrap());
+                if named != file {
+                    std::fs::copy(file, &named).unwrap();
+                }
+                (p.clone(), format!("{}:{}", named.parent().unwrap().display(), omp.display()))
+            }
+            None => (file.to_path_buf(), omp.display().to_string()),
+        };
+        let out = common::run(
+            Command::new(exe)
+                .env("OMP_TARGET_OFFLOAD", "MANDATORY")
+                .env("LIBOMPTARGET_INFO", "-1")
+                .env("LD_LIBRARY_PATH", lib_dir),
+        );
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (out.status.success(), text(&out.stdout), text(&out.stderr))
+    }
+}
+
+fn build(clang: &Path, omp: &Path, dir: &Path) -> Vec<Variant> {
+    let flags = [
+        "-O1",
+        "-fopenmp",
+        "-fopenmp-targets=x86_64-pc-linux-gnu,amdgcn-amd-amdhsa",
+        "-Xopenmp-target=amdgcn-amd-amdhsa",
+        "-march=gfx90a",
+        "-nogpulib",
+    ];
+    let link = [format!("-L{}", omp.display()), "-lomptarget.devicertl".to_string()];
+    let mut out = Vec::new();
+    let executables = [
+        ("gnu_pie", ["-fuse-ld=bfd", "-pie"]),
+        ("lld_pie", ["-fuse-ld=lld", "-pie"]),
+        ("nopie_gnu", ["-fuse-ld=bfd", "-no-pie"]),
+    ];
+    for (name, extra) in executables {
+        let exe = dir.join(name);
+        check(Command::new(clang).args(flags).args(extra).arg(source()).arg("-o").arg(&exe).args(&link));
+        out.push(Variant { name, target: exe, program: None });
+    }
+    let lib_dir = dir.join("lib");
+    std::fs::create_dir_all(&lib_dir).unwrap();
+    let lib = lib_dir.join("libompsum.so");
+    check(
+        Command::new(clang)
+            .args(flags)
+            .args(["-DLIBRARY", "-fPIC", "-shared", "-fuse-ld=lld", "-Wl,-z,pack-relative-relocs"])
+            .arg(source())
+            .arg("-o")
+            .arg(&lib)
+            .args(&link),
+    );
+    std::fs::write(dir.join("main.c"), MAIN).unwrap();
+    let main = dir.join("main_so");
+    check(
+        Command::new(clang)
+            .arg(dir.join("main.c"))
+            .arg("-o")
+            .arg(&main)
+            .arg(format!("-L{}", lib_dir.display()))
+            .arg(format!("-Wl,-rpath-link,{}", omp.display()))
+            .arg("-lompsum"),
+    );
+    out.push(Variant { name: "lld_relr.so", target: lib, program: Some(main) });
+    out
+}
+
+fn ran_on_device_0(v: &Variant, (ok, stdout, stderr): (bool, String, String)) {
+    assert!(ok, "{}: failed:\n{stdout}\n{stderr}", v.name);
+    assert_eq!(stdout, "sum=500500\n", "{}", v.name);
+    assert!(stderr.contains("device 0 info: Launching kernel __omp_offloading_"), "{}: {stderr}", v.name);
+}
+
+/// The images `offload list --json` reports, as (triple, target id).
+fn listed(file: &Path) -> Vec<(String, String)> {
+    let out = offload(&["list", "--json"], file);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    v.as_array()
+        .unwrap_or_else(|| panic!("unexpected list output: {v}"))
+        .iter()
+        .map(|o| (o["triple"].as_str().unwrap_or("").to_string(), o["target_id"].as_str().unwrap_or("").to_string()))
+        .collect()
+}
+
+#[test]
+fn pruned_openmp_programs_run_on_the_host_plugin_until_its_image_is_dropped() {
+    let (Some(clang), Some(_lld), Some(omp)) =
+        (common::llvm_tool(19, "clang"), common::llvm_tool(19, "ld.lld"), omp_runtime())
+    else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    for v in build(&clang, &omp, work.path()) {
+        let name = v.name;
+        ran_on_device_0(&v, v.run(&v.target, &omp));
+        assert_eq!(listed(&v.target).len(), 2, "{name}");
+        let pruned_dir = work.path().join(format!("pruned-{name}"));
+        std::fs::create_dir_all(&pruned_dir).unwrap();
+        let out_file =
+            |tag: &str| pruned_dir.join(format!("{tag}-{}", v.target.file_name().unwrap().to_str().unwrap()));
+
+        // Keep the host-offload image: same run, one image listed, verify clean.
+        let host = out_file("host");
+        let r = offload(&["prune", "--keep", "x86_64-pc-linux-gnu", "-o", host.to_str().unwrap()], &v.target);
+        assert!(r.status.success(), "{name}: {}", String::from_utf8_lossy(&r.stderr));
+        assert_eq!(std::fs::metadata(&host).unwrap().len(), std::fs::metadata(&v.target).unwrap().len());
+        ran_on_device_0(&v, v.run(&host, &omp));
+        assert_eq!(listed(&host), [("x86_64-pc-linux-gnu".to_string(), String::new())], "{name}");
+        let verify = offload(&["verify"], &host);
+        assert!(verify.status.success(), "{name}: {}", String::from_utf8_lossy(&verify.stdout));
+        let readelf = common::llvm_tool(19, "llvm-readelf").map(|r| check(Command::new(r).arg("-lS").arg(&host)));
+        if let Some(r) = readelf {
+            assert!(!String::from_utf8_lossy(&r.stderr).contains("warning"), "{name}");
+        }
+
+        // Keep only amdgcn: no plugin here runs it, MANDATORY fails.
+        let amd = out_file("amd");
+        let r = offload(&["prune", "--drop", "x86_64-pc-linux-gnu", "-o", amd.to_str().unwrap()], &v.target);
+        assert!(r.status.success(), "{name}: {}", String::from_utf8_lossy(&r.stderr));
+        assert_eq!(listed(&amd), [("amdgcn-amd-amdhsa".to_string(), "gfx90a".to_string())], "{name}");
+        let (ok, stdout, stderr) = v.run(&amd, &omp);
+        assert!(!ok && !stdout.contains("sum=500500"), "{name}: ran without its host image:\n{stdout}");
+        assert!(stderr.contains("offloading is mandatory"), "{name}: {stderr}");
+
+        // Both: refused without --allow-empty (nothing written), then no image at all.
+        let none = out_file("none");
+        let args = ["prune", "--drop", "x86_64-pc-linux-gnu,gfx90a", "-o", none.to_str().unwrap()];
+        let r = offload(&args, &v.target);
+        assert_eq!(r.status.code(), Some(1), "{name}");
+        assert!(String::from_utf8_lossy(&r.stderr).contains("--allow-empty"), "{name}");
+        assert!(!none.exists(), "{name}: a refused prune wrote its output");
+        let r = offload(&[&args[..], &["--allow-empty"]].concat(), &v.target);
+        assert!(r.status.success(), "{name}: {}", String::from_utf8_lossy(&r.stderr));
+        let (ok, _, stderr) = v.run(&none, &omp);
+        assert!(!ok && stderr.contains("Found 0 image(s)"), "{name}: {stderr}");
+    }
+}
+
+/// Without LLVM: the committed clang 19 fixture through the CLI.
+#[test]
+fn the_cli_prunes_the_committed_fixture_and_refuses_what_it_cannot_do() {
+    let input = source().with_file_name("gnu_pie");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("pruned");
+    let o = out.to_str().unwrap();
+    let r = offload(&["prune", "--keep", "x86_64-pc-linux-gnu", "--json", "-o", o], &input);
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let v: Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert_eq!(v["format"], "openmp");
+    assert_eq!(v["dry_run"], false);
+    let fates: Vec<(&str, bool)> = v["images"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| (i["triple"].as_str().unwrap(), i["kept"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(fates, [("x86_64-pc-linux-gnu", true), ("amdgcn-amd-amdhsa", false)]);
+    assert_eq!(
+        (v["descriptors"][0]["old_count"].as_u64(), v["descriptors"][0]["new_count"].as_u64()),
+        (Some(2), Some(1))
+    );
+    assert_eq!(listed(&out), [("x86_64-pc-linux-gnu".to_string(), String::new())]);
+    // The output keeps the input's mode: a pruned program stays executable.
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&out).unwrap().permissions().mode() & 0o111, 0o111);
+
+    // Dry runs write nothing; what cannot be done is refused with a reason.
+    let dry = offload(&["prune", "--drop", "gfx90a", "--dry-run"], &input);
+    assert!(dry.status.success() && String::from_utf8_lossy(&dry.stdout).contains("would drop 1 of 2 OpenMP images"));
+    for (args, says) in [
+        (&["prune", "--keep", "gfx90a", "--mode", "cut", "-o", o][..], "cut"),
+        (&["prune", "--keep-gpu", "gfx90a", "-o", o][..], "--keep-gpu"),
+        (&["prune", "--keep", "gfx942", "-o", o][..], "--allow-empty"),
+    ] {
+        let before = std::fs::read(&out).unwrap();
+        let r = offload(args, &input);
+        assert_eq!(r.status.code(), Some(1), "{args:?}");
+        assert!(String::from_utf8_lossy(&r.stderr).contains(says), "{args:?}: {}", String::from_utf8_lossy(&r.stderr));
+        assert_eq!(std::fs::read(&out).unwrap(), before, "{args:?} touched the existing output");
+    }
+}

@@ -1,0 +1,64 @@
+//! Writing a fat binary back with a subset of its entries (what `prune`
+//! needs): the reader's view of the input decides what each entry is, and
+//! the writer only copies. Kept entries go out exactly as stored (header,
+//! extension, payload with its padding, compressed or not): nothing is
+//! re-encoded, so a kept cubin or PTX is byte-identical to the input's.
+//! The fat binary header is the input's with its fat-size field (offset 8)
+//! set to the bytes of the kept entries.
+
+use super::{CudaError, FatBinary};
+use crate::plan::Plan;
+
+/// The fat binary `fatbin` with only the entries `keep` marks, in file
+/// order (an entry past the end of `keep` is kept). Entry bytes are
+/// borrowed from the input; only the header is new.
+///
+/// ```
+/// use offload_format::cuda::{FatBinary, write::with_entries};
+///
+/// // Two entries of 64 header bytes and 8 payload bytes each.
+/// let mut entries = Vec::new();
+/// for arch in [75u32, 80] {
+///     let mut e = vec![0u8; 72];
+///     e[0..2].copy_from_slice(&2u16.to_le_bytes()); // cubin
+///     e[4..8].copy_from_slice(&64u32.to_le_bytes());
+///     e[8..16].copy_from_slice(&8u64.to_le_bytes());
+///     e[0x1c..0x20].copy_from_slice(&arch.to_le_bytes());
+///     entries.extend_from_slice(&e);
+/// }
+/// let mut data = 0xBA55_ED50u32.to_le_bytes().to_vec();
+/// data.extend_from_slice(&[1, 0, 16, 0]);
+/// data.extend_from_slice(&(entries.len() as u64).to_le_bytes());
+/// data.extend_from_slice(&entries);
+/// let fatbin = FatBinary::parse(&data, 0)?;
+/// let pruned = with_entries(&fatbin, &[false, true])?.to_vec();
+/// let again = FatBinary::parse(&pruned, 0)?;
+/// let archs: Vec<u32> = again.entries().map(|e| e.map(|e| e.header.arch)).collect::<Result<_, _>>()?;
+/// assert_eq!(archs, [80]);
+/// assert_eq!(pruned.len(), 16 + 72);
+/// # Ok::<(), offload_format::cuda::CudaError>(())
+/// ```
+pub fn with_entries<'a>(fatbin: &FatBinary<'a>, keep: &[bool]) -> Result<Plan<'a>, CudaError> {
+    let mut body = Plan::new();
+    let mut size = 0u64;
+    for (i, entry) in fatbin.entries().enumerate() {
+        let entry = entry?;
+        if !keep.get(i).copied().unwrap_or(true) {
+            continue;
+        }
+        // The entry walk took both slices from `fatbin.data`, header first.
+        let end = entry.payload_offset() + entry.stored.len();
+        let bytes = fatbin.data.get(entry.offset..end).unwrap_or(&[]);
+        size += bytes.len() as u64;
+        body.borrow(bytes);
+    }
+    let header_len = usize::from(fatbin.header_size);
+    let mut header = fatbin.data.get(..header_len).unwrap_or(&[]).to_vec();
+    if let Some(field) = header.get_mut(8..16) {
+        field.copy_from_slice(&size.to_le_bytes());
+    }
+    let mut out = Plan::new();
+    out.own(header);
+    out.pieces.extend(body.pieces);
+    Ok(out)
+}
