@@ -848,6 +848,9 @@ fn kept_entries_are_the_inputs(input: &[u8], output: &[u8], pruned: &offload_for
                 let blob = compressed::read_blob(bytes).expect("a unit that was read once reads again");
                 compressed::decompress(&blob).expect("a unit that was decompressed once decompresses again")
             }
+            // A HIP host binary's map holds neither (CUDA and fat-object
+            // units came with the cudaprune merge).
+            UnitKind::Cuda | UnitKind::Object => unreachable!("not a unit of a HIP map"),
         }
     }
     for change in pruned.units.iter().filter(|c| c.changed()) {
