@@ -848,6 +848,9 @@ fn kept_entries_are_the_inputs(input: &[u8], output: &[u8], pruned: &offload_for
                 let blob = compressed::read_blob(bytes).expect("a unit that was read once reads again");
                 compressed::decompress(&blob).expect("a unit that was decompressed once decompresses again")
             }
+            // A HIP host binary's map holds neither (CUDA and fat-object
+            // units came with the cudaprune merge).
+            UnitKind::Cuda | UnitKind::Object => unreachable!("not a unit of a HIP map"),
         }
     }
     for change in pruned.units.iter().filter(|c| c.changed()) {
@@ -882,6 +885,25 @@ pub fn replace(data: &[u8]) {
         let Some(out) = replaced.output().try_to_vec() else { continue };
         if let Err(e) = replace::verify(&out, data, &replaced, &new) {
             panic!("a replaced output fails its check: {e}");
+        }
+    }
+}
+
+/// Cut-mode pruning over any bytes: a clean error, a fall-back to zero
+/// mode, or an output that passes the cut check.
+pub fn prune_cut(data: &[u8]) {
+    use offload_format::{layout::FileMap, prune};
+    let Ok(map) = FileMap::read(data) else { return };
+    for targets in [&["gfx906"][..], &["gfx90a:xnack-"]] {
+        let keep = targets.iter().map(|t| prune::parse_target(t).expect("a valid target")).collect();
+        let rules = prune::Rules { keep, ..Default::default() };
+        let Ok(pruned) = prune::plan(data, &map, &rules) else { continue };
+        let Ok(prune::Cut::Planned(cut)) = prune::plan_cut(data, &map, &pruned) else { continue };
+        let plan = cut.output_plan(data, &pruned);
+        assert_eq!(plan.len(), cut.output_len(data.len() as u64), "the planned size");
+        let Some(out) = plan.try_to_vec() else { continue };
+        if let Err(e) = prune::verify_cut(&out, data, &map, &pruned, &cut) {
+            panic!("a cut output fails its check: {e}");
         }
     }
 }

@@ -85,10 +85,11 @@ fn failures_exit_1_and_leave_the_output_alone() {
     let text = dir.path().join("text");
     std::fs::write(&text, b"no ELF here").unwrap();
     let gnu = fixture("gnu_rela.so");
+    let object = fixture("tu1.o");
     let cases: [(&[&str], &str); 3] = [
         (&["--keep", "gfx942", p(&gnu)], "--allow-empty"),
         (&["--keep", "gfx906", p(&text)], "malformed ELF"),
-        (&["--mode", "cut", "--keep", "gfx906", p(&gnu)], "not implemented yet"),
+        (&["--mode", "cut", "--keep", "gfx906", p(&object)], "cannot cut this file: relocatable objects"),
     ];
     for (args, says) in cases {
         let mut all = vec!["prune"];
@@ -131,4 +132,39 @@ fn prunes_to_standard_output_and_over_its_own_input() {
     assert_ne!(std::fs::read(&copy).unwrap(), std::fs::read(fixture("lld_relr.so")).unwrap());
     let list = offload(&["list", p(&copy)]);
     assert!(!String::from_utf8_lossy(&list.stdout).contains("gfx90a"));
+}
+
+#[test]
+fn cut_mode_shrinks_the_file_warns_and_reports_sizes() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cut.so");
+    let input = fixture("gnu_rela.so");
+    let o = offload(&["prune", "--mode", "cut", "--json", "--keep", "gfx906", p(&input), "-o", p(&out)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("do not run GNU strip or objcopy") && stderr(&o).contains("llvm-strip"));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["mode"], "cut");
+    let (before, after) = (std::fs::metadata(&input).unwrap().len(), std::fs::metadata(&out).unwrap().len());
+    assert_eq!((v["input_size"].as_u64(), v["output_size"].as_u64()), (Some(before), Some(after)));
+    assert!(after + 2 * 4096 <= before && (before - after) % 4096 == 0, "{before} -> {after}");
+    // The second fat binary moved down; the report says where to.
+    let second = &v["units"][1];
+    assert!(second["new_offset"].as_u64().unwrap() < second["offset"].as_u64().unwrap());
+    let list = offload(&["list", "--json", p(&out)]);
+    let rows: Vec<Value> = serde_json::from_slice(&list.stdout).unwrap();
+    let ids: Vec<&str> = rows.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    let unit = ["host-x86_64-unknown-linux--", "hipv4-amdgcn-amd-amdhsa--gfx906"];
+    assert_eq!(ids, [unit, unit].concat());
+    let verify = offload(&["verify", p(&out)]);
+    assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stdout));
+
+    // Too little to gain: said, and written in zero mode (same size).
+    let small = dir.path().join("small.so");
+    let rdc = fixture("rdc_ccob_lld.so");
+    let o = offload(&["prune", "--mode", "cut", "--json", "--keep", "gfx906", p(&rdc), "-o", p(&small)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("written in zero mode"), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["mode"], "zero");
+    assert_eq!(std::fs::metadata(&small).unwrap().len(), std::fs::metadata(&rdc).unwrap().len());
 }

@@ -8,6 +8,13 @@
 //! same except for the dropped entries. The output must also satisfy
 //! `llvm-readelf -lS` (no warnings) and LLVM's bundler must list each
 //! rewritten fat binary as holding exactly the kept entries.
+//!
+//! Every program is also pruned in cut mode (the file shrinks; one C++
+//! exception is thrown and caught in `tu2.hip`, through the moved unwind
+//! tables) and must then give the same trace, load with the real runtime,
+//! read without warnings, list in LLVM's bundler, let Debian's comgr find
+//! each kept target at its new offset (and nothing for dropped ones), and
+//! still work after `llvm-strip-19`.
 
 mod common;
 
@@ -36,6 +43,8 @@ struct Tools {
     clang: PathBuf,
     readelf: PathBuf,
     bundler: PathBuf,
+    strip: PathBuf,
+    comgr: Option<PathBuf>,
     support: PathBuf,
     dir: tempfile::TempDir,
     objects: HashMap<Flavour, [PathBuf; 2]>,
@@ -56,6 +65,7 @@ impl Tools {
         let clang = common::llvm_tool(19, "clang")?;
         let readelf = common::llvm_tool(19, "llvm-readelf")?;
         let bundler = common::llvm_tool(19, "clang-offload-bundler")?;
+        let strip = common::llvm_tool(19, "llvm-strip")?;
         common::llvm_tool(19, "ld.lld")?;
         for needed in ["/usr/bin/ld.bfd", "/usr/lib/x86_64-linux-gnu/libzstd.so.1"] {
             if !Path::new(needed).exists() {
@@ -73,7 +83,8 @@ impl Tools {
                 .arg(support.join("hip_stub.c"))
                 .arg("/usr/lib/x86_64-linux-gnu/libzstd.so.1"),
         );
-        Some(Tools { clang, readelf, bundler, support, dir, objects: HashMap::new() })
+        let comgr = comgr_lookup(&clang, dir.path());
+        Some(Tools { clang, readelf, bundler, strip, comgr, support, dir, objects: HashMap::new() })
     }
 
     fn hip_flags(&self, f: Flavour) -> Vec<String> {
@@ -152,6 +163,21 @@ impl Tools {
         let out = check(Command::new(program).env("LD_LIBRARY_PATH", path));
         String::from_utf8(out.stdout).unwrap()
     }
+}
+
+/// `real_corpus_helpers/comgr_lookup.c` built against Debian's comgr
+/// (`libamd-comgr-dev`), or `None` with a loud note (a failure under
+/// `OFFLOAD_REQUIRE_LLVM=1`) when it is not installed.
+fn comgr_lookup(clang: &Path, dir: &Path) -> Option<PathBuf> {
+    if !Path::new("/usr/include/amd_comgr.h").exists() {
+        assert!(!common::llvm_required(), "OFFLOAD_REQUIRE_LLVM=1 but libamd-comgr-dev is missing");
+        eprintln!("skipping the comgr lookups of cut outputs: libamd-comgr-dev is not installed");
+        return None;
+    }
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/real_corpus_helpers/comgr_lookup.c");
+    let exe = dir.join("comgr_lookup");
+    check(Command::new(clang).args(["-O1", "-o", s(&exe)]).arg(src).arg("-lamd_comgr"));
+    Some(exe)
 }
 
 /// A folder where `libamdhip64.so` is Debian's real HIP runtime
@@ -257,6 +283,136 @@ fn pruned_programs_register_the_same_code_minus_the_dropped_entries() {
             listed.sort();
             kept.sort();
             assert_eq!(listed, kept, "{name}: unit {i}");
+        }
+
+        let run = Run { name, target: &target, program: &program, dir: &dir, output, keep };
+        cut_and_check(&t, &run, &before, real_runtime.as_deref());
+    }
+}
+
+/// One linked variant, as `cut_and_check` needs it.
+struct Run<'r> {
+    name: &'r str,
+    target: &'r Path,
+    program: &'r Path,
+    dir: &'r Path,
+    output: Output,
+    keep: &'r str,
+}
+
+/// The trace of the variant with the file to prune replaced by `file`.
+fn trace_with(t: &Tools, run: &Run, file: &Path) -> String {
+    match run.output {
+        Output::Shared => t.trace(run.program, file.parent().unwrap()),
+        _ => t.trace(file, run.dir),
+    }
+}
+
+/// Prunes the variant in cut mode and checks the result every way the
+/// zero-mode output is checked, plus comgr and llvm-strip.
+fn cut_and_check(t: &Tools, run: &Run, before: &str, real_runtime: Option<&Path>) {
+    let name = run.name;
+    let cut_dir = run.dir.join("cut");
+    std::fs::create_dir_all(&cut_dir).unwrap();
+    let cut = cut_dir.join(run.target.file_name().unwrap());
+    let args = ["prune", "--mode", "cut", "--json", "--keep", run.keep, s(run.target), "-o", s(&cut)];
+    let o = common::run(Command::new(env!("CARGO_BIN_EXE_offload")).args(args));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{name} (cut): {stderr}");
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    // tu1.hip's 32 KiB of noise per target leave enough pages to cut.
+    assert_eq!(report["mode"], "cut", "{name}: {stderr}");
+    assert!(stderr.contains("do not run GNU strip or objcopy"), "{name}: {stderr}");
+    let (input_size, output_size) = (report["input_size"].as_u64().unwrap(), report["output_size"].as_u64().unwrap());
+    assert_eq!(std::fs::metadata(&cut).unwrap().len(), output_size, "{name}");
+    assert_eq!(std::fs::metadata(run.target).unwrap().len(), input_size, "{name}");
+    // Whole pages leave: about the bytes the kept bundles no longer use,
+    // less the page that takes the program header table.
+    let removed = input_size - output_size;
+    eprintln!("{name}: cut {input_size} -> {output_size} bytes");
+    let freed = report["freed_bytes"].as_u64().unwrap();
+    assert!(removed % 4096 == 0 && removed >= 2 * 4096, "{name}: {removed}");
+    assert!(removed <= freed + 4096 && removed + 3 * 4096 >= freed, "{name}: removed {removed}, freed {freed}");
+    let units = report["units"].as_array().unwrap();
+    let dropped: Vec<String> = units
+        .iter()
+        .flat_map(|u| u["dropped"].as_array().unwrap().iter().map(|d| d.as_str().unwrap().to_string()))
+        .collect();
+
+    // The stand-in runtime sees the same registrations minus the dropped
+    // entries, and the exception in tu2 is still caught ("host: 1 2").
+    let after = trace_with(t, run, &cut);
+    assert_eq!(comparable(&after, &[]), comparable(before, &dropped), "{name} (cut):\n{before}\n---\n{after}");
+    if let Some(real) = real_runtime {
+        let libs = match run.output {
+            Output::Shared => format!("{}:{}", cut_dir.display(), real.display()),
+            _ => real.display().to_string(),
+        };
+        let exe = if matches!(run.output, Output::Shared) { run.program } else { cut.as_path() };
+        let o = check(Command::new(exe).env("LD_LIBRARY_PATH", libs));
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "host: 1 2\n", "{name} (cut) with the real runtime");
+    }
+    let re = check(Command::new(&t.readelf).args(["-lS", "--dyn-relocations", s(&cut)]));
+    assert!(re.stderr.is_empty(), "{name} (cut): {}", String::from_utf8_lossy(&re.stderr));
+
+    let bytes = std::fs::read(&cut).unwrap();
+    for (i, u) in units.iter().enumerate() {
+        let (at, len) = (u["new_offset"].as_u64().unwrap() as usize, u["new_size"].as_u64().unwrap() as usize);
+        let piece = run.dir.join(format!("cut-unit{i}"));
+        std::fs::write(&piece, &bytes[at..at + len]).unwrap();
+        let list = check(Command::new(&t.bundler).args(["-list", "-type=o", &format!("-input={}", s(&piece))]));
+        let mut listed: Vec<String> = String::from_utf8_lossy(&list.stdout).lines().map(String::from).collect();
+        let mut kept: Vec<String> =
+            u["kept"].as_array().unwrap().iter().map(|k| k.as_str().unwrap().to_string()).collect();
+        listed.sort();
+        kept.sort();
+        assert_eq!(listed, kept, "{name} (cut): unit {i}");
+        if u["format"] == "bundle" {
+            comgr_finds_the_kept_entries(t, name, &bytes, at, u);
+        }
+    }
+
+    // llvm-strip keeps a cut file working (GNU strip would not).
+    let stripped_dir = run.dir.join("cut-stripped");
+    std::fs::create_dir_all(&stripped_dir).unwrap();
+    let stripped = stripped_dir.join(run.target.file_name().unwrap());
+    check(Command::new(&t.strip).arg(s(&cut)).arg("-o").arg(&stripped));
+    let again = trace_with(t, run, &stripped);
+    assert_eq!(again, after, "{name}: the llvm-stripped cut output runs differently");
+}
+
+/// Debian's comgr, given the 4096-byte window the HIP runtime gives it at
+/// the bundle's new offset, finds each kept target there (at the entry's
+/// offset and size in the rewritten bundle) and nothing for dropped ones.
+fn comgr_finds_the_kept_entries(t: &Tools, name: &str, file: &[u8], at: usize, unit: &Value) {
+    let Some(comgr) = &t.comgr else { return };
+    let window = &file[at..(at + 4096).min(file.len())];
+    let path = t.dir.path().join("comgr-window");
+    std::fs::write(&path, window).unwrap();
+    let isa = |id: &str| id.split_once("--").map(|(_, target)| format!("amdgcn-amd-amdhsa--{target}"));
+    let ids = |key: &str| -> Vec<String> {
+        unit[key].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect()
+    };
+    // The bundle's own table: id -> (offset, size).
+    let count = u64::from_le_bytes(window[24..32].try_into().unwrap()) as usize;
+    let mut table = HashMap::new();
+    let mut pos = 32;
+    for _ in 0..count {
+        let word = |k: usize| u64::from_le_bytes(window[pos + k * 8..pos + k * 8 + 8].try_into().unwrap());
+        let (off, size, len) = (word(0), word(1), word(2) as usize);
+        table.insert(String::from_utf8_lossy(&window[pos + 24..pos + 24 + len]).into_owned(), (off, size));
+        pos += 24 + len;
+    }
+    for (id, kept) in ids("kept").into_iter().map(|i| (i, true)).chain(ids("dropped").into_iter().map(|i| (i, false))) {
+        let Some(isa) = isa(&id).filter(|_| id.starts_with("hip")) else { continue };
+        let o = check(Command::new(comgr).arg(&path).arg(&isa));
+        let line = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        let fields: Vec<u64> = line.split(' ').skip(1).map(|f| f.parse().unwrap()).collect();
+        if kept {
+            let (off, size) = table[&id];
+            assert_eq!(fields, [off, size], "{name}: comgr on {isa}");
+        } else {
+            assert_eq!(fields, [0, 0], "{name}: comgr found the dropped {isa}");
         }
     }
 }

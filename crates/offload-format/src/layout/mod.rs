@@ -9,11 +9,11 @@
 
 pub mod fatbin;
 pub mod openmp;
-mod pointers;
+pub(crate) mod pointers;
 mod segments;
 
 pub use fatbin::{FatBinary, UnitKind, skip_zeros};
-pub use pointers::Storage;
+pub use pointers::{Storage, WordEdit};
 
 use crate::elf::{ElfError, ElfFile, SHT_NOBITS};
 
@@ -233,6 +233,15 @@ impl FileMap {
             });
         }
         Ok(map)
+    }
+
+    /// The word edits that make wrapper record `i` lead to `new[i]` (one
+    /// address per record, in record order), whichever way its pointer is
+    /// stored: the one place that writes pointers, next to the one that
+    /// reads them. Applying them to `data` gives a file whose map has
+    /// these pointers.
+    pub fn pointer_edits(&self, data: &[u8], new: &[u64]) -> Result<Vec<WordEdit>, LayoutError> {
+        pointers::edits(data, self, new)
     }
 
     fn target_of(&self, storage: &Storage, pointer: u64, fat_index: usize, relocatable: bool) -> Target {

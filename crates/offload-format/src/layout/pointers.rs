@@ -167,3 +167,159 @@ pub(super) fn resolve(
         Found::Rela { r_type, .. } => Err(fail(format!("relocation type {r_type} is not supported for its pointer"))),
     }
 }
+
+/// One little-endian 8-byte word to write at a file offset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct WordEdit {
+    /// File offset of the word.
+    pub offset: u64,
+    /// The value written there.
+    pub value: u64,
+}
+
+fn le64(data: &[u8], at: u64) -> Option<u64> {
+    let at = usize::try_from(at).ok()?;
+    Some(u64::from_le_bytes(data.get(at..at.checked_add(8)?)?.try_into().ok()?))
+}
+
+/// The file offset of the one RELA entry found for a pointer word.
+fn rela_entry(found: Option<&Vec<Found>>) -> Option<u64> {
+    match found.map(Vec::as_slice) {
+        Some([Found::Rela { entry, .. }]) => Some(*entry),
+        _ => None,
+    }
+}
+
+/// File offsets of the `st_value` words of every symbol named `name` with
+/// value `value` in section `section`, in `.dynsym` and `.symtab` alike.
+fn symbol_value_words(file: &ElfFile, name: &str, value: u64, section: u16) -> Vec<u64> {
+    let mut words = Vec::new();
+    for (index, sh) in file.sections.iter().enumerate() {
+        if sh.sh_type != crate::elf::SHT_SYMTAB && sh.sh_type != crate::elf::SHT_DYNSYM {
+            continue;
+        }
+        let Ok(data) = file.section_data(index) else { continue };
+        for i in 0..data.len() / 24 {
+            if let Ok((n, v, s)) = symbol(file, index, i as u32)
+                && n == name
+                && v == value
+                && s == section
+            {
+                words.push(sh.offset + i as u64 * 24 + 8);
+            }
+        }
+    }
+    words
+}
+
+/// The word edits that make the pointer of every wrapper record of `map`
+/// (a map of `data`) hold `new[i]` at run time, for each of the four
+/// storages: the RELA addend (and the word in place when the linker wrote
+/// a copy there), the RELR or absolute word in place, or, for a symbolic
+/// `R_X86_64_64`, the symbol's `st_value` in `.dynsym` and `.symtab` (in a
+/// relocatable object: the relocation's addend). Wrappers whose pointer
+/// does not change give no edit. Sorted by offset, one edit per word.
+pub(super) fn edits(data: &[u8], map: &super::FileMap, new: &[u64]) -> Result<Vec<WordEdit>, LayoutError> {
+    let fail = |record: usize, reason: &str| LayoutError::Pointer { record, reason: reason.to_string() };
+    if new.len() != map.wrappers.len() {
+        return Err(fail(0, "the number of new pointers differs from the number of wrapper records"));
+    }
+    let file = ElfFile::parse(data).map_err(LayoutError::Elf)?;
+    let Some(seg_index) =
+        (1..file.sections.len()).find(|&i| file.section_name(i).ok() == Some(b".hipFatBinSegment".as_slice()))
+    else {
+        return Ok(Vec::new());
+    };
+    let words: std::collections::HashSet<u64> = map.wrappers.iter().map(|w| w.addr.wrapping_add(8)).collect();
+    let relocs = relocations(&file, map.relocatable, seg_index, &|a| words.contains(&a))?;
+    let mut out = Vec::new();
+    for (record, (w, &target)) in map.wrappers.iter().zip(new).enumerate() {
+        if target == w.pointer {
+            continue;
+        }
+        let in_place = le64(data, w.offset + 8).ok_or_else(|| fail(record, "its pointer word is past the end"))?;
+        let copy_in_place = WordEdit { offset: w.offset + 8, value: target };
+        let found = relocs.get(&w.addr.wrapping_add(8));
+        match &w.storage {
+            Storage::Absolute | Storage::Relr => out.push(copy_in_place),
+            Storage::Relative { .. } => {
+                let at = rela_entry(found).ok_or_else(|| fail(record, "its RELA entry cannot be found again"))?;
+                out.push(WordEdit { offset: at + 16, value: target });
+                if in_place != 0 {
+                    out.push(copy_in_place);
+                }
+            }
+            Storage::Symbolic { symbol, value, addend, section } => {
+                if map.relocatable {
+                    let at = rela_entry(found).ok_or_else(|| fail(record, "its RELA entry cannot be found again"))?;
+                    out.push(WordEdit { offset: at + 16, value: target.wrapping_sub(*value) });
+                } else {
+                    let at = symbol_value_words(&file, symbol, *value, *section);
+                    if at.is_empty() {
+                        return Err(fail(record, &format!("its symbol '{symbol}' cannot be found again")));
+                    }
+                    let value = target.wrapping_sub(*addend);
+                    out.extend(at.into_iter().map(|offset| WordEdit { offset, value }));
+                }
+                if in_place != 0 {
+                    out.push(copy_in_place);
+                }
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    if let Some(pair) = out.windows(2).find(|p| p[0].offset == p[1].offset) {
+        let at = pair[0].offset;
+        return Err(fail(0, &format!("two wrappers need different values in the word at {at:#x} (a shared symbol)")));
+    }
+    Ok(out)
+}
+
+/// One dynamic relocation of a linked file, for audits of what points
+/// where (the cut refuses relocations it does not understand).
+#[derive(Clone, Debug)]
+pub(crate) enum Reloc {
+    /// A RELR bit: the word at `place` gets the load bias added.
+    Relr { place: u64 },
+    /// A RELA (or REL, addend 0) entry, with its symbol's name, value and
+    /// section index when it names one.
+    Rela { place: u64, r_type: u32, addend: u64, symbol: Option<(String, u64, u16)> },
+}
+
+/// The relocation types the cut knows how to move: `R_X86_64_RELATIVE`
+/// and `R_X86_64_64`.
+pub(crate) const fn known_pointer_type(r_type: u32) -> bool {
+    r_type == R_X86_64_RELATIVE || r_type == R_X86_64_64
+}
+
+/// Calls `f` for every relocation in the allocated REL, RELA and RELR
+/// sections of a linked file.
+pub(crate) fn for_each_relocation(file: &ElfFile, f: &mut dyn FnMut(Reloc)) -> Result<(), LayoutError> {
+    for (index, sh) in file.sections.iter().enumerate() {
+        if sh.flags & SHF_ALLOC == 0 {
+            continue;
+        }
+        if sh.sh_type == SHT_RELR {
+            let mut places = HashMap::new();
+            relr_words(file, index, &|_| true, &mut places);
+            places.into_keys().for_each(|place| f(Reloc::Relr { place }));
+            continue;
+        }
+        let size = match sh.sh_type {
+            SHT_RELA => 24,
+            crate::elf::SHT_REL => 16,
+            _ => continue,
+        };
+        let data = file.section_data(index).map_err(LayoutError::Elf)?;
+        for rel in data.chunks_exact(size) {
+            let word = |i: usize| le64(rel, i as u64 * 8).unwrap_or(0);
+            let (place, info) = (word(0), word(1));
+            let addend = if size == 24 { word(2) } else { 0 };
+            let index = (info >> 32) as u32;
+            let symbol = if index == 0 { None } else { symbol(file, sh.link as usize, index).ok() };
+            f(Reloc::Rela { place, r_type: info as u32, addend, symbol });
+        }
+    }
+    Ok(())
+}

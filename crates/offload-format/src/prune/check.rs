@@ -7,12 +7,12 @@
 //! (`rebuild.rs`), so here its bytes are compared with those checked bytes
 //! rather than decompressing the whole input a second time.
 
-use super::{Contents, PruneError, Pruned, read_contents};
+use super::{Contents, PruneError, Pruned, UnitChange, read_contents};
 use crate::bundle::binary;
-use crate::layout::{FileMap, UnitKind};
+use crate::layout::{FatBinary, FileMap, UnitKind};
 use crate::plan::{Piece, Plan};
 
-fn fail(msg: String) -> PruneError {
+pub(super) fn fail(msg: String) -> PruneError {
     PruneError::Verify(msg)
 }
 
@@ -80,16 +80,7 @@ pub fn verify(output: &[u8], input: &[u8], input_map: &FileMap, pruned: &Pruned)
             }
             continue;
         }
-        let new = read_contents(output, unit)?;
-        let old = read_contents(input, &change.unit)?;
-        let (new, old) = (pairs(&new)?, pairs(&old)?);
-        let kept: Vec<_> = old.iter().zip(&change.entries).filter(|(_, f)| f.kept).map(|(p, _)| *p).collect();
-        if new != kept {
-            return Err(fail(format!("the fat binary at {start:#x} does not hold exactly the kept entries")));
-        }
-        if header_len(&new) > 4096 {
-            return Err(fail(format!("the bundle header at {start:#x} exceeds the 4096 bytes the runtime reads")));
-        }
+        same_entries(output, unit, input, change)?;
     }
     if output.get(at..) != input.get(at..) {
         return Err(fail(format!("bytes after {at:#x} changed")));
@@ -125,4 +116,27 @@ fn matches_plan(bytes: &[u8], plan: &Plan) -> bool {
 
 fn header_len(entries: &[Pair]) -> u64 {
     32 + entries.iter().map(|(id, _)| 24 + id.len() as u64).sum::<u64>()
+}
+
+/// A rewritten fat binary of the output (`unit`, as the output's map sees
+/// it) holds exactly the kept entries of `change`, with a header the
+/// runtime's 4096-byte window covers.
+pub(super) fn same_entries(
+    output: &[u8],
+    unit: &FatBinary,
+    input: &[u8],
+    change: &UnitChange,
+) -> Result<(), PruneError> {
+    let start = unit.offset;
+    let new = read_contents(output, unit)?;
+    let old = read_contents(input, &change.unit)?;
+    let (new, old) = (pairs(&new)?, pairs(&old)?);
+    let kept: Vec<_> = old.iter().zip(&change.entries).filter(|(_, f)| f.kept).map(|(p, _)| *p).collect();
+    if new != kept {
+        return Err(fail(format!("the fat binary at {start:#x} does not hold exactly the kept entries")));
+    }
+    if header_len(&new) > 4096 {
+        return Err(fail(format!("the bundle header at {start:#x} exceeds the 4096 bytes the runtime reads")));
+    }
+    Ok(())
 }

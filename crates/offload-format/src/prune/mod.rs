@@ -13,13 +13,18 @@
 //! header changes, so every byte outside the rewritten fat binaries stays.
 
 mod check;
+mod check_cut;
 pub mod cuda;
+pub mod cut;
 pub mod files;
 pub mod openmp;
 mod rebuild;
 pub mod rules;
+pub mod segments;
 
 pub use check::verify;
+pub use check_cut::verify_cut;
+pub use cut::{Cut, CutPlan, plan_cut};
 pub use rules::{EntryInfo, Rules, parse_target};
 
 use crate::bundle::{binary, compressed};
@@ -85,6 +90,9 @@ pub enum PruneError {
     /// written.
     #[error("the pruned output fails its check: {0}")]
     Verify(String),
+    /// `--mode cut` cannot rewrite this file safely (why); zero mode can.
+    #[error("cannot cut this file: {0}; --mode zero prunes it without moving anything")]
+    CutRefused(String),
     /// An input `prune` does not handle (what it is, or why not).
     #[error("{0}")]
     Unsupported(String),
@@ -348,5 +356,7 @@ pub(crate) fn plan_units<'a>(
     Ok(changes)
 }
 
+#[cfg(test)]
+mod cut_tests;
 #[cfg(test)]
 mod tests;

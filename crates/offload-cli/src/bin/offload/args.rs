@@ -78,7 +78,7 @@ impl Kind {
 pub enum Mode {
     /// Zero the dropped code objects in place (the file keeps its size)
     Zero,
-    /// Cut them out (not implemented yet)
+    /// Cut them out: the file shrinks (GNU strip/objcopy must not run on it afterwards)
     Cut,
 }
 
@@ -379,7 +379,7 @@ pub struct PruneArgs {
     pub dry_run: bool,
     pub json: bool,
     pub verify: bool,
-    /// `--mode cut`: parsed, refused by the command (not implemented yet).
+    /// `--mode cut`: pack the fat binaries and cut the freed pages out.
     pub cut: bool,
     pub input: String,
     pub output: Option<String>,

@@ -1,5 +1,6 @@
 //! `offload prune`: drops the device code of unwanted GPU targets from a
-//! HIP or CUDA host binary in zero mode, from every member of a static
+//! HIP or CUDA host binary in zero mode (a HIP ELF x86-64 one also in cut mode),
+//! from every member of a static
 //! archive, and from raw bundles, `.fatbin` files and fat objects (the
 //! library's `prune` module does the work). The output is checked from its own bytes before it replaces
 //! anything, and written atomically; the input is never modified.
@@ -9,7 +10,7 @@ use crate::output;
 use offload_cli::io;
 use offload_format::layout::UnitKind;
 use offload_format::prune::files::{self, Input};
-use offload_format::prune::{self, PruneError, Pruned, Rules};
+use offload_format::prune::{self, Cut, CutPlan, PruneError, Pruned, Rules};
 
 fn kind_name(kind: UnitKind, version: Option<u16>) -> String {
     match (kind, version) {
@@ -32,6 +33,9 @@ struct Report<'a> {
     dropped_bytes: u64,
     freed_bytes: u64,
     units: Vec<UnitReport<'a>>,
+    mode: &'static str,
+    input_size: u64,
+    output_size: u64,
 }
 
 /// One fat binary of [`Report`].
@@ -45,14 +49,23 @@ struct UnitReport<'a> {
     freed_bytes: u64,
     kept: Vec<&'a str>,
     dropped: Vec<&'a str>,
+    new_offset: u64,
 }
 
-fn report(path: &str, kind: &Input, pruned: &Pruned, json: bool, dry_run: bool) {
+/// What was (or would be) written, for the report.
+struct Written<'c> {
+    cut: Option<&'c CutPlan>,
+    input_size: u64,
+    output_size: u64,
+}
+
+fn report(path: &str, kind: &Input, pruned: &Pruned, json: bool, dry_run: bool, written: &Written) {
     if json {
         let units = pruned
             .units
             .iter()
-            .map(|u| {
+            .enumerate()
+            .map(|(i, u)| {
                 let ids = |kept: bool| u.entries.iter().filter(|e| e.kept == kept).map(|e| e.id.as_str()).collect();
                 UnitReport {
                     offset: u.unit.offset,
@@ -63,6 +76,7 @@ fn report(path: &str, kind: &Input, pruned: &Pruned, json: bool, dry_run: bool) 
                     freed_bytes: u.freed_bytes(),
                     kept: ids(true),
                     dropped: ids(false),
+                    new_offset: written.cut.and_then(|c| c.unit_offsets.get(i).copied()).unwrap_or(u.unit.offset),
                 }
             })
             .collect();
@@ -75,6 +89,9 @@ fn report(path: &str, kind: &Input, pruned: &Pruned, json: bool, dry_run: bool) 
             dropped_bytes: pruned.dropped_bytes(),
             freed_bytes: pruned.freed_bytes(),
             units,
+            mode: if written.cut.is_some() { "cut" } else { "zero" },
+            input_size: written.input_size,
+            output_size: written.output_size,
         };
         println!("{}", output::json(&report));
         return;
@@ -108,15 +125,17 @@ fn report(path: &str, kind: &Input, pruned: &Pruned, json: bool, dry_run: bool) 
         );
     }
     let verb = if dry_run { "would rewrite" } else { "rewrote" };
-    // In place the freed bytes become zeros; elsewhere the output shrinks.
-    let how = if kind.in_place() { "zeroed" } else { "saved" };
+    let effect = match written.cut {
+        Some(_) => format!("the file cut from {} to {} bytes", written.input_size, written.output_size),
+        // In place the freed bytes become zeros; elsewhere the output shrinks.
+        None => format!("{} bytes {}", pruned.freed_bytes(), if kind.in_place() { "zeroed" } else { "saved" }),
+    };
     let what = if matches!(kind, Input::Hip(_)) { String::new() } else { format!(" ({})", kind.name()) };
     println!(
-        "{path}: {verb} {} of {} fat binaries; {} bytes of code objects dropped, {} bytes {how}{what}",
+        "{path}: {verb} {} of {} fat binaries; {} bytes of code objects dropped, {effect}{what}",
         pruned.changed(),
         pruned.units.len(),
         pruned.dropped_bytes(),
-        pruned.freed_bytes()
     );
 }
 
@@ -139,10 +158,6 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
             return 2;
         }
     };
-    if args.cut {
-        eprintln!("{argv0}: error: --mode cut is not implemented yet; --mode zero (the default) keeps the file's size");
-        return 1;
-    }
     let path = &args.input;
     let input = match io::Input::open(path) {
         Ok(i) => i,
@@ -163,16 +178,41 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
         Ok(p) => p,
         Err(e) => return fail(&e),
     };
+    let cut = if args.cut {
+        let Input::Hip(map) = &kind else {
+            let what = kind.name();
+            return fail(&format!(
+                "--mode cut rewrites HIP host binaries only (this is a {what}); zero mode prunes it"
+            ));
+        };
+        match prune::plan_cut(data, map, &pruned) {
+            Ok(Cut::Planned(c)) => Some(c),
+            Ok(Cut::TooSmall { saves, minimum }) => {
+                eprintln!(
+                    "note: {path}: cutting would remove only {saves} bytes (less than {minimum}); written in zero mode"
+                );
+                None
+            }
+            Err(e) => return fail(&e),
+        }
+    } else {
+        None
+    };
+    // Borrowed pieces only: cheap to plan even for a dry run's sizes.
+    let plan = match &cut {
+        Some(c) => c.output_plan(data, &pruned),
+        None => pruned.output_plan(data),
+    };
+    let written = Written { cut: cut.as_ref(), input_size: data.len() as u64, output_size: plan.len() };
     let Some(out_path) = args.output.as_deref().filter(|_| !args.dry_run) else {
-        report(path, &kind, &pruned, args.json, true);
+        report(path, &kind, &pruned, args.json, true, &written);
         return 0;
     };
-    let plan = pruned.output_plan(data);
     let mut outputs = io::Outputs::new();
     if let Err(e) = outputs.stage(out_path, &plan, &[&input]) {
         return fail(&e);
     }
-    if let Some(file) = outputs.staged_file(0).filter(|_| kind.in_place()) {
+    if let Some(file) = outputs.staged_file(0).filter(|_| kind.in_place() && cut.is_none()) {
         punch_holes(file, &pruned);
     }
     if args.verify {
@@ -182,7 +222,11 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
             // SAFETY: a private read-only map of our own staging file,
             // which nothing else writes to.
             let written = unsafe { memmap2::Mmap::map(f) }.map_err(|e| io::error_text(&e))?;
-            files::verify_file(&written, data, &kind, &pruned).map_err(|e| e.to_string())
+            match (&cut, &kind) {
+                (Some(c), Input::Hip(map)) => prune::verify_cut(&written, data, map, &pruned, c),
+                _ => files::verify_file(&written, data, &kind, &pruned),
+            }
+            .map_err(|e| e.to_string())
         });
         if let Err(e) = check {
             return fail(&e);
@@ -192,9 +236,14 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
         return fail(&e);
     }
     keep_mode(path, out_path);
+    if cut.is_some() {
+        eprintln!(
+            "warning: {out_path}: cut mode split a segment and moved the program headers: do not run GNU strip or objcopy on it (they corrupt such files); llvm-strip and llvm-objcopy are fine"
+        );
+    }
     // With `-o -` the pruned file is standard output: no report there.
     if out_path != "-" {
-        report(path, &kind, &pruned, args.json, false);
+        report(path, &kind, &pruned, args.json, false, &written);
     }
     0
 }
