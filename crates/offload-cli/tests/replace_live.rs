@@ -29,9 +29,10 @@ const ARCHS: [&str; 3] = ["--offload-arch=gfx906", "--offload-arch=gfx90a:xnack+
 
 /// The instrumented rebuild of `tu1.hip`'s device code: the same kernel
 /// and variable, a call counter, and with `-DBIG=N` N bytes more data.
-const INSTRUMENTED: &str = r#"#include "hip_min.h"
-__device__ int scale = 3;
-__device__ int calls;
+/// The instrumented kernel that replaces `add_one` of `tu1.hip`: the rest
+/// of that file (its device globals, `noise` included) stays, since a
+/// replacement must define every global the old object defined.
+const INSTRUMENTED_KERNEL: &str = r#"__device__ int calls;
 #ifdef BIG
 __device__ char padding[BIG] = {1};
 #endif
@@ -40,9 +41,16 @@ __global__ void add_one(int *p) {
 #ifdef BIG
   p[1] = padding[p[2]];
 #endif
-  p[0] += scale;
+  p[0] += scale + (int)noise.v[p[1] & 8191];
 }
 "#;
+
+/// `tu1.hip` with its kernel swapped for [`INSTRUMENTED_KERNEL`].
+fn instrumented_source(support: &Path) -> String {
+    let original = std::fs::read_to_string(support.join("tu1.hip")).unwrap();
+    let kernel = original.lines().find(|l| l.starts_with("__global__ void add_one")).expect("tu1.hip's kernel");
+    original.replacen(kernel, INSTRUMENTED_KERNEL.trim_end(), 1)
+}
 
 struct Tools {
     clang: PathBuf,
@@ -204,7 +212,7 @@ impl Tools {
             check(Command::new(&self.objcopy).arg(format!("--add-section=.pad={}", s(&pad))).arg(old).arg(&out));
         } else {
             let src = dir.join("instrumented.hip");
-            std::fs::write(&src, INSTRUMENTED).unwrap();
+            std::fs::write(&src, instrumented_source(&self.support)).unwrap();
             let mut c = Command::new(&self.clang);
             c.args(["-x", "hip", "--cuda-device-only", "--no-gpu-bundle-output", "--offload-arch=gfx90a:xnack+"]);
             c.args(["-nogpulib", "-nogpuinc", "-O1", "-c"]).arg(format!("-I{}", self.support.display()));
