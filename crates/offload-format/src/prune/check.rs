@@ -97,13 +97,22 @@ fn all_zero(bytes: &[u8]) -> bool {
 
 /// Whether `bytes` are exactly what `plan` describes.
 fn matches_plan(bytes: &[u8], plan: &Plan) -> bool {
+    bytes.len() as u64 == plan.len() && plan_starts_with(plan, bytes)
+}
+
+/// Whether `plan` describes bytes that begin with `bytes` (a recompressed
+/// unit without the zeros that fill its old extent in place: cut mode packs
+/// only the unit).
+pub(super) fn plan_starts_with(plan: &Plan, bytes: &[u8]) -> bool {
     let mut rest = bytes;
     for piece in &plan.pieces {
-        let Some((head, tail)) = usize::try_from(piece.len()).ok().and_then(|n| rest.split_at_checked(n)) else {
-            return false;
-        };
+        if rest.is_empty() {
+            return true;
+        }
+        let n = usize::try_from(piece.len()).unwrap_or(usize::MAX).min(rest.len());
+        let (head, tail) = rest.split_at(n);
         let same = match piece {
-            Piece::Bytes(b) => head == &b[..],
+            Piece::Bytes(b) => b.get(..n) == Some(head),
             Piece::Fill { byte, .. } => head.iter().all(|x| x == byte),
         };
         if !same {

@@ -8,12 +8,12 @@
 //! its new size), every allocated one is mapped from its new offset, and
 //! its bytes are the input's except for the planned pointer fields.
 
-use super::check::{fail, same_entries};
+use super::check::{fail, plan_starts_with, same_entries};
 use super::cut::CutPlan;
 use super::segments::{self, PT_LOAD, PT_PHDR, Segment};
 use super::{PruneError, Pruned};
 use crate::elf::{ElfFile, SHF_ALLOC, SHT_NOBITS};
-use crate::layout::{FileMap, Target};
+use crate::layout::{FileMap, Target, UnitKind};
 
 /// Checks a cut `output` against `input`, its map, the prune and the cut.
 pub fn verify_cut(
@@ -53,7 +53,16 @@ fn check_units(
         if unit.offset != offset || unit.used != change.new_used {
             return Err(fail(format!("the fat binary planned at {offset:#x} is not there")));
         }
-        if change.changed() {
+        if let (UnitKind::Compressed { .. }, Some(rep)) = (unit.kind, &change.replacement) {
+            // Checked when it was made (`rebuild::round_trip`); what is left
+            // is that exactly these bytes were written, as in zero mode.
+            let written = super::unit_bytes(output, unit)?;
+            if written.len() as u64 != change.new_used || !plan_starts_with(rep, written) {
+                return Err(fail(format!(
+                    "the fat binary at {offset:#x} is not the recompressed bundle that was checked"
+                )));
+            }
+        } else if change.changed() {
             same_entries(output, unit, input, change)?;
         } else {
             let (a, b) = (super::unit_bytes(output, unit)?, super::unit_bytes(input, &change.unit)?);
