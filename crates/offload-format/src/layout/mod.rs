@@ -10,7 +10,7 @@
 pub mod fatbin;
 pub mod openmp;
 pub(crate) mod pointers;
-mod segments;
+pub mod segments;
 
 pub use fatbin::{FatBinary, UnitKind, skip_zeros};
 pub use pointers::{Storage, WordEdit};

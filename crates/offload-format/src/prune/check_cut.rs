@@ -10,9 +10,9 @@
 
 use super::check::{fail, plan_starts_with, same_entries};
 use super::cut::CutPlan;
-use super::segments::{self, PT_LOAD, PT_PHDR, Segment};
 use super::{PruneError, Pruned};
 use crate::elf::{ElfFile, SHF_ALLOC, SHT_NOBITS};
+use crate::layout::segments::{self, PT_LOAD, PT_PHDR, Segment};
 use crate::layout::{FileMap, Target, UnitKind};
 
 /// Checks a cut `output` against `input`, its map, the prune and the cut.

@@ -18,11 +18,11 @@
 //! fat binary's start through a known wrapper storage, a section or
 //! segment overlapping it, relocatable objects.
 
-use super::segments::{self, PHDR_SIZE, PT_LOAD, PT_PHDR, Segment};
 use super::{PruneError, Pruned};
 use crate::elf::{ElfFile, SHF_ALLOC, SHT_DYNAMIC, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB};
 use crate::layout::FileMap;
 use crate::layout::pointers::{self, Reloc};
+use crate::layout::segments::{self, PHDR_SIZE, PT_LOAD, PT_PHDR, Segment};
 use crate::plan::{Piece, Plan};
 use std::borrow::Cow;
 use std::collections::HashSet;

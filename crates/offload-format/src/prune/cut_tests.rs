@@ -1,8 +1,8 @@
 //! Cut-mode pruning of the clang-built fixtures of `layout`'s tests.
 
 use super::*;
+use crate::layout::segments;
 use crate::layout::tests::fixture;
-use crate::prune::segments;
 
 fn keep(targets: &[&str]) -> Rules {
     Rules { keep: targets.iter().map(|t| parse_target(t).unwrap()).collect(), ..Default::default() }

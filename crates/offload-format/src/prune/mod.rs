@@ -20,7 +20,6 @@ pub mod files;
 pub mod openmp;
 mod rebuild;
 pub mod rules;
-pub mod segments;
 
 pub use check::verify;
 pub use check_cut::verify_cut;

@@ -19,14 +19,13 @@
 
 use super::{Placement, ReplaceError};
 use crate::elf::{ElfFile, SHF_ALLOC, SHT_DYNSYM, SHT_RELA, SHT_SYMTAB};
+use crate::layout::segments::{self, PHDR_SIZE, Segment};
 use crate::layout::{FatBinary, FileMap, Storage};
 use crate::plan::Plan;
 use std::collections::BTreeMap;
 
-pub(super) const PT_LOAD: u32 = 1;
-pub(super) const PT_PHDR: u32 = 6;
+pub(super) use crate::layout::segments::{PT_LOAD, PT_PHDR};
 const PF_R: u32 = 4;
-const PHDR_SIZE: u64 = 56;
 const R_X86_64_RELATIVE: u32 = 8;
 /// Most zero padding written to keep a new segment's address equal to its
 /// offset plus the first PT_LOAD's bias (a large `.bss` needs that much).
@@ -75,69 +74,18 @@ pub(super) struct Moved<'a> {
     pub output: Plan<'a>,
 }
 
-/// One program header.
-#[derive(Clone, Copy)]
-pub(super) struct Phdr {
-    pub p_type: u32,
-    pub flags: u32,
-    pub offset: u64,
-    pub vaddr: u64,
-    pub paddr: u64,
-    pub filesz: u64,
-    pub memsz: u64,
-    pub align: u64,
-}
-
-fn u16_at(d: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(d.get(at..at + 2)?.try_into().ok()?))
-}
-fn u32_at(d: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(d.get(at..at + 4)?.try_into().ok()?))
-}
 fn u64_at(d: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(d.get(at..at.checked_add(8)?)?.try_into().ok()?))
 }
 
-pub(super) fn read_phdrs(data: &[u8]) -> Result<Vec<Phdr>, String> {
-    let bad = || "the program header table lies outside the file".to_string();
-    let phoff = u64_at(data, 32).and_then(|v| usize::try_from(v).ok()).ok_or_else(bad)?;
-    if u16_at(data, 54) != Some(PHDR_SIZE as u16) {
-        return Err("program headers are not 56 bytes each".into());
-    }
-    let count = usize::from(u16_at(data, 56).ok_or_else(bad)?);
-    (0..count)
-        .map(|i| {
-            let at = phoff.checked_add(i * PHDR_SIZE as usize).ok_or_else(bad)?;
-            let e = data.get(at..at.checked_add(PHDR_SIZE as usize).ok_or_else(bad)?).ok_or_else(bad)?;
-            let w = |o| u64_at(e, o).unwrap_or(0);
-            Ok(Phdr {
-                p_type: u32_at(e, 0).unwrap_or(0),
-                flags: u32_at(e, 4).unwrap_or(0),
-                offset: w(8),
-                vaddr: w(16),
-                paddr: w(24),
-                filesz: w(32),
-                memsz: w(40),
-                align: w(48),
-            })
-        })
-        .collect()
+/// The program headers (one reader for the crate: [`segments::read`]).
+pub(super) fn read_phdrs(data: &[u8]) -> Result<Vec<Segment>, String> {
+    segments::read(data).map(|(_, table)| table)
 }
 
-fn put_phdr(out: &mut Vec<u8>, p: &Phdr) {
-    out.extend_from_slice(&p.p_type.to_le_bytes());
-    out.extend_from_slice(&p.flags.to_le_bytes());
-    for v in [p.offset, p.vaddr, p.paddr, p.filesz, p.memsz, p.align] {
-        out.extend_from_slice(&v.to_le_bytes());
-    }
-}
-
-/// The file offset where address `addr` is stored, per the PT_LOADs.
-fn file_offset(phdrs: &[Phdr], addr: u64) -> Option<u64> {
-    phdrs.iter().filter(|p| p.p_type == PT_LOAD).find_map(|p| {
-        let rel = addr.checked_sub(p.vaddr)?;
-        (rel.checked_add(8)? <= p.filesz).then_some(p.offset.checked_add(rel)).flatten()
-    })
+/// The file offset where the 8-byte word at address `addr` is stored.
+fn file_offset(phdrs: &[Segment], addr: u64) -> Option<u64> {
+    segments::file_offset(phdrs, addr, 8)
 }
 
 /// Small edits to the input, by file offset.
@@ -188,8 +136,8 @@ pub(super) fn move_fatbin<'a>(
     let phdrs = read_phdrs(data).map_err(refuse)?;
     // The rewrite keeps every segment: they must be sound to begin with.
     segments_sound(data).map_err(|e| refuse(format!("the input's program headers: {e}")))?;
-    let loads: Vec<&Phdr> = phdrs.iter().filter(|p| p.p_type == PT_LOAD).collect();
-    let (Some(first), Some(last_index)) = (loads.first(), phdrs.iter().rposition(|p| p.p_type == PT_LOAD)) else {
+    let loads: Vec<&Segment> = phdrs.iter().filter(|p| p.kind == PT_LOAD).collect();
+    let (Some(first), Some(last_index)) = (loads.first(), phdrs.iter().rposition(|p| p.kind == PT_LOAD)) else {
         return Err(refuse("the file has no PT_LOAD segment".into()));
     };
     if loads.windows(2).any(|w| w[1].vaddr < w[0].vaddr) {
@@ -216,7 +164,7 @@ pub(super) fn move_fatbin<'a>(
         // A shared library (no PT_INTERP) is mapped by ld.so, which finds
         // the table through PT_PHDR or the PT_LOAD holding it: any
         // congruent address above the others will do, without padding.
-        None if elf.header.e_type == 3 && !phdrs.iter().any(|p| p.p_type == PT_INTERP) => {
+        None if elf.header.e_type == 3 && !phdrs.iter().any(|p| p.kind == PT_INTERP) => {
             match (up(file_len), up(max_end)) {
                 (Some(o), Some(a)) => (o, a),
                 _ => return Err(refuse("addresses overflow".into())),
@@ -364,13 +312,13 @@ pub(super) fn move_fatbin<'a>(
     let mut table = Vec::with_capacity(table_len as usize);
     for (i, p) in phdrs.iter().enumerate() {
         let mut p = *p;
-        if p.p_type == PT_PHDR {
+        if p.kind == PT_PHDR {
             (p.offset, p.vaddr, p.paddr, p.filesz, p.memsz) = (seg_offset, seg_addr, seg_addr, table_len, table_len);
         }
-        put_phdr(&mut table, &p);
+        table.extend_from_slice(&segments::write(&[p]));
         if i == last_index {
-            let load = Phdr {
-                p_type: PT_LOAD,
+            let load = Segment {
+                kind: PT_LOAD,
                 flags: PF_R,
                 offset: seg_offset,
                 vaddr: seg_addr,
@@ -379,7 +327,7 @@ pub(super) fn move_fatbin<'a>(
                 memsz: seg_len,
                 align,
             };
-            put_phdr(&mut table, &load);
+            table.extend_from_slice(&segments::write(&[load]));
         }
     }
     let mut output = edits.apply(data, (map.fatbin_offset, map.fatbin_size))?;
@@ -403,7 +351,7 @@ fn elf_shoff(data: &[u8]) -> Result<u64, ReplaceError> {
 /// PT_PHDR before them and inside one.
 pub(super) fn segments_sound(data: &[u8]) -> Result<(), String> {
     let phdrs = read_phdrs(data)?;
-    let loads: Vec<_> = phdrs.iter().filter(|p| p.p_type == PT_LOAD).collect();
+    let loads: Vec<_> = phdrs.iter().filter(|p| p.kind == PT_LOAD).collect();
     for w in loads.windows(2) {
         if w[1].vaddr < w[0].vaddr.saturating_add(w[0].memsz) {
             return Err(format!("PT_LOADs at {:#x} and {:#x} overlap or are out of order", w[0].vaddr, w[1].vaddr));
@@ -417,8 +365,8 @@ pub(super) fn segments_sound(data: &[u8]) -> Result<(), String> {
             return Err(format!("the PT_LOAD at {:#x} runs past the end of the file", l.vaddr));
         }
     }
-    let first_load = phdrs.iter().position(|p| p.p_type == PT_LOAD);
-    if let Some(at) = phdrs.iter().position(|p| p.p_type == PT_PHDR) {
+    let first_load = phdrs.iter().position(|p| p.kind == PT_LOAD);
+    if let Some(at) = phdrs.iter().position(|p| p.kind == PT_PHDR) {
         let p = phdrs[at];
         let inside = loads.iter().any(|l| {
             p.vaddr >= l.vaddr
