@@ -388,6 +388,43 @@ impl Outputs {
         }
     }
 
+    /// Runs `check` on the bytes of the output staged `handle`-th, read
+    /// back from its staging file as a reader will see it (memory-mapped:
+    /// no second copy of a large file in memory). The rewriting commands
+    /// (`prune`, `replace`) check their output this way before committing.
+    pub fn check_staged(&self, handle: usize, check: impl FnOnce(&[u8]) -> Result<(), String>) -> Result<(), String> {
+        let file = self.staged_file(handle).ok_or_else(|| "the staged output is missing".to_string())?;
+        // SAFETY: a private read-only map of our own staging file, which
+        // nothing else writes to.
+        let written = unsafe { memmap2::Mmap::map(file) }.map_err(|e| error_text(&e))?;
+        check(&written)
+    }
+
+    /// Gives the whole pages inside each zeroed `(offset, len)` range of the
+    /// output staged `handle`-th back to the file system
+    /// (`FALLOC_FL_PUNCH_HOLE`): the output takes less disk space where the
+    /// file system allows it. The bytes read as zeros either way, so an
+    /// error (no support, a pipe) changes nothing.
+    pub fn punch_holes(&self, handle: usize, zeroed: impl IntoIterator<Item = (u64, u64)>) {
+        const PAGE: u64 = 4096;
+        let Some(file) = self.staged_file(handle) else { return };
+        for (offset, len) in zeroed {
+            let start = offset.div_ceil(PAGE).saturating_mul(PAGE);
+            let end = offset.saturating_add(len) / PAGE * PAGE;
+            if end > start {
+                // SAFETY: fallocate only reads its arguments; the descriptor is open.
+                unsafe {
+                    libc::fallocate(
+                        file.as_raw_fd(),
+                        libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                        start as libc::off_t,
+                        (end - start) as libc::off_t,
+                    );
+                }
+            }
+        }
+    }
+
     /// Stages an empty output to be filled piecewise with
     /// [`Outputs::write_at`] (for payloads written while a compressed input
     /// streams by); returns its handle.

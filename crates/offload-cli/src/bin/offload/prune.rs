@@ -212,19 +212,15 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
     if let Err(e) = outputs.stage(out_path, &plan, &[&input]) {
         return fail(&e);
     }
-    if let Some(file) = outputs.staged_file(0).filter(|_| kind.in_place() && cut.is_none()) {
-        punch_holes(file, &pruned);
+    if kind.in_place() && cut.is_none() {
+        let freed = pruned.units.iter().filter(|u| u.changed());
+        outputs.punch_holes(0, freed.map(|u| (u.unit.offset + u.new_used, u.unit.extent - u.new_used)));
     }
     if args.verify {
-        // Checked from the staged file itself, as a reader will see it,
-        // without holding a second copy of a large file in memory.
-        let check = outputs.staged_file(0).ok_or_else(|| "the staged output is missing".to_string()).and_then(|f| {
-            // SAFETY: a private read-only map of our own staging file,
-            // which nothing else writes to.
-            let written = unsafe { memmap2::Mmap::map(f) }.map_err(|e| io::error_text(&e))?;
+        let check = outputs.check_staged(0, |written| {
             match (&cut, &kind) {
-                (Some(c), Input::Hip(map)) => prune::verify_cut(&written, data, map, &pruned, c),
-                _ => files::verify_file(&written, data, &kind, &pruned),
+                (Some(c), Input::Hip(map)) => prune::verify_cut(written, data, map, &pruned, c),
+                _ => files::verify_file(written, data, &kind, &pruned),
             }
             .map_err(|e| e.to_string())
         });
@@ -246,30 +242,6 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
         report(path, &kind, &pruned, args.json, false, &written);
     }
     0
-}
-
-/// Gives the zeroed pages of each rewritten fat binary back to the file
-/// system (`FALLOC_FL_PUNCH_HOLE`), so the output takes less disk space
-/// where the file system allows it. The bytes read as zeros either way,
-/// so an error (no support, a pipe) changes nothing.
-fn punch_holes(file: &std::fs::File, pruned: &Pruned) {
-    use std::os::fd::AsRawFd;
-    const PAGE: u64 = 4096;
-    for u in pruned.units.iter().filter(|u| u.changed()) {
-        let start = (u.unit.offset + u.new_used).div_ceil(PAGE) * PAGE;
-        let end = (u.unit.offset + u.unit.extent) / PAGE * PAGE;
-        if end > start {
-            // SAFETY: fallocate only reads its arguments; the descriptor is open.
-            unsafe {
-                libc::fallocate(
-                    file.as_raw_fd(),
-                    libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                    start as libc::off_t,
-                    (end - start) as libc::off_t,
-                );
-            }
-        }
-    }
 }
 
 /// Gives the output the input's permission bits: a pruned executable or

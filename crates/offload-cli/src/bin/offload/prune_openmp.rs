@@ -131,16 +131,14 @@ pub fn run(argv0: &str, args: &PruneArgs, rules: &Rules, input: &io::Input) -> u
     if let Err(e) = outputs.stage(out_path, &plan, &[input]) {
         return fail(&e);
     }
-    if let Some(file) = outputs.staged_file(0) {
-        punch_holes(file, &pruned);
-    }
+    let zeroed = pruned.edits.iter().filter_map(|(offset, edit)| match edit {
+        Edit::Zeros(len) => Some((*offset, *len)),
+        _ => None,
+    });
+    outputs.punch_holes(0, zeroed);
     if args.verify {
-        let check = outputs.staged_file(0).ok_or_else(|| "the staged output is missing".to_string()).and_then(|f| {
-            // SAFETY: a private read-only map of our own staging file,
-            // which nothing else writes to.
-            let written = unsafe { memmap2::Mmap::map(f) }.map_err(|e| io::error_text(&e))?;
-            openmp::verify(&written, data, &map, &pruned).map_err(|e| e.to_string())
-        });
+        let check =
+            outputs.check_staged(0, |written| openmp::verify(written, data, &map, &pruned).map_err(|e| e.to_string()));
         if let Err(e) = check {
             return fail(&e);
         }
@@ -153,27 +151,4 @@ pub fn run(argv0: &str, args: &PruneArgs, rules: &Rules, input: &io::Input) -> u
         report(path, &pruned, args.json, false);
     }
     0
-}
-
-/// Gives the whole pages of each zeroed image back to the file system;
-/// the bytes read as zeros either way, so an error changes nothing.
-fn punch_holes(file: &std::fs::File, pruned: &OpenMpPruned) {
-    use std::os::fd::AsRawFd;
-    const PAGE: u64 = 4096;
-    for (offset, edit) in &pruned.edits {
-        let Edit::Zeros(len) = edit else { continue };
-        let start = offset.div_ceil(PAGE) * PAGE;
-        let end = (offset + len) / PAGE * PAGE;
-        if end > start {
-            // SAFETY: fallocate only reads its arguments; the descriptor is open.
-            unsafe {
-                libc::fallocate(
-                    file.as_raw_fd(),
-                    libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                    start as libc::off_t,
-                    (end - start) as libc::off_t,
-                );
-            }
-        }
-    }
 }

@@ -134,30 +134,6 @@ fn deep_check(output: &[u8], input: &[u8], path: &str) -> Result<(), String> {
     }
 }
 
-/// Gives the whole pages of the zeroed ranges back to the file system
-/// (`FALLOC_FL_PUNCH_HOLE`): a moved `.hip_fatbin` leaves its old bytes as
-/// zeros. They read as zeros either way, so an error (no support, a pipe)
-/// changes nothing.
-fn punch_holes(file: &std::fs::File, zeroed: &[(u64, u64)]) {
-    use std::os::fd::AsRawFd;
-    const PAGE: u64 = 4096;
-    for &(offset, len) in zeroed {
-        let start = offset.div_ceil(PAGE) * PAGE;
-        let end = offset.saturating_add(len) / PAGE * PAGE;
-        if end > start {
-            // SAFETY: fallocate only reads its arguments; the descriptor is open.
-            unsafe {
-                libc::fallocate(
-                    file.as_raw_fd(),
-                    libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-                    start as libc::off_t,
-                    (end - start) as libc::off_t,
-                );
-            }
-        }
-    }
-}
-
 fn open(argv0: &str, path: &str) -> Result<io::Input, u8> {
     io::Input::open(path).map_err(|e| {
         eprintln!("{argv0}: error: '{path}': {}", io::error_text(&e));
@@ -189,17 +165,11 @@ pub fn run(argv0: &str, args: &ReplaceArgs) -> u8 {
     if let Err(e) = outputs.stage(out_path, replaced.output(), &[&input, &object]) {
         return fail(&e);
     }
-    if let Some(file) = outputs.staged_file(0) {
-        punch_holes(file, &replaced.zeroed);
-    }
+    outputs.punch_holes(0, replaced.zeroed.iter().copied());
     if args.verify {
-        // Checked from the staged file itself, as a reader will see it.
-        let check = outputs.staged_file(0).ok_or_else(|| "the staged output is missing".to_string()).and_then(|f| {
-            // SAFETY: a private read-only map of our own staging file,
-            // which nothing else writes to.
-            let written = unsafe { memmap2::Mmap::map(f) }.map_err(|e| io::error_text(&e))?;
-            replace::verify(&written, data, &replaced, new).map_err(|e| e.to_string())?;
-            deep_check(&written, data, path)
+        let check = outputs.check_staged(0, |written| {
+            replace::verify(written, data, &replaced, new).map_err(|e| e.to_string())?;
+            deep_check(written, data, path)
         });
         if let Err(e) = check {
             return fail(&e);
