@@ -196,9 +196,16 @@ proptest! {
     /// Both GNU archive writers (the packager's `--archive` and the device
     /// archives of `-type=a`): members come back by name and content,
     /// names with any characters included; writing is deterministic.
+    /// Member data starts with `#`, which begins no object format: the
+    /// device writer reads members that look like objects for its symbol
+    /// table and, as llvm-ar does, refuses a broken one (random bytes
+    /// `f0 01 ...` are a PowerPC COFF header to it).
     #[test]
     fn archives_round_trip(
-        members in prop::collection::vec(("[^/\u{0}\n]{1,24}", bytes(200)), 0..8),
+        members in prop::collection::vec(
+            ("[^/\u{0}\n]{1,24}", bytes(200).prop_map(|d| [&b"#"[..], &d].concat())),
+            0..8,
+        ),
     ) {
         let refs: Vec<(&str, &[u8])> = members.iter().map(|(n, d)| (n.as_str(), d.as_slice())).collect();
         let packager = offload_binary::archive::write_gnu_archive(&refs).unwrap();
