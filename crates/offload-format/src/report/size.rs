@@ -163,7 +163,8 @@ pub fn dropped_by(inv: &Inventory<'_>, rules: &Rules) -> Vec<bool> {
             }
         }
     }
-    for (group, kept) in cuda_entries(inv).iter().zip(cuda_decisions(inv, rules)) {
+    let cuda = cuda_entries(inv);
+    for (group, kept) in cuda.iter().zip(cuda_decisions(inv, &cuda, rules)) {
         for &i in group {
             if let Some(d) = dropped.get_mut(i) {
                 *d = !kept;
@@ -188,19 +189,16 @@ fn cuda_entries(inv: &Inventory<'_>) -> Vec<Vec<usize>> {
         }
         let parent = steps.split_last().map(|(_, p)| p);
         match entries.last_mut() {
-            Some((unit, record, members)) if *unit == o.unit && Some(*record) == parent && members.len() < 4096 => {
-                members.push(i)
-            }
+            Some((unit, record, members)) if *unit == o.unit && Some(*record) == parent => members.push(i),
             _ => entries.push((o.unit, steps, vec![i])),
         }
     }
     entries.into_iter().map(|(_, _, members)| members).filter(|m| !m.is_empty()).collect()
 }
 
-/// Whether prune keeps each of [`cuda_entries`], decided per fat binary
-/// by the rule prune applies to CUDA entries.
-fn cuda_decisions(inv: &Inventory<'_>, rules: &Rules) -> Vec<bool> {
-    let entries = cuda_entries(inv);
+/// Whether prune keeps each of `entries` (from [`cuda_entries`]), decided
+/// per fat binary by the rule prune applies to CUDA entries.
+fn cuda_decisions(inv: &Inventory<'_>, entries: &[Vec<usize>], rules: &Rules) -> Vec<bool> {
     let mut by_unit: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     for (e, members) in entries.iter().enumerate() {
         if let Some(o) = members.first().and_then(|&i| inv.objects.get(i)) {
