@@ -134,6 +134,37 @@ fn prunes_to_standard_output_and_over_its_own_input() {
     assert!(!String::from_utf8_lossy(&list.stdout).contains("gfx90a"));
 }
 
+/// A file output is staged from a copy of the input made while the fat
+/// binaries are rebuilt, standard output from the plan alone: the two must
+/// be the same bytes, for every layout, compressed bundles and CUDA too.
+#[test]
+fn the_early_host_copy_writes_what_the_plan_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let cuda = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cuda");
+    let mut inputs: Vec<(PathBuf, &str)> = ["gnu_rela.so", "lld_relr.so", "rdc_ccob_lld.so", "tu1.o"]
+        .iter()
+        .map(|name| (fixture(name), "gfx906"))
+        .collect();
+    inputs.push((cuda.join("libsmall.so"), "sm_90"));
+    let mut compared = 0;
+    for (input, keep) in &inputs {
+        let out = dir.path().join("out");
+        let to_stdout = offload(&["prune", "--allow-empty", "--keep", keep, p(input), "-o", "-"]);
+        if !to_stdout.status.success() {
+            // A fixture this target cannot prune is no evidence either way.
+            assert!(stderr(&to_stdout).contains("error:"), "{input:?}: {}", stderr(&to_stdout));
+            continue;
+        }
+        let o = offload(&["prune", "--allow-empty", "--keep", keep, p(input), "-o", p(&out)]);
+        assert!(o.status.success(), "{input:?}: {}", stderr(&o));
+        let written = std::fs::read(&out).unwrap();
+        assert_eq!(written, to_stdout.stdout, "{input:?}");
+        assert_ne!(written, std::fs::read(input).unwrap(), "{input:?}: something was pruned");
+        compared += 1;
+    }
+    assert!(compared >= 5, "only {compared} inputs could be compared");
+}
+
 #[test]
 fn cut_mode_shrinks_the_file_warns_and_reports_sizes() {
     let dir = tempfile::tempdir().unwrap();
