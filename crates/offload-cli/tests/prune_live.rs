@@ -118,16 +118,8 @@ fn prune_and_check(t: &mut Programs, name: &str, recipe: Recipe, keep: &str) {
         if u["dropped"].as_array().unwrap().is_empty() {
             continue;
         }
-        let (at, len) = (u["offset"].as_u64().unwrap() as usize, u["new_size"].as_u64().unwrap() as usize);
-        let piece = dir.join(format!("unit{i}"));
-        std::fs::write(&piece, &bytes[at..at + len]).unwrap();
-        let list = check(Command::new(&t.bundler).args(["-list", "-type=o", &format!("-input={}", p(&piece))]));
-        let mut listed: Vec<String> = String::from_utf8_lossy(&list.stdout).lines().map(String::from).collect();
-        let mut kept: Vec<String> =
-            u["kept"].as_array().unwrap().iter().map(|k| k.as_str().unwrap().to_string()).collect();
-        listed.sort();
-        kept.sort();
-        assert_eq!(listed, kept, "{name}: unit {i}");
+        let at = u["offset"].as_u64().unwrap() as usize;
+        bundler_lists_the_kept_entries(t, &format!("{name}: unit {i}"), &bytes, at, u, &dir.join(format!("unit{i}")));
     }
 
     let run = Run { name, linked: &linked, layout: recipe.layout, keep };
@@ -187,16 +179,9 @@ fn cut_and_check(t: &Programs, run: &Run, before: &str, real_runtime: Option<&Pa
 
     let bytes = std::fs::read(&cut).unwrap();
     for (i, u) in units.iter().enumerate() {
-        let (at, len) = (u["new_offset"].as_u64().unwrap() as usize, u["new_size"].as_u64().unwrap() as usize);
+        let at = u["new_offset"].as_u64().unwrap() as usize;
         let piece = dir.join(format!("cut-unit{i}"));
-        std::fs::write(&piece, &bytes[at..at + len]).unwrap();
-        let list = check(Command::new(&t.bundler).args(["-list", "-type=o", &format!("-input={}", p(&piece))]));
-        let mut listed: Vec<String> = String::from_utf8_lossy(&list.stdout).lines().map(String::from).collect();
-        let mut kept: Vec<String> =
-            u["kept"].as_array().unwrap().iter().map(|k| k.as_str().unwrap().to_string()).collect();
-        listed.sort();
-        kept.sort();
-        assert_eq!(listed, kept, "{name} (cut): unit {i}");
+        bundler_lists_the_kept_entries(t, &format!("{name} (cut): unit {i}"), &bytes, at, u, &piece);
         if u["format"] == "bundle" {
             comgr_finds_the_kept_entries(t, name, &bytes, at, u);
         }
@@ -209,6 +194,20 @@ fn cut_and_check(t: &Programs, run: &Run, before: &str, real_runtime: Option<&Pa
     check(Command::new(&t.strip).arg(p(&cut)).arg("-o").arg(&stripped));
     let again = t.run_with(run.linked, run.layout, &stripped, None);
     assert_eq!(again, after, "{name}: the llvm-stripped cut output runs differently");
+}
+
+/// LLVM's bundler lists exactly the kept entries of `unit` (a report row)
+/// in the `new_size` bytes at `at` of `file` (written to `piece` for it).
+fn bundler_lists_the_kept_entries(t: &Programs, what: &str, file: &[u8], at: usize, unit: &Value, piece: &Path) {
+    let len = unit["new_size"].as_u64().unwrap() as usize;
+    std::fs::write(piece, &file[at..at + len]).unwrap();
+    let list = check(Command::new(&t.bundler).args(["-list", "-type=o", &format!("-input={}", p(piece))]));
+    let mut listed: Vec<String> = String::from_utf8_lossy(&list.stdout).lines().map(String::from).collect();
+    let mut kept: Vec<String> =
+        unit["kept"].as_array().unwrap().iter().map(|k| k.as_str().unwrap().to_string()).collect();
+    listed.sort();
+    kept.sort();
+    assert_eq!(listed, kept, "{what}");
 }
 
 /// Debian's comgr, given the 4096-byte window the HIP runtime gives it at
