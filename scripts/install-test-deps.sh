@@ -5,9 +5,9 @@
 # helpers under crates/offload-cli/tests/real_corpus_helpers, unzip/pip
 # for scripts/fetch-real-corpus.sh, and Debian's hipcc 5.2.3 (with clang 15,
 # ROCm's headers and device libraries and the real libamdhip64.so.5; about
-# 16 s and 550 MB installed here) for the hipcc-built programs of prune_live.rs and
-# replace_live.rs. Debian 12; needs root and the Debian package registry.
-# Idempotent.
+# 16 s and 550 MB installed here) for the hipcc-built programs of
+# prune_live.rs and replace_live.rs. Debian 12; needs root and the Debian
+# package registry. Idempotent.
 set -euo pipefail
 need_apt=0
 for f in /usr/include/amd_comgr.h /usr/lib/x86_64-linux-gnu/libamd_comgr.so /usr/bin/cc /usr/bin/unzip /usr/bin/hipcc /usr/lib/x86_64-linux-gnu/libamdhip64.so.5; do

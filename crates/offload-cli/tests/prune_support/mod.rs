@@ -218,9 +218,10 @@ impl Programs {
         let mut c = match r.compiler {
             Compiler::Clang => {
                 let mut c = Command::new(&self.clang);
-                // -nohipwrapperinc: with ROCm installed in /usr (hipcc's
-                // packages) clang would put its CUDA/HIP wrappers of the C++
-                // headers first, and they need ROCm's headers.
+                // -nohipwrapperinc: once ROCm is installed in /usr (hipcc's
+                // packages) clang finds it and puts its HIP wrappers of the
+                // C++ headers first, which -nogpuinc leaves without the
+                // declarations they use (`::malloc` in `<new>`).
                 c.args(["-nogpulib", "-nogpuinc", "-nohipwrapperinc", "-O1", "-Wno-unused-command-line-argument"]);
                 c
             }
