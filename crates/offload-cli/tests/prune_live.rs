@@ -4,7 +4,7 @@
 //! and RELR, with and without `-fgpu-rdc` and `--offload-compress`; and by
 //! Debian's `hipcc` 5.2.3 (clang 15, ROCm's headers, linked against the real
 //! `-lamdhip64`) as a shared library and a PIE, with and without
-//! `-fgpu-rdc`, with GNU ld and lld. Each
+//! `-fgpu-rdc`, with GNU ld and lld (builds: `prune_support/mod.rs`). Each
 //! program runs against `prune_support/hip_stub.c`, a stand-in for
 //! libamdhip64.so that reads every registered fat binary the way the HIP
 //! runtime does and prints a trace; after pruning, the trace must be the
