@@ -124,8 +124,8 @@ fn prunes_to_standard_output_and_over_its_own_input() {
 #[test]
 fn the_early_host_copy_writes_what_the_plan_says() {
     let dir = tempfile::tempdir().unwrap();
-    let cuda = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cuda");
-    let mut inputs: Vec<(PathBuf, &str)> = ["gnu_rela.so", "lld_relr.so", "rdc_ccob_lld.so", "tu1.o"]
+    let cuda = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cuda");
+    let mut inputs: Vec<(std::path::PathBuf, &str)> = ["gnu_rela.so", "lld_relr.so", "rdc_ccob_lld.so", "tu1.o"]
         .iter()
         .map(|name| (fixture(name), "gfx906"))
         .collect();
