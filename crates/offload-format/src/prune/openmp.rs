@@ -19,8 +19,10 @@
 //! errors and default runs into host fallback.
 
 mod check;
+mod cut;
 
 pub use check::verify;
+pub use cut::{OpenMpCut, output_plan as cut_output_plan, plan_cut, verify_cut};
 
 use super::Rules;
 use super::rules::{agrees, covers};
@@ -77,6 +79,9 @@ pub enum OpenMpPruneError {
     /// written.
     #[error("the pruned output fails its check: {0}")]
     Verify(String),
+    /// `--mode cut` cannot rewrite this file (why).
+    #[error(transparent)]
+    Cut(#[from] super::PruneError),
 }
 
 /// The triple a `--keep`/`--drop` text names, if it is one: two to four
@@ -248,6 +253,18 @@ fn held(map: &OpenMpMap, records: &[Record]) -> String {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn plan(map: &OpenMpMap, rules: &Rules) -> Result<OpenMpPruned, OpenMpPruneError> {
+    plan_with(map, rules, &|_, value| value, true)
+}
+
+/// [`plan`], with each kept record's `ImageStart`/`ImageEnd` values passed
+/// through `moved(image, value)` (cut mode packs the images) and, when
+/// `zero_dropped`, the dropped images zeroed in place.
+pub(crate) fn plan_with(
+    map: &OpenMpMap,
+    rules: &Rules,
+    moved: &dyn Fn(usize, u64) -> u64,
+    zero_dropped: bool,
+) -> Result<OpenMpPruned, OpenMpPruneError> {
     if !rules.keep_gpu.is_empty() {
         return Err(OpenMpPruneError::KeepGpu);
     }
@@ -272,13 +289,15 @@ pub fn plan(map: &OpenMpMap, rules: &Rules) -> Result<OpenMpPruned, OpenMpPruneE
         }
         for (slot, record) in d.records.iter().enumerate() {
             let Some(source) = kept_records.get(slot).or(kept_records.last()) else { continue };
-            for (dest, from) in record.fields.iter().zip(&source.fields) {
-                set_word(dest, from.value, &mut edits)?;
+            for (field, (dest, from)) in record.fields.iter().zip(&source.fields).enumerate() {
+                // ImageStart and ImageEnd lead into .llvm.offloading.
+                let value = if field < 2 { moved(source.image, from.value) } else { from.value };
+                set_word(dest, value, &mut edits)?;
             }
         }
         descriptors.push(DescriptorChange { addr: d.addr, old_count: d.count, new_count });
     }
-    for (im, _) in map.images.iter().zip(&kept).filter(|(_, k)| !**k) {
+    for (im, _) in map.images.iter().zip(&kept).filter(|(_, k)| zero_dropped && !**k) {
         edits.push((im.offset, Edit::Zeros(im.size)));
     }
     edits.sort_by_key(|(offset, _)| *offset);

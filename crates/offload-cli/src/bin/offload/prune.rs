@@ -240,15 +240,20 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
     }
     keep_mode(path, out_path);
     if cut.is_some() {
-        eprintln!(
-            "warning: {out_path}: cut mode split a segment and moved the program headers: do not run GNU strip or objcopy on it (they corrupt such files); llvm-strip and llvm-objcopy are fine"
-        );
+        warn_cut(out_path);
     }
     // With `-o -` the pruned file is standard output: no report there.
     if out_path != "-" {
         report(path, &kind, &pruned, args.json, false, &written);
     }
     0
+}
+
+/// The warning every cut output gets.
+pub(crate) fn warn_cut(out_path: &str) {
+    eprintln!(
+        "warning: {out_path}: cut mode split a segment and moved the program headers: do not run GNU strip or objcopy on it (they corrupt such files); llvm-strip and llvm-objcopy are fine"
+    );
 }
 
 /// Gives the output the input's permission bits: a pruned executable or
