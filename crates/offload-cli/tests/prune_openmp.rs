@@ -179,6 +179,12 @@ fn pruned_openmp_programs_run_on_the_host_plugin_until_its_image_is_dropped() {
         assert_eq!(std::fs::metadata(&host).unwrap().len(), std::fs::metadata(&v.target).unwrap().len());
         ran_on_device_0(&v, v.run(&host, &omp));
         assert_eq!(listed(&host), [("x86_64-pc-linux-gnu".to_string(), String::new())], "{name}");
+        // llvm-objdump reads the zero-mode output: the dropped image left
+        // the section's extent.
+        if let Some(objdump) = common::llvm_tool(19, "llvm-objdump") {
+            let want = [("x86_64-pc-linux-gnu".to_string(), String::new())];
+            assert_eq!(objdump_offloading(&objdump, &host), want, "{name}");
+        }
         let verify = offload(&["verify"], &host);
         assert!(verify.status.success(), "{name}: {}", String::from_utf8_lossy(&verify.stdout));
         let readelf = common::llvm_tool(19, "llvm-readelf").map(|r| check(Command::new(r).arg("-lS").arg(&host)));
@@ -191,6 +197,10 @@ fn pruned_openmp_programs_run_on_the_host_plugin_until_its_image_is_dropped() {
         let r = offload(&["prune", "--drop", "x86_64-pc-linux-gnu", "-o", amd.to_str().unwrap()], &v.target);
         assert!(r.status.success(), "{name}: {}", String::from_utf8_lossy(&r.stderr));
         assert_eq!(listed(&amd), [("amdgcn-amd-amdhsa".to_string(), "gfx90a".to_string())], "{name}");
+        if let Some(objdump) = common::llvm_tool(19, "llvm-objdump") {
+            let want = [("amdgcn-amd-amdhsa".to_string(), "gfx90a".to_string())];
+            assert_eq!(objdump_offloading(&objdump, &amd), want, "{name}");
+        }
         let (ok, stdout, stderr) = v.run(&amd, &omp);
         assert!(!ok && !stdout.contains("sum=500500"), "{name}: ran without its host image:\n{stdout}");
         assert!(stderr.contains("offloading is mandatory"), "{name}: {stderr}");

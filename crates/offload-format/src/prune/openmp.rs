@@ -6,11 +6,13 @@
 //! field's RELA addend, and its word in place when the linker stored a
 //! copy there; or the RELR or absolute word), the descriptor's
 //! `NumDeviceImages` shrinks, and the OffloadBinary's bytes in
-//! `.llvm.offloading` become zeros. Slots past the new count get a copy of
-//! the last kept record, so no pointer is left leading into zeroed bytes
-//! (libomptarget reads only `NumDeviceImages` records). Every other byte
-//! stays, so section and program headers, symbols and unwind data need no
-//! change.
+//! `.llvm.offloading` become zeros. Slots past the new count get a copy
+//! of the last kept record, so no pointer is left leading into zeroed
+//! bytes (libomptarget reads only `NumDeviceImages` records). Dropped
+//! images before the first kept one or after the last also leave the
+//! section header's extent (`sh_addr`, `sh_offset`, `sh_size`), so that
+//! `llvm-objdump --offloading` still reads the section. Every other byte
+//! stays, so program headers, symbols and unwind data need no change.
 //!
 //! The unit that must keep an image is the descriptor: one per linked
 //! program or library. libomptarget tries every registered image on every
@@ -232,6 +234,32 @@ fn held(map: &OpenMpMap, records: &[Record]) -> String {
     records.iter().map(|r| name(r.image)).collect::<Vec<_>>().join(", ")
 }
 
+/// The section header edit that leaves dropped images before the first
+/// kept one and after the last outside `.llvm.offloading`: LLVM 19's
+/// `llvm-objdump --offloading` (and clang-linker-wrapper) read the section
+/// as OffloadBinaries back to back and reject zeros, while the runtime
+/// reads only the registered tables. Only `sh_addr`, `sh_offset` and
+/// `sh_size` change; no byte moves. Zeros between two kept images cannot
+/// be hidden this way (a kept image's own size must stay, since newer
+/// wrappers bracket the whole OffloadBinary), so such a file still makes
+/// `llvm-objdump` stop at the hole.
+fn trim_section(map: &OpenMpMap, kept: &[bool]) -> Option<(u64, Edit)> {
+    let mut live = map.images.iter().zip(kept).filter(|(_, k)| **k).map(|(im, _)| im);
+    let first = live.next()?;
+    let last = live.next_back().unwrap_or(first);
+    let start = first.addr.checked_sub(map.section_addr)?;
+    let end = last.addr.checked_sub(map.section_addr)?.checked_add(last.size)?;
+    if start == 0 && end == map.section_size || end > map.section_size {
+        return None;
+    }
+    let header = map.section_header.checked_add(16)?;
+    if start == 0 {
+        return Some((header + 16, Edit::Bytes(end.to_le_bytes().to_vec())));
+    }
+    let fields = [map.section_addr.checked_add(start)?, map.section_offset.checked_add(start)?, end - start];
+    Some((header, Edit::Bytes(fields.iter().flat_map(|f| f.to_le_bytes()).collect())))
+}
+
 /// Decides which images of `map` (a map of a file) stay and plans the
 /// edits. Nothing is written: [`OpenMpPruned::output_plan`] gives the
 /// output, [`verify`] checks it.
@@ -299,6 +327,9 @@ pub(crate) fn plan_with(
     }
     for (im, _) in map.images.iter().zip(&kept).filter(|(_, k)| zero_dropped && !**k) {
         edits.push((im.offset, Edit::Zeros(im.size)));
+    }
+    if zero_dropped {
+        edits.extend(trim_section(map, &kept));
     }
     edits.sort_by_key(|(offset, _)| *offset);
     let len = |e: &Edit| match e {
