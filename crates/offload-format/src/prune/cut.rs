@@ -256,7 +256,10 @@ pub(crate) fn cut_section(data: &[u8], packed: &Packed, pointer_patches: Vec<Pat
 
     // Pack the units from the section start.
     let section_offsets = packed_offsets(packed);
-    let new_size = section_offsets.last().zip(packed.new_sizes.last()).map_or(0, |(o, n)| o + n);
+    // Up to the end of the last unit that stays: no padding after it
+    // (llvm-objdump reads `.llvm.offloading` to its end, refusing zeros).
+    let new_size =
+        section_offsets.iter().zip(packed.new_sizes).filter(|(_, n)| **n > 0).map(|(o, n)| o + n).max().unwrap_or(0);
     if new_size > s || packed.old_offsets.len() != packed.new_sizes.len() {
         return Err(refuse(format!("the packed units of {name} would not fit in the section")));
     }
