@@ -64,10 +64,10 @@ fn report(path: &str, pruned: &OpenMpPruned, json: bool, dry_run: bool, written:
                 arch: &f.image.arch,
                 size: f.image.size,
                 kept: f.kept,
+                // Zero mode leaves a kept image where it was.
                 new_offset: f
                     .kept
-                    .then(|| written.cut.and_then(|c| c.unit_offsets.get(i).copied()))
-                    .map(|o| o.unwrap_or(f.image.offset)),
+                    .then(|| written.cut.and_then(|c| c.unit_offsets.get(i).copied()).unwrap_or(f.image.offset)),
             })
             .collect();
         let descriptors = pruned
