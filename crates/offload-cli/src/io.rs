@@ -453,6 +453,41 @@ impl Outputs {
         }
     }
 
+    /// Writes the bytes of `plan` that fall inside `ranges` (sorted
+    /// `(offset, len)` pairs) into the output staged `handle`-th, which
+    /// must already hold zeros there and `plan`'s bytes everywhere else:
+    /// zero mode stages a copy of its input with the fat binary sections
+    /// zeroed while it rebuilds them, then fills in only those sections.
+    /// Zero pieces are skipped (the bytes are zeros already).
+    pub fn fill_zeroed(&mut self, handle: usize, plan: &Plan, ranges: &[(u64, u64)]) -> Result<(), OutputError> {
+        let mut at = 0u64;
+        for piece in &plan.pieces {
+            let end = at.saturating_add(piece.len());
+            for &(offset, len) in ranges {
+                let (start, stop) = (offset.max(at), offset.saturating_add(len).min(end));
+                if start >= stop {
+                    continue;
+                }
+                let (from, to) = ((start - at) as usize, (stop - at) as usize);
+                match piece {
+                    Piece::Bytes(bytes) => self.write_at(handle, start, bytes.get(from..to).unwrap_or(&[]))?,
+                    Piece::Fill { byte: 0, .. } => {}
+                    Piece::Fill { byte, .. } => {
+                        let run = vec![*byte; (to - from).min(1 << 16)];
+                        let mut done = start;
+                        while done < stop {
+                            let k = (stop - done).min(run.len() as u64) as usize;
+                            self.write_at(handle, done, &run[..k])?;
+                            done += k as u64;
+                        }
+                    }
+                }
+            }
+            at = end;
+        }
+        Ok(())
+    }
+
     /// Moves every staged output into place. Files are renamed first; if
     /// one rename fails, the files already renamed are put back as they
     /// were (the replaced ones from hard-linked backups, new ones removed),
@@ -747,6 +782,30 @@ mod tests {
         // of zeros take no blocks.
         let blocks = fs::metadata(&out).unwrap().blocks() * 512;
         assert!(blocks < 2 << 20, "{blocks} bytes allocated for a 12 MiB file of mostly zeros");
+    }
+
+    #[test]
+    fn filling_zeroed_ranges_gives_the_whole_plan() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("filled");
+        // The plan: bytes, a fill of 0xcc and zeros straddling the two
+        // ranges, so every piece kind is cut at a range edge.
+        let mut plan = Plan::borrowed(b"0123456789");
+        plan.fill(0xcc, 6);
+        plan.own(b"abcdef".to_vec());
+        plan.zeros(4);
+        plan.own(b"tail".to_vec());
+        let full = plan.to_vec();
+        let ranges = [(8u64, 10u64), (22, 4)];
+        let mut skeleton = full.clone();
+        for &(o, l) in &ranges {
+            skeleton[o as usize..(o + l) as usize].fill(0);
+        }
+        let mut outs = Outputs::new();
+        outs.stage(out.to_str().unwrap(), &Plan::borrowed(&skeleton), &[]).unwrap();
+        outs.fill_zeroed(0, &plan, &ranges).unwrap();
+        outs.commit().unwrap();
+        assert_eq!(fs::read(&out).unwrap(), full);
     }
 
     #[test]

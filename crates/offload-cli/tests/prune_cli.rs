@@ -4,26 +4,10 @@
 //! runs programs.
 
 mod common;
+mod prune_support;
 
+use prune_support::{fixture, offload, p, stderr};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn offload(args: &[&str]) -> Output {
-    common::run(Command::new(env!("CARGO_BIN_EXE_offload")).args(args))
-}
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../offload-format/tests/fixtures/prune").join(name)
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn p(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
 
 #[test]
 fn prunes_and_the_result_lists_and_verifies() {
@@ -132,6 +116,37 @@ fn prunes_to_standard_output_and_over_its_own_input() {
     assert_ne!(std::fs::read(&copy).unwrap(), std::fs::read(fixture("lld_relr.so")).unwrap());
     let list = offload(&["list", p(&copy)]);
     assert!(!String::from_utf8_lossy(&list.stdout).contains("gfx90a"));
+}
+
+/// A file output is staged from a copy of the input made while the fat
+/// binaries are rebuilt, standard output from the plan alone: the two must
+/// be the same bytes, for every layout, compressed bundles and CUDA too.
+#[test]
+fn the_early_host_copy_writes_what_the_plan_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let cuda = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cuda");
+    let mut inputs: Vec<(std::path::PathBuf, &str)> = ["gnu_rela.so", "lld_relr.so", "rdc_ccob_lld.so", "tu1.o"]
+        .iter()
+        .map(|name| (fixture(name), "gfx906"))
+        .collect();
+    inputs.push((cuda.join("libsmall.so"), "sm_90"));
+    let mut compared = 0;
+    for (input, keep) in &inputs {
+        let out = dir.path().join("out");
+        let to_stdout = offload(&["prune", "--allow-empty", "--keep", keep, p(input), "-o", "-"]);
+        if !to_stdout.status.success() {
+            // A fixture this target cannot prune is no evidence either way.
+            assert!(stderr(&to_stdout).contains("error:"), "{input:?}: {}", stderr(&to_stdout));
+            continue;
+        }
+        let o = offload(&["prune", "--allow-empty", "--keep", keep, p(input), "-o", p(&out)]);
+        assert!(o.status.success(), "{input:?}: {}", stderr(&o));
+        let written = std::fs::read(&out).unwrap();
+        assert_eq!(written, to_stdout.stdout, "{input:?}");
+        assert_ne!(written, std::fs::read(input).unwrap(), "{input:?}: something was pruned");
+        compared += 1;
+    }
+    assert!(compared >= 5, "only {compared} inputs could be compared");
 }
 
 #[test]

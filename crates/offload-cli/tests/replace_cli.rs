@@ -5,26 +5,11 @@
 //! `replace_live.rs` builds and runs programs.
 
 mod common;
+mod prune_support;
 
+use prune_support::{fixture, offload, p, stderr};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn offload(args: &[&str]) -> Output {
-    common::run(Command::new(env!("CARGO_BIN_EXE_offload")).args(args))
-}
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../offload-format/tests/fixtures/prune").join(name)
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn p(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
+use std::path::Path;
 
 /// Extracts code object `index` (as `offload list` counts) of `file`.
 fn extract(file: &Path, index: &str, to: &Path) -> Vec<u8> {

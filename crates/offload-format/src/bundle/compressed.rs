@@ -499,7 +499,16 @@ pub fn compress(input: &[u8], opts: &CompressOptions) -> Result<Compressed, Comp
         let data = compress_data(input, opts);
         (data, hasher.join().unwrap_or_else(|_| truncated_md5(input)))
     });
-    let data = data?;
+    assemble(input, data?, hash, opts)
+}
+
+/// [`compress`] for a caller that has the truncated MD5 of `input` already
+/// (`prune` computes it together with the hash of the bundle it read).
+pub fn compress_hashed(input: &[u8], hash: u64, opts: &CompressOptions) -> Result<Compressed, CompressedError> {
+    assemble(input, compress_data(input, opts)?, hash, opts)
+}
+
+fn assemble(input: &[u8], data: Vec<u8>, hash: u64, opts: &CompressOptions) -> Result<Compressed, CompressedError> {
     let version = effective_version(opts.version, input.len() as u64, data.len() as u64);
     let mut bytes = header(opts.method, version, input.len() as u64, hash, data.len());
     bytes.extend_from_slice(&data);

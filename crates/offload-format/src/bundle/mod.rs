@@ -9,6 +9,7 @@
 pub mod archive;
 pub mod binary;
 pub mod compressed;
+pub(crate) mod md5_pair;
 pub mod object;
 pub mod text;
 

@@ -114,7 +114,15 @@ fn is_device(o: &CodeObject) -> bool {
 }
 
 fn target_of(o: &CodeObject) -> String {
-    if o.target_id.is_empty() { o.id.clone() } else { o.target_id.clone() }
+    if !o.target_id.is_empty() {
+        o.target_id.clone()
+    } else if o.stored_target.is_empty() && !o.triple.is_empty() {
+        // An OpenMP image for a CPU has a triple and no processor; its ID
+        // (`x86_64-pc-linux-gnu-`) ends in the empty field.
+        o.triple.clone()
+    } else {
+        o.id.clone()
+    }
 }
 
 /// Whether the bytes are a host container (a program, library, object or

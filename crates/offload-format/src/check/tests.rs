@@ -234,6 +234,14 @@ fn fat_libraries_are_judged_per_unit_and_gpu() {
 }
 
 #[test]
+fn an_openmp_cpu_image_is_named_by_its_triple() {
+    let f = judge_file(&fixture("omp/omp_x86.o"), &["gfx90a"]);
+    assert_eq!(f.targets(), ["x86_64-pc-linux-gnu"]);
+    let why = f.units[0].loads[0].as_ref().unwrap_err();
+    assert_eq!(why, "no code object for gfx90a (holds x86_64-pc-linux-gnu)");
+}
+
+#[test]
 fn host_files_and_standalone_code_objects() {
     let host = lib(&[(NEEDED, "libc.so.6")]);
     assert_eq!(judge_file(&host, &["gfx1030"]).role, Role::Host);

@@ -13,7 +13,7 @@
 #[cfg(test)]
 use super::Severity;
 use super::{BytesError, Inventory, Payload};
-use crate::bundle::compressed::{Blob, BlobDecoder, CompressedError, Hasher, Method, read_blob, truncated_md5};
+use crate::bundle::compressed::{Blob, BlobDecoder, CompressedError, Method, read_blob, truncated_md5};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -62,6 +62,14 @@ const MAX_RATIO_UP_FRONT: u64 = 1 << 10;
 /// Decompresses a blob into `out` (replacing its contents, reusing its
 /// memory) and returns the truncated MD5 of the data, which the caller
 /// compares with the stored hash.
+pub(crate) fn decode_into(blob: &Blob, out: &mut Vec<u8>) -> Result<u64, CompressedError> {
+    decompress_into(blob, out)?;
+    Ok(truncated_md5(out))
+}
+
+/// Decompresses a blob into `out` (replacing its contents, reusing its
+/// memory), leaving the hash to the caller: `prune` hashes it together
+/// with the bundle it writes ([`crate::bundle::md5_pair`]).
 ///
 /// A zstd bundle whose declared size is plausible for its compressed size
 /// is decoded in one call straight into `out`: no window buffer, no copy,
@@ -69,7 +77,7 @@ const MAX_RATIO_UP_FRONT: u64 = 1 << 10;
 /// that fails that way, goes through the piecewise decoder, which never
 /// trusts the declared size for memory and gives the error (so messages do
 /// not depend on the path taken).
-pub(crate) fn decode_into(blob: &Blob, out: &mut Vec<u8>) -> Result<u64, CompressedError> {
+pub(crate) fn decompress_into(blob: &Blob, out: &mut Vec<u8>) -> Result<(), CompressedError> {
     out.clear();
     let declared = blob.header.uncompressed_size;
     let plausible = declared <= (blob.data.len() as u64).saturating_mul(MAX_RATIO_UP_FRONT);
@@ -81,21 +89,19 @@ pub(crate) fn decode_into(blob: &Blob, out: &mut Vec<u8>) -> Result<u64, Compres
         && let Ok(n) = decompressor.decompress_to_buffer(blob.data, out)
         && n == size
     {
-        return Ok(truncated_md5(out));
+        return Ok(());
     }
     out.clear();
     let mut decoder = BlobDecoder::new(blob)?;
-    let mut hasher = Hasher::default();
     let mut piece = Vec::new();
     while decoder.next_chunk(&mut piece, PIECE)? {
-        hasher.update(&piece);
         // Exact growth: large blocks are moved by the allocator without
         // copying, and a bomb that inflates past the memory there is fails
         // cleanly instead of aborting.
         out.try_reserve_exact(piece.len()).map_err(|e| CompressedError::Decompress(e.to_string()))?;
         out.extend_from_slice(&piece);
     }
-    Ok(hasher.finish())
+    Ok(())
 }
 
 /// Decompresses a blob into `out` and checks its size and hash.

@@ -249,3 +249,23 @@ pub use verify::verify_file;
 
 #[cfg(test)]
 mod tests;
+
+/// The file ranges `(offset, len)` of the sections that can hold the fat
+/// binaries a zero-mode prune rewrites (`.hip_fatbin`, `.nv_fatbin`,
+/// `__nv_relfatbin`), sorted; empty for anything but an ELF file holding
+/// one. Every byte outside them is copied unchanged by zero mode, so a
+/// writer may copy those bytes before [`plan_file`] has decided anything.
+pub fn device_sections(data: &[u8]) -> Vec<(u64, u64)> {
+    let Ok(file) = ElfFile::parse(data) else { return Vec::new() };
+    let names: [&[u8]; 3] = [b".hip_fatbin", b".nv_fatbin", b"__nv_relfatbin"];
+    let mut ranges: Vec<(u64, u64)> = (1..file.sections.len())
+        .filter(|&i| file.section_name(i).is_ok_and(|n| names.contains(&n)))
+        .filter_map(|i| {
+            let sh = file.sections.get(i)?;
+            let in_file = sh.sh_type != elf::SHT_NOBITS && sh.offset.checked_add(sh.size)? <= data.len() as u64;
+            in_file.then_some((sh.offset, sh.size))
+        })
+        .collect();
+    ranges.sort_unstable();
+    ranges
+}

@@ -16,8 +16,9 @@
 //! checked ones, instead of decompressing the whole input a second time.
 
 use super::{PruneError, UnitChange, alignment, unit_bytes};
+use crate::bundle::md5_pair::truncated_md5_pair;
 use crate::bundle::{binary, compressed};
-use crate::inspect::decode::{decode_checked_into, run_jobs, worker_count};
+use crate::inspect::decode::{decompress_into, run_jobs, worker_count};
 use crate::layout::{FatBinary, UnitKind};
 use crate::plan::Plan;
 
@@ -66,7 +67,7 @@ fn one<'a>(data: &'a [u8], unit: &FatBinary, keep: &[bool], bufs: &mut Buffers) 
         }
         UnitKind::Compressed { version } => {
             let blob = compressed::read_blob(bytes).map_err(|e| fail(e.to_string()))?;
-            decode_checked_into(&blob, &mut bufs.input).map_err(|e| fail(e.to_string()))?;
+            decompress_into(&blob, &mut bufs.input).map_err(|e| fail(e.to_string()))?;
             let inner = &bufs.input[..];
             if !binary::has_magic(inner) {
                 return Err(fail("the compressed data is not a binary bundle".into()));
@@ -76,6 +77,13 @@ fn one<'a>(data: &'a [u8], unit: &FatBinary, keep: &[bool], bufs: &mut Buffers) 
             let kept: Vec<(&[u8], &[u8])> =
                 list.iter().zip(keep).filter(|(_, k)| **k).map(|(e, _)| (e.id, e.payload)).collect();
             let bundle = binary::write(&kept, alignment(&list)).to_vec();
+            // The input's hash is checked before anything is written from
+            // it; both hashes are computed in one pass.
+            let (computed, hash) = truncated_md5_pair(inner, &bundle);
+            if computed != blob.header.hash {
+                let mismatch = compressed::CompressedError::HashMismatch { stored: blob.header.hash, computed };
+                return Err(fail(mismatch.to_string()));
+            }
             let method = blob.header.method;
             let opts = compressed::CompressOptions {
                 method,
@@ -83,7 +91,7 @@ fn one<'a>(data: &'a [u8], unit: &FatBinary, keep: &[bool], bufs: &mut Buffers) 
                 version: version.max(2),
                 threads: 0,
             };
-            let out = compressed::compress(&bundle, &opts).map_err(|e| fail(e.to_string()))?;
+            let out = compressed::compress_hashed(&bundle, hash, &opts).map_err(|e| fail(e.to_string()))?;
             round_trip(&out.bytes, &bundle, out.hash, &kept, &mut bufs.piece)
                 .map_err(|why| PruneError::Verify(format!("the fat binary at {:#x}: {why}", unit.offset)))?;
             let mut plan = Plan::new();
@@ -96,7 +104,7 @@ fn one<'a>(data: &'a [u8], unit: &FatBinary, keep: &[bool], bufs: &mut Buffers) 
 
 /// Checks that `new` (a compressed bundle just made) decompresses to
 /// `bundle`, that its header holds `hash` (the truncated MD5 of `bundle`,
-/// computed while compressing: hashing the same bytes again would prove
+/// computed before compressing: hashing the same bytes again would prove
 /// nothing more), and that `bundle` holds exactly `kept`. The data is
 /// compared piece by piece as it decompresses, in `piece`'s memory.
 pub(super) fn round_trip(

@@ -170,6 +170,22 @@ fn the_round_trip_catches_a_bad_recompression() {
 }
 
 #[test]
+fn a_compressed_bundle_whose_hash_is_wrong_is_not_rewritten() {
+    // The stored hash is checked before the kept entries are recompressed
+    // under a new, correct one (which would hide the damage).
+    let mut data = fixture("rdc_ccob_lld.so");
+    let map = FileMap::read(&data).unwrap();
+    let at = map.units[0].offset as usize;
+    let stored = compressed::read_blob(&data[at..]).unwrap().header.hash;
+    let field = at + data[at..].windows(8).position(|w| w == stored.to_le_bytes()).unwrap();
+    data[field] ^= 1;
+    let map = FileMap::read(&data).unwrap();
+    let Err(e) = plan(&data, &map, &keep(&["gfx906"])) else { panic!("a wrong hash is refused") };
+    let e = e.to_string();
+    assert!(e.contains("hash"), "{e}");
+}
+
+#[test]
 fn dangling_wrappers_stop_the_prune() {
     let data = fixture("nopie_gnu");
     let map = FileMap::read(&data).unwrap();
