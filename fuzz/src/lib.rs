@@ -890,9 +890,12 @@ pub fn replace(data: &[u8]) {
 }
 
 /// Cut-mode pruning over any bytes: a clean error, a fall-back to zero
-/// mode, or an output that passes the cut check.
+/// mode, or an output that passes the cut check. HIP (`.hip_fatbin`),
+/// linked CUDA (`.nv_fatbin`) and OpenMP (`.llvm.offloading`) inputs.
 pub fn prune_cut(data: &[u8]) {
     use offload_format::{layout::FileMap, prune};
+    prune_cut_cuda(data);
+    prune_cut_openmp(data);
     let Ok(map) = FileMap::read(data) else { return };
     for targets in [&["gfx906"][..], &["gfx90a:xnack-"]] {
         let keep = targets.iter().map(|t| prune::parse_target(t).expect("a valid target")).collect();
@@ -904,6 +907,42 @@ pub fn prune_cut(data: &[u8]) {
         let Some(out) = plan.try_to_vec() else { continue };
         if let Err(e) = prune::verify_cut(&out, data, &map, &pruned, &cut) {
             panic!("a cut output fails its check: {e}");
+        }
+    }
+}
+
+/// The CUDA side of [`prune_cut`]: the zero-mode plan, the linked map,
+/// then the same cutter and check.
+fn prune_cut_cuda(data: &[u8]) {
+    use offload_format::prune::{self, files};
+    let rules =
+        prune::Rules { keep: vec![prune::parse_target("sm_80").expect("a valid target")], ..Default::default() };
+    let Ok((files::Input::Cuda, pruned)) = files::plan_file(data, &rules) else { return };
+    let Ok(map) = prune::cuda::linked_map(data, &pruned) else { return };
+    let Ok(prune::Cut::Planned(cut)) = prune::plan_cut(data, &map, &pruned) else { return };
+    let plan = cut.output_plan(data, &pruned);
+    assert_eq!(plan.len(), cut.output_len(data.len() as u64), "the planned size");
+    let Some(out) = plan.try_to_vec() else { return };
+    if let Err(e) = prune::verify_cut(&out, data, &map, &pruned, &cut) {
+        panic!("a cut CUDA output fails its check: {e}");
+    }
+}
+
+/// The OpenMP side of [`prune_cut`].
+fn prune_cut_openmp(data: &[u8]) {
+    use offload_format::layout::openmp::OpenMpMap;
+    use offload_format::prune::{self, openmp};
+    let Ok(map) = OpenMpMap::read(data) else { return };
+    for keep in ["gfx90a", "x86_64-pc-linux-gnu"] {
+        let rules =
+            prune::Rules { keep: vec![prune::parse_target(keep).expect("a valid target")], ..Default::default() };
+        let Ok(planned) = openmp::plan_cut(data, &map, &rules) else { continue };
+        let prune::Cut::Planned(cut) = &planned.cut else { continue };
+        let plan = openmp::cut_output_plan(cut, data, &planned.pruned);
+        assert_eq!(plan.len(), cut.output_len(data.len() as u64), "the planned size");
+        let Some(out) = plan.try_to_vec() else { continue };
+        if let Err(e) = openmp::verify_cut(&out, data, &map, &planned.pruned, cut) {
+            panic!("a cut OpenMP output fails its check: {e}");
         }
     }
 }

@@ -85,6 +85,11 @@ impl Variant {
 }
 
 fn build(clang: &Path, omp: &Path, dir: &Path) -> Vec<Variant> {
+    build_from(clang, omp, dir, &source())
+}
+
+/// The four builds of `source`.
+fn build_from(clang: &Path, omp: &Path, dir: &Path, source: &Path) -> Vec<Variant> {
     let flags = [
         "-O1",
         "-fopenmp",
@@ -102,7 +107,7 @@ fn build(clang: &Path, omp: &Path, dir: &Path) -> Vec<Variant> {
     ];
     for (name, extra) in executables {
         let exe = dir.join(name);
-        check(Command::new(clang).args(flags).args(extra).arg(source()).arg("-o").arg(&exe).args(&link));
+        check(Command::new(clang).args(flags).args(extra).arg(source).arg("-o").arg(&exe).args(&link));
         out.push(Variant { name, target: exe, program: None });
     }
     let lib_dir = dir.join("lib");
@@ -112,7 +117,7 @@ fn build(clang: &Path, omp: &Path, dir: &Path) -> Vec<Variant> {
         Command::new(clang)
             .args(flags)
             .args(["-DLIBRARY", "-fPIC", "-shared", "-fuse-ld=lld", "-Wl,-z,pack-relative-relocs"])
-            .arg(source())
+            .arg(source)
             .arg("-o")
             .arg(&lib)
             .args(&link),
@@ -174,6 +179,12 @@ fn pruned_openmp_programs_run_on_the_host_plugin_until_its_image_is_dropped() {
         assert_eq!(std::fs::metadata(&host).unwrap().len(), std::fs::metadata(&v.target).unwrap().len());
         ran_on_device_0(&v, v.run(&host, &omp));
         assert_eq!(listed(&host), [("x86_64-pc-linux-gnu".to_string(), String::new())], "{name}");
+        // llvm-objdump reads the zero-mode output: the dropped image left
+        // the section's extent.
+        if let Some(objdump) = common::llvm_tool(19, "llvm-objdump") {
+            let want = [("x86_64-pc-linux-gnu".to_string(), String::new())];
+            assert_eq!(objdump_offloading(&objdump, &host), want, "{name}");
+        }
         let verify = offload(&["verify"], &host);
         assert!(verify.status.success(), "{name}: {}", String::from_utf8_lossy(&verify.stdout));
         let readelf = common::llvm_tool(19, "llvm-readelf").map(|r| check(Command::new(r).arg("-lS").arg(&host)));
@@ -186,6 +197,10 @@ fn pruned_openmp_programs_run_on_the_host_plugin_until_its_image_is_dropped() {
         let r = offload(&["prune", "--drop", "x86_64-pc-linux-gnu", "-o", amd.to_str().unwrap()], &v.target);
         assert!(r.status.success(), "{name}: {}", String::from_utf8_lossy(&r.stderr));
         assert_eq!(listed(&amd), [("amdgcn-amd-amdhsa".to_string(), "gfx90a".to_string())], "{name}");
+        if let Some(objdump) = common::llvm_tool(19, "llvm-objdump") {
+            let want = [("amdgcn-amd-amdhsa".to_string(), "gfx90a".to_string())];
+            assert_eq!(objdump_offloading(&objdump, &amd), want, "{name}");
+        }
         let (ok, stdout, stderr) = v.run(&amd, &omp);
         assert!(!ok && !stdout.contains("sum=500500"), "{name}: ran without its host image:\n{stdout}");
         assert!(stderr.contains("offloading is mandatory"), "{name}: {stderr}");
@@ -236,7 +251,6 @@ fn the_cli_prunes_the_committed_fixture_and_refuses_what_it_cannot_do() {
     let dry = offload(&["prune", "--drop", "gfx90a", "--dry-run"], &input);
     assert!(dry.status.success() && String::from_utf8_lossy(&dry.stdout).contains("would drop 1 of 2 OpenMP images"));
     for (args, says) in [
-        (&["prune", "--keep", "gfx90a", "--mode", "cut", "-o", o][..], "cut"),
         (&["prune", "--keep-gpu", "gfx90a", "-o", o][..], "--keep-gpu"),
         (&["prune", "--keep", "gfx942", "-o", o][..], "--allow-empty"),
     ] {
@@ -245,5 +259,117 @@ fn the_cli_prunes_the_committed_fixture_and_refuses_what_it_cannot_do() {
         assert_eq!(r.status.code(), Some(1), "{args:?}");
         assert!(String::from_utf8_lossy(&r.stderr).contains(says), "{args:?}: {}", String::from_utf8_lossy(&r.stderr));
         assert_eq!(std::fs::read(&out).unwrap(), before, "{args:?} touched the existing output");
+    }
+}
+
+/// Without LLVM: cut mode on the committed fixture, keeping the gfx90a
+/// image (the x86_64 one is 15.7 KiB: pages to cut).
+#[test]
+fn the_cli_cuts_the_committed_fixture() {
+    let input = source().with_file_name("lld_pie");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cut");
+    let r = offload(&["prune", "--mode", "cut", "--keep", "gfx90a", "--json", "-o", out.to_str().unwrap()], &input);
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    assert!(r.status.success(), "{stderr}");
+    assert!(stderr.contains("do not run GNU strip"), "{stderr}");
+    let v: Value = serde_json::from_slice(&r.stdout).unwrap();
+    assert_eq!(v["mode"], "cut");
+    let len = std::fs::metadata(&out).unwrap().len();
+    assert_eq!(v["output_size"].as_u64(), Some(len));
+    assert_eq!(v["input_size"].as_u64(), Some(std::fs::metadata(&input).unwrap().len()));
+    assert!(len + 2 * 4096 <= v["input_size"].as_u64().unwrap(), "{v}");
+    // The kept image now starts the section; the dropped one has no place.
+    let images = v["images"].as_array().unwrap();
+    assert_eq!(images[0]["new_offset"], Value::Null);
+    assert_eq!(images[1]["new_offset"], images[0]["offset"]);
+    assert_eq!(listed(&out), [("amdgcn-amd-amdhsa".to_string(), "gfx90a".to_string())]);
+    // Keeping x86_64 drops only 6.8 KiB: written in zero mode, with a note.
+    let zero = dir.path().join("zero");
+    let r = offload(&["prune", "--mode", "cut", "--keep", "x86_64-pc-linux-gnu", "-o", zero.to_str().unwrap()], &input);
+    assert!(r.status.success() && String::from_utf8_lossy(&r.stderr).contains("written in zero mode"));
+    assert_eq!(std::fs::metadata(&zero).unwrap().len(), std::fs::metadata(&input).unwrap().len());
+}
+
+/// `omp.c` plus 32 KiB of data only the amdgcn image holds (`__AMDGCN__`
+/// is defined for that device compilation alone), so that dropping that
+/// image frees pages to cut.
+fn big_amdgcn_source(dir: &Path) -> PathBuf {
+    let table: Vec<String> = (0..32768u32).map(|i| (i * 7919 % 251).to_string()).collect();
+    let text = format!(
+        "#pragma omp declare target\n#ifdef __AMDGCN__\nunsigned char amd_only[32768] = {{{}}};\n#endif\n#pragma omp end declare target\n\
+         #include <stdio.h>\nlong offload_sum(int n) {{\n  long sum = 0;\n#pragma omp target map(tofrom : sum)\n  {{\n\
+         for (int i = 1; i <= n; ++i)\n      sum += i;\n#ifdef __AMDGCN__\n    sum += amd_only[n & 32767] - amd_only[n & 32767];\n#endif\n  }}\n\
+         return sum;\n}}\n#ifndef LIBRARY\nint main(void) {{\n  long sum = offload_sum(1000);\n  printf(\"sum=%ld\\n\", sum);\n\
+         return sum == 500500 ? 0 : 1;\n}}\n#endif\n",
+        table.join(",")
+    );
+    let path = dir.join("omp_big.c");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The llvm-objdump-19 --offloading listing as (triple, arch) pairs.
+fn objdump_offloading(objdump: &Path, file: &Path) -> Vec<(String, String)> {
+    let out = check(Command::new(objdump).arg("--offloading").arg(file));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.stderr.is_empty(), "{}: {}", file.display(), String::from_utf8_lossy(&out.stderr));
+    let field = |line: &str, key: &str| line.strip_prefix(key).map(|v| v.trim().to_string());
+    let archs: Vec<String> = text.lines().filter_map(|l| field(l, "arch")).collect();
+    let triples: Vec<String> = text.lines().filter_map(|l| field(l, "triple")).collect();
+    triples.into_iter().zip(archs).collect()
+}
+
+#[test]
+fn cut_openmp_programs_run_on_the_host_plugin_until_its_image_is_dropped() {
+    let (Some(clang), Some(_lld), Some(omp)) =
+        (common::llvm_tool(19, "clang"), common::llvm_tool(19, "ld.lld"), omp_runtime())
+    else {
+        return;
+    };
+    let tools = ["llvm-objdump", "llvm-readelf", "llvm-strip"].map(|t| common::llvm_tool(19, t));
+    let [Some(objdump), Some(readelf), Some(strip)] = tools else { return };
+    let work = tempfile::tempdir().unwrap();
+    let source = big_amdgcn_source(work.path());
+    for v in build_from(&clang, &omp, work.path(), &source) {
+        let name = v.name;
+        ran_on_device_0(&v, v.run(&v.target, &omp));
+        let dir = work.path().join(format!("cut-{name}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file_name = v.target.file_name().unwrap().to_str().unwrap().to_string();
+        let input_len = std::fs::metadata(&v.target).unwrap().len();
+        for (tag, keep, runs) in [("host", "x86_64-pc-linux-gnu", true), ("amd", "gfx90a", false)] {
+            let out = dir.join(format!("{tag}-{file_name}"));
+            let args = ["prune", "--mode", "cut", "--json", "--keep", keep, "-o", out.to_str().unwrap()];
+            let r = offload(&args, &v.target);
+            let stderr = String::from_utf8_lossy(&r.stderr);
+            assert!(r.status.success(), "{name} {tag}: {stderr}");
+            let report: Value = serde_json::from_slice(&r.stdout).unwrap();
+            assert_eq!(report["mode"], "cut", "{name} {tag}: {stderr}");
+            let len = std::fs::metadata(&out).unwrap().len();
+            let dropped = report["dropped_bytes"].as_u64().unwrap();
+            assert!(
+                len < input_len && input_len - len <= dropped && dropped - (input_len - len) < 3 * 4096,
+                "{name} {tag}"
+            );
+            eprintln!("{name} {tag}: cut {input_len} -> {len} bytes ({dropped} dropped)");
+            let want = if runs { ("x86_64-pc-linux-gnu", "") } else { ("amdgcn-amd-amdhsa", "gfx90a") };
+            assert_eq!(objdump_offloading(&objdump, &out), [(want.0.to_string(), want.1.to_string())], "{name} {tag}");
+            let re = check(Command::new(&readelf).args(["-lS", "--dyn-relocations"]).arg(&out));
+            assert!(re.stderr.is_empty(), "{name} {tag}: {}", String::from_utf8_lossy(&re.stderr));
+            let result = v.run(&out, &omp);
+            if runs {
+                ran_on_device_0(&v, result);
+                // llvm-strip keeps the cut file working.
+                let stripped = dir.join("stripped").join(&file_name);
+                std::fs::create_dir_all(stripped.parent().unwrap()).unwrap();
+                check(Command::new(&strip).arg(&out).arg("-o").arg(&stripped));
+                ran_on_device_0(&v, v.run(&stripped, &omp));
+            } else {
+                let (ok, stdout, stderr) = result;
+                assert!(!ok && !stdout.contains("sum=500500"), "{name}: ran without its host image:\n{stdout}");
+                assert!(stderr.contains("offloading is mandatory"), "{name}: {stderr}");
+            }
+        }
     }
 }

@@ -125,6 +125,28 @@ pub fn walk(section: &[u8], file_offset: u64) -> Result<Vec<FatBinary>, LayoutEr
     Ok(units)
 }
 
+/// Walks the contents of a linked file's `.nv_fatbin` (at file offset
+/// `file_offset`): NVIDIA fat binaries back to back, zero padding between
+/// them, each sized by its own header. Bytes that are neither are an error.
+pub fn walk_cuda(section: &[u8], file_offset: u64) -> Result<Vec<FatBinary>, LayoutError> {
+    let mut units: Vec<FatBinary> = Vec::new();
+    for found in crate::cuda::fat_binaries(section) {
+        let (pos, fatbin) =
+            found.map_err(|e| LayoutError::BadFatBinary { offset: file_offset, reason: e.to_string() })?;
+        if let Some(last) = units.last_mut() {
+            last.extent = pos as u64 - last.section_offset;
+        }
+        units.push(FatBinary {
+            offset: file_offset + pos as u64,
+            section_offset: pos as u64,
+            used: fatbin.data.len() as u64,
+            extent: (section.len() - pos) as u64,
+            kind: UnitKind::Cuda,
+        });
+    }
+    Ok(units)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -74,10 +74,13 @@ pub enum LayoutError {
         record: usize,
     },
     /// A record with an unknown magic.
-    #[error("wrapper record {record}: magic {magic:#010x} is not HIPF")]
+    #[error("wrapper record {record}: magic {magic:#010x} is not {expected}")]
     Magic {
         /// Index of the wrapper record.
         record: usize,
+        /// The magic the section's records carry (`HIPF`, or CUDA's
+        /// `0x466243b1`).
+        expected: &'static str,
         /// The magic stored.
         magic: u32,
     },
@@ -127,9 +130,52 @@ pub enum Target {
     Elsewhere,
 }
 
+/// Which fat binary section a map describes: HIP's `.hip_fatbin` with
+/// `HIPF` wrappers in `.hipFatBinSegment`, or CUDA's `.nv_fatbin` with
+/// `__fatBinC_Wrapper_t` records in `.nvFatBinSegment` (the same 24-byte
+/// shape: magic, version 1, pointer, one more word; prune-spec §2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FatbinSection {
+    /// `.hip_fatbin`, clang offload bundles or compressed bundles.
+    Hip,
+    /// `.nv_fatbin`, NVIDIA fat binaries (linked files only).
+    Cuda,
+}
+
+impl FatbinSection {
+    /// The section holding the fat binaries.
+    pub fn name(self) -> &'static str {
+        match self {
+            FatbinSection::Hip => ".hip_fatbin",
+            FatbinSection::Cuda => ".nv_fatbin",
+        }
+    }
+    /// The section holding the wrapper records.
+    pub fn wrapper_section(self) -> &'static str {
+        match self {
+            FatbinSection::Hip => ".hipFatBinSegment",
+            FatbinSection::Cuda => crate::cuda::wrapper::WRAPPER_SECTION,
+        }
+    }
+    fn magic_name(self) -> &'static str {
+        match self {
+            FatbinSection::Hip => "HIPF",
+            FatbinSection::Cuda => "0x466243b1",
+        }
+    }
+    fn magic(self) -> u32 {
+        match self {
+            FatbinSection::Hip => HIPF,
+            FatbinSection::Cuda => crate::cuda::wrapper::WRAPPER_MAGIC,
+        }
+    }
+}
+
 /// The map of one file.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FileMap {
+    /// Which fat binary section this is.
+    pub section: FatbinSection,
     /// File offset of `.hip_fatbin`.
     pub fatbin_offset: u64,
     /// Size of `.hip_fatbin` in bytes.
@@ -155,8 +201,19 @@ impl FileMap {
         (0..self.wrappers.len()).filter(|&w| !matches!(self.wrappers[w].target, Target::Unit(_))).collect()
     }
 
-    /// Builds the map of an ELF x86-64 file.
+    /// Builds the map of an ELF x86-64 HIP host binary.
     pub fn read(data: &[u8]) -> Result<FileMap, LayoutError> {
+        FileMap::read_section(data, FatbinSection::Hip)
+    }
+
+    /// Builds the map of a linked ELF x86-64 CUDA host binary (executable
+    /// or shared library): the fat binaries of `.nv_fatbin` and the
+    /// `.nvFatBinSegment` records pointing at them.
+    pub fn read_cuda(data: &[u8]) -> Result<FileMap, LayoutError> {
+        FileMap::read_section(data, FatbinSection::Cuda)
+    }
+
+    fn read_section(data: &[u8], section: FatbinSection) -> Result<FileMap, LayoutError> {
         let file = ElfFile::parse(data).map_err(LayoutError::Elf)?;
         if !file.codec.is64 || file.codec.big || file.header.machine != EM_X86_64 {
             let what = format!(
@@ -168,8 +225,9 @@ impl FileMap {
             return Err(LayoutError::Unsupported(what));
         }
         let find = |wanted: &[u8]| (1..file.sections.len()).find(|&i| file.section_name(i).ok() == Some(wanted));
-        let fat_index = find(b".hip_fatbin").ok_or(LayoutError::NoFatbin)?;
-        let named = (1..file.sections.len()).filter(|&i| file.section_name(i).ok() == Some(b".hip_fatbin")).count();
+        let fat_name = section.name().as_bytes();
+        let fat_index = find(fat_name).ok_or(LayoutError::NoFatbin)?;
+        let named = (1..file.sections.len()).filter(|&i| file.section_name(i).ok() == Some(fat_name)).count();
         if named > 1 {
             return Err(LayoutError::SeveralFatbins(named));
         }
@@ -179,13 +237,20 @@ impl FileMap {
         }
         let fat_data = file.section_data(fat_index).map_err(LayoutError::Elf)?;
         let relocatable = file.header.e_type == ET_REL;
+        if relocatable && section == FatbinSection::Cuda {
+            return Err(LayoutError::Unsupported("a relocatable CUDA object (only linked files are mapped)".into()));
+        }
         // The runtime reaches the bytes through the segments; a rewrite by
         // section offsets is only right where both agree.
         if !relocatable && !segments::maps(data, fat.addr, fat.offset, fat.size) {
             return Err(LayoutError::NotMapped { addr: fat.addr, offset: fat.offset, size: fat.size });
         }
-        let units = fatbin::walk(fat_data, fat.offset)?;
+        let units = match section {
+            FatbinSection::Hip => fatbin::walk(fat_data, fat.offset)?,
+            FatbinSection::Cuda => fatbin::walk_cuda(fat_data, fat.offset)?,
+        };
         let mut map = FileMap {
+            section,
             fatbin_offset: fat.offset,
             fatbin_size: fat.size,
             fatbin_addr: fat.addr,
@@ -193,7 +258,7 @@ impl FileMap {
             units,
             wrappers: Vec::new(),
         };
-        let Some(seg_index) = find(b".hipFatBinSegment") else { return Ok(map) };
+        let Some(seg_index) = find(section.wrapper_section().as_bytes()) else { return Ok(map) };
         let seg = file.sections[seg_index];
         let seg_data = file.section_data(seg_index).map_err(LayoutError::Elf)?;
         if seg.size % RECORD_SIZE != 0 {
@@ -211,11 +276,11 @@ impl FileMap {
             };
             let magic = (word(0) & 0xffff_ffff) as u32;
             let version = (word(0) >> 32) as u32;
-            if magic == HIPK {
+            if magic == HIPK && section == FatbinSection::Hip {
                 return Err(LayoutError::Kpack { record });
             }
-            if magic != HIPF {
-                return Err(LayoutError::Magic { record, magic });
+            if magic != section.magic() {
+                return Err(LayoutError::Magic { record, magic, expected: section.magic_name() });
             }
             if version != 1 {
                 return Err(LayoutError::Version { record, version });

@@ -165,6 +165,8 @@ pub struct OpenMpMap {
     pub section_addr: u64,
     /// Its size in bytes.
     pub section_size: u64,
+    /// File offset of its entry in the section header table.
+    pub section_header: u64,
     /// The OffloadBinaries, in section order.
     pub images: Vec<Image>,
     /// The descriptors, by address.
@@ -360,6 +362,7 @@ impl OpenMpMap {
             section_offset: sec.offset,
             section_addr: sec.addr,
             section_size: sec.size,
+            section_header: u64_at(data, 40).unwrap_or(0).wrapping_add(index as u64 * 64),
             images,
             descriptors: Vec::new(),
         };

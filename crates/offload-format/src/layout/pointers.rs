@@ -225,9 +225,8 @@ pub(super) fn edits(data: &[u8], map: &super::FileMap, new: &[u64]) -> Result<Ve
         return Err(fail(0, "the number of new pointers differs from the number of wrapper records"));
     }
     let file = ElfFile::parse(data).map_err(LayoutError::Elf)?;
-    let Some(seg_index) =
-        (1..file.sections.len()).find(|&i| file.section_name(i).ok() == Some(b".hipFatBinSegment".as_slice()))
-    else {
+    let wrapper_section = map.section.wrapper_section().as_bytes();
+    let Some(seg_index) = (1..file.sections.len()).find(|&i| file.section_name(i).ok() == Some(wrapper_section)) else {
         return Ok(Vec::new());
     };
     let words: std::collections::HashSet<u64> = map.wrappers.iter().map(|w| w.addr.wrapping_add(8)).collect();

@@ -13,7 +13,7 @@ use super::cut::CutPlan;
 use super::{PruneError, Pruned};
 use crate::elf::{ElfFile, SHF_ALLOC, SHT_NOBITS};
 use crate::layout::segments::{self, PT_LOAD, PT_PHDR, Segment};
-use crate::layout::{FileMap, Target, UnitKind};
+use crate::layout::{FatbinSection, FileMap, Target, UnitKind};
 
 /// Checks a cut `output` against `input`, its map, the prune and the cut.
 pub fn verify_cut(
@@ -27,8 +27,22 @@ pub fn verify_cut(
     if output.len() as u64 != expected {
         return Err(fail(format!("it is {} bytes, {expected} planned", output.len())));
     }
-    let map = FileMap::read(output).map_err(|e| fail(e.to_string()))?;
+    let map = match input_map.section {
+        FatbinSection::Hip => FileMap::read(output),
+        FatbinSection::Cuda => FileMap::read_cuda(output),
+    };
+    let map = map.map_err(|e| fail(e.to_string()))?;
     check_units(output, input, input_map, &map, pruned, cut)?;
+    verify_layout(output, input, cut)
+}
+
+/// The checks every cut output passes, whatever its section: its size,
+/// program headers and section headers (the units are the caller's).
+pub(crate) fn verify_layout(output: &[u8], input: &[u8], cut: &CutPlan) -> Result<(), PruneError> {
+    let expected = cut.output_len(input.len() as u64);
+    if output.len() as u64 != expected {
+        return Err(fail(format!("it is {} bytes, {expected} planned", output.len())));
+    }
     let (_, old_segments) = segments::read(input).map_err(fail)?;
     let (phoff, new_segments) = segments::read(output).map_err(fail)?;
     check_segments(&old_segments, &new_segments, phoff, output.len() as u64)?;
@@ -44,7 +58,8 @@ fn check_units(
     cut: &CutPlan,
 ) -> Result<(), PruneError> {
     if map.fatbin_addr != input_map.fatbin_addr || map.fatbin_size != cut.fatbin_size {
-        return Err(fail(format!(".hip_fatbin is {} bytes at {:#x}", map.fatbin_size, map.fatbin_addr)));
+        let name = cut.section_name;
+        return Err(fail(format!("{name} is {} bytes at {:#x}", map.fatbin_size, map.fatbin_addr)));
     }
     if map.units.len() != pruned.units.len() {
         return Err(fail(format!("{} fat binaries, the input has {}", map.units.len(), pruned.units.len())));
@@ -62,6 +77,8 @@ fn check_units(
                     "the fat binary at {offset:#x} is not the recompressed bundle that was checked"
                 )));
             }
+        } else if change.changed() && unit.kind == UnitKind::Cuda {
+            crate::prune::files::check_unit(output, offset as usize, input, change)?;
         } else if change.changed() {
             same_entries(output, unit, input, change)?;
         } else {
@@ -145,7 +162,7 @@ fn check_sections(output: &[u8], input: &[u8], loads: &[Segment], cut: &CutPlan)
     }
     for (i, (a, b)) in old.sections.iter().zip(&new.sections).enumerate().skip(1) {
         let name = old.display_name(i);
-        let is_fat = a.offset == cut.fatbin_offset && old.section_name(i).ok() == Some(b".hip_fatbin".as_slice());
+        let is_fat = a.offset == cut.fatbin_offset && old.section_name(i).ok() == Some(cut.section_name.as_bytes());
         let size_ok = if is_fat { b.size == cut.fatbin_size } else { b.size == a.size };
         let same = a.name == b.name
             && a.sh_type == b.sh_type

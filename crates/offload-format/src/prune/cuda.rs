@@ -271,6 +271,35 @@ fn check_wrappers(file: &ElfFile, sections: &[usize], changes: &[UnitChange]) ->
     Ok(())
 }
 
+/// The file map `--mode cut` needs for a linked CUDA executable or shared
+/// library whose zero-mode plan is `pruned` ([`super::files::plan_file`]):
+/// its `.nv_fatbin` fat binaries, which must be exactly the planned ones,
+/// and the `.nvFatBinSegment` records, each leading to one of them.
+/// Relocatable device code (`__nv_relfatbin`, registered through
+/// `__cudaRegisterLinkedBinary` and a pre-linked module table) is refused:
+/// the cutter packs one section.
+pub fn linked_map(data: &[u8], pruned: &super::Pruned) -> Result<layout::FileMap, PruneError> {
+    let refuse = |why: &str| PruneError::CutRefused(why.into());
+    let file = ElfFile::parse(data).map_err(|e| PruneError::Layout(layout::LayoutError::Elf(e)))?;
+    let named = |n: &[u8]| {
+        (1..file.sections.len()).any(|i| file.section_name(i).is_ok_and(|m| m == n) && file.sections[i].size > 0)
+    };
+    if named(b"__nv_relfatbin") {
+        return Err(refuse("__nv_relfatbin holds relocatable device code (-rdc); only .nv_fatbin is cut"));
+    }
+    let map = layout::FileMap::read_cuda(data)?;
+    let planned: Vec<u64> = pruned.units.iter().map(|u| u.unit.offset).collect();
+    let mapped: Vec<u64> = map.units.iter().map(|u| u.offset).collect();
+    if planned != mapped {
+        return Err(refuse("the fat binaries of .nv_fatbin are not the ones planned"));
+    }
+    if let Some(&record) = map.dangling().first() {
+        let w = &map.wrappers[record];
+        return Err(PruneError::Dangling { record, offset: w.offset, pointer: w.pointer });
+    }
+    Ok(map)
+}
+
 #[cfg(test)]
 #[path = "cuda_tests.rs"]
 mod tests;

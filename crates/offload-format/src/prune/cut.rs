@@ -1,4 +1,8 @@
 //! `prune --mode cut`: the file really shrinks (prune-spec §4 (b), §6.4).
+//! One cutter for every section kind: HIP's `.hip_fatbin`, a linked CUDA
+//! file's `.nv_fatbin` (the same wrapper records, magic `0x466243b1`) and
+//! OpenMP's `.llvm.offloading` (`openmp::cut` supplies its table words);
+//! `.hip_fatbin` below stands for any of them.
 //!
 //! The pruned fat binaries are packed from the start of `.hip_fatbin`,
 //! each keeping its alignment; every wrapper pointer is moved by its
@@ -27,7 +31,7 @@ use crate::plan::{Piece, Plan};
 use std::borrow::Cow;
 use std::collections::HashSet;
 
-/// Bytes written over the input at one offset outside `.hip_fatbin`.
+/// Bytes written over the input at one offset outside the packed section.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Patch {
     /// Offset in the input.
@@ -39,6 +43,8 @@ pub struct Patch {
 /// The layout of a cut output.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CutPlan {
+    /// The section packed (`.hip_fatbin`, `.nv_fatbin`, `.llvm.offloading`).
+    pub section_name: &'static str,
     /// The new file offset of each fat binary, in the map's order.
     pub unit_offsets: Vec<u64>,
     /// File offset (and, unchanged, address) of `.hip_fatbin`.
@@ -119,22 +125,95 @@ fn le64(data: &[u8], at: u64) -> Option<u64> {
 /// The alignment kept for every packed fat binary: the largest power of
 /// two up to 4096 dividing the section's address and every fat binary's
 /// old offset in it (4096 for the classic driver, 16 for the new one).
-fn unit_alignment(map: &FileMap) -> u64 {
+fn unit_alignment(addr: u64, old_offsets: &[u64]) -> u64 {
     let mut align = 4096u64;
-    while align > 1
-        && (!map.fatbin_addr.is_multiple_of(align) || map.units.iter().any(|u| !u.section_offset.is_multiple_of(align)))
-    {
+    while align > 1 && (!addr.is_multiple_of(align) || old_offsets.iter().any(|o| !o.is_multiple_of(align))) {
         align /= 2;
     }
     align
 }
 
-/// Plans the cut of `data` (mapped as `map`, pruned as `pruned`).
+/// The section a cut packs, and the units in it.
+pub(crate) struct Packed<'s> {
+    /// The section's name (`.hip_fatbin`, `.nv_fatbin`, `.llvm.offloading`).
+    pub name: &'static str,
+    /// File offset, address and size of the section.
+    pub offset: u64,
+    /// Its address.
+    pub addr: u64,
+    /// Its size.
+    pub size: u64,
+    /// Whether the file is relocatable (refused).
+    pub relocatable: bool,
+    /// Each unit's old offset in the section, in section order.
+    pub old_offsets: &'s [u64],
+    /// Each unit's new size (0: the unit leaves).
+    pub new_sizes: &'s [u64],
+    /// Addresses of the pointer words allowed to point into the section:
+    /// the caller moves them (its patches).
+    pub words: &'s HashSet<u64>,
+}
+
+/// Where each unit of `packed` lands: new offsets in the section.
+pub(crate) fn packed_offsets(packed: &Packed) -> Vec<u64> {
+    let unit_align = unit_alignment(packed.addr, packed.old_offsets);
+    let mut at = 0u64;
+    let mut offsets = Vec::with_capacity(packed.new_sizes.len());
+    for &size in packed.new_sizes {
+        at = at.next_multiple_of(unit_align);
+        offsets.push(at);
+        at += size;
+    }
+    offsets
+}
+
+/// Plans the cut of `data` (mapped as `map`, pruned as `pruned`): HIP's
+/// `.hip_fatbin` or a linked CUDA file's `.nv_fatbin`, as `map.section`
+/// says.
 pub fn plan_cut(data: &[u8], map: &FileMap, pruned: &Pruned) -> Result<Cut, PruneError> {
-    if map.relocatable {
-        return Err(refuse(
-            "relocatable objects (.o) are not cut (the linker lays .hip_fatbin out again; zero mode prunes them)",
-        ));
+    let old_offsets: Vec<u64> = map.units.iter().map(|u| u.section_offset).collect();
+    let new_sizes: Vec<u64> = pruned.units.iter().map(|u| u.new_used).collect();
+    if old_offsets.len() != new_sizes.len() {
+        return Err(refuse("the prune plan and the file map disagree about the fat binaries"));
+    }
+    let words: HashSet<u64> = map.wrappers.iter().map(|w| w.addr.wrapping_add(8)).collect();
+    let packed = Packed {
+        name: map.section.name(),
+        offset: map.fatbin_offset,
+        addr: map.fatbin_addr,
+        size: map.fatbin_size,
+        relocatable: map.relocatable,
+        old_offsets: &old_offsets,
+        new_sizes: &new_sizes,
+        words: &words,
+    };
+    let section_offsets = packed_offsets(&packed);
+    let v = map.fatbin_addr;
+    // Wrapper pointers, by their storage.
+    let mut new_pointers = Vec::with_capacity(map.wrappers.len());
+    for (record, w) in map.wrappers.iter().enumerate() {
+        let crate::layout::Target::Unit(u) = w.target else {
+            return Err(PruneError::Dangling { record, offset: w.offset, pointer: w.pointer });
+        };
+        new_pointers.push(section_offsets.get(u).map_or(w.pointer, |n| v + n));
+    }
+    let mut patches = Vec::new();
+    for edit in map.pointer_edits(data, &new_pointers)? {
+        patches.push(Patch { offset: edit.offset, bytes: edit.value.to_le_bytes().to_vec() });
+    }
+    cut_section(data, &packed, patches)
+}
+
+/// The one cutter: packs the units of `packed` from the section start,
+/// splits the PT_LOAD, moves the program header table and shifts what
+/// follows. `pointer_patches` are the caller's edits of the words that
+/// point into the section (`packed.words`), made for [`packed_offsets`].
+pub(crate) fn cut_section(data: &[u8], packed: &Packed, pointer_patches: Vec<Patch>) -> Result<Cut, PruneError> {
+    let name = packed.name;
+    if packed.relocatable {
+        return Err(refuse(format!(
+            "relocatable objects (.o) are not cut (the linker lays {name} out again; zero mode prunes them)"
+        )));
     }
     let file = ElfFile::parse(data).map_err(|e| refuse(e.to_string()))?;
     if !matches!(file.header.e_type, 2 | 3) {
@@ -144,10 +223,10 @@ pub fn plan_cut(data: &[u8], map: &FileMap, pruned: &Pruned) -> Result<Cut, Prun
     // The output's PT_LOADs must be sorted, congruent and apart: so must
     // the input's, or the cut would only carry the damage over.
     segments::check_loads(&old, data.len() as u64).map_err(|e| refuse(format!("the input's {e}")))?;
-    let (f, s, v) = (map.fatbin_offset, map.fatbin_size, map.fatbin_addr);
-    let old_end = f + s;
+    let (f, s, v) = (packed.offset, packed.size, packed.addr);
+    let old_end = f.checked_add(s).ok_or_else(|| refuse(format!("{name} ends past the end of the file")))?;
     if v.checked_add(s).is_none() {
-        return Err(refuse(".hip_fatbin ends past the end of the address space"));
+        return Err(refuse(format!("{name} ends past the end of the address space")));
     }
     let Some(li) = old.iter().position(|p| {
         p.kind == PT_LOAD
@@ -155,7 +234,7 @@ pub fn plan_cut(data: &[u8], map: &FileMap, pruned: &Pruned) -> Result<Cut, Prun
             && (v - p.vaddr).checked_add(s).is_some_and(|e| e <= p.filesz)
             && p.offset.checked_add(v - p.vaddr) == Some(f)
     }) else {
-        return Err(refuse("no PT_LOAD maps .hip_fatbin"));
+        return Err(refuse(format!("no PT_LOAD maps {name}")));
     };
     let l = old[li];
     let align = old.iter().filter(|p| p.kind == PT_LOAD).map(|p| p.align).max().unwrap_or(0);
@@ -167,24 +246,23 @@ pub fn plan_cut(data: &[u8], map: &FileMap, pruned: &Pruned) -> Result<Cut, Prun
     let bias = l.vaddr.wrapping_sub(l.offset);
     let first = old.iter().find(|p| p.kind == PT_LOAD).map_or(bias, |p| p.vaddr.wrapping_sub(p.offset));
     if first != bias || !bias.is_multiple_of(align) {
-        return Err(refuse(
-            "the segment holding .hip_fatbin maps its bytes at another distance than the first PT_LOAD, so the moved program header table would not keep address − offset",
-        ));
+        return Err(refuse(format!(
+            "the segment holding {name} maps its bytes at another distance than the first PT_LOAD, so the moved program header table would not keep address − offset"
+        )));
     }
     if l.memsz < l.filesz {
-        return Err(refuse("the PT_LOAD holding .hip_fatbin has fewer bytes in memory than in the file"));
+        return Err(refuse(format!("the PT_LOAD holding {name} has fewer bytes in memory than in the file")));
     }
 
-    // Pack the fat binaries from the section start.
-    let unit_align = unit_alignment(map);
-    let mut at = 0u64;
-    let mut section_offsets = Vec::with_capacity(pruned.units.len());
-    for change in &pruned.units {
-        at = at.next_multiple_of(unit_align);
-        section_offsets.push(at);
-        at += change.new_used;
+    // Pack the units from the section start.
+    let section_offsets = packed_offsets(packed);
+    // Up to the end of the last unit that stays: no padding after it
+    // (llvm-objdump reads `.llvm.offloading` to its end, refusing zeros).
+    let new_size =
+        section_offsets.iter().zip(packed.new_sizes).filter(|(_, n)| **n > 0).map(|(o, n)| o + n).max().unwrap_or(0);
+    if new_size > s || packed.old_offsets.len() != packed.new_sizes.len() {
+        return Err(refuse(format!("the packed units of {name} would not fit in the section")));
     }
-    let new_size = at;
     // The second half starts at the page holding the old end; it loses
     // its bytes before `old_end` (zeroed) but keeps its address.
     let resume = old_end / align * align;
@@ -231,40 +309,27 @@ pub fn plan_cut(data: &[u8], map: &FileMap, pruned: &Pruned) -> Result<Cut, Prun
         } else if p.offset >= old_end || (p.offset.saturating_add(p.filesz) <= f && !overlaps(p.vaddr, p.memsz, v, s)) {
             segments.push(Segment { offset: shift(p.offset), ..*p });
         } else {
-            return Err(refuse(format!("program header {j} (type {:#x}) overlaps .hip_fatbin", p.kind)));
+            return Err(refuse(format!("program header {j} (type {:#x}) overlaps {name}", p.kind)));
         }
     }
 
     let fat_index = (1..file.sections.len())
-        .find(|&i| file.section_name(i).ok() == Some(b".hip_fatbin".as_slice()))
-        .ok_or_else(|| refuse("no .hip_fatbin section"))?;
+        .find(|&i| file.section_name(i).ok() == Some(name.as_bytes()) && file.sections[i].offset == f)
+        .ok_or_else(|| refuse(format!("no {name} section")))?;
     let unit_moves: Vec<(u64, u64)> =
-        map.units.iter().zip(&section_offsets).map(|(u, &n)| (v + u.section_offset, v + n)).collect();
-    let mut patches = Vec::new();
-    audit_sections(&file, &old, fat_index, f, s, v)?;
-    audit_dynamic(&file, v, s)?;
-    let words: HashSet<u64> = map.wrappers.iter().map(|w| w.addr.wrapping_add(8)).collect();
-    audit_relocations(&file, &old, &words, v, s)?;
-    symbol_patches(&file, v, s, &unit_moves, &mut patches)?;
-
-    // Wrapper pointers, by their storage.
-    let mut new_pointers = Vec::with_capacity(map.wrappers.len());
-    for (record, w) in map.wrappers.iter().enumerate() {
-        let crate::layout::Target::Unit(u) = w.target else {
-            return Err(PruneError::Dangling { record, offset: w.offset, pointer: w.pointer });
-        };
-        new_pointers.push(unit_moves.get(u).map_or(w.pointer, |m| m.1));
-    }
-    for edit in map.pointer_edits(data, &new_pointers)? {
-        patches.push(Patch { offset: edit.offset, bytes: edit.value.to_le_bytes().to_vec() });
-    }
+        packed.old_offsets.iter().zip(&section_offsets).map(|(o, &n)| (v + o, v + n)).collect();
+    let mut patches = pointer_patches;
+    audit_sections(&file, &old, fat_index, f, s, v, name)?;
+    audit_dynamic(&file, v, s, name)?;
+    audit_relocations(&file, &old, packed.words, v, s, name)?;
+    symbol_patches(&file, v, s, &unit_moves, &mut patches, name)?;
 
     // ELF header and section headers.
     patches.push(Patch { offset: 32, bytes: phdr_offset.to_le_bytes().to_vec() });
     patches.push(Patch { offset: 56, bytes: (count as u16).to_le_bytes().to_vec() });
     let shoff = le64(data, 40).unwrap_or(0);
     if shoff > f && shoff < old_end {
-        return Err(refuse("the section header table lies inside .hip_fatbin"));
+        return Err(refuse(format!("the section header table lies inside {name}")));
     }
     if shoff >= old_end {
         patches.push(Patch { offset: 40, bytes: (shoff - removed).to_le_bytes().to_vec() });
@@ -279,6 +344,7 @@ pub fn plan_cut(data: &[u8], map: &FileMap, pruned: &Pruned) -> Result<Cut, Prun
     }
     let patches = merge(patches, f, old_end)?;
     Ok(Cut::Planned(CutPlan {
+        section_name: name,
         unit_offsets: section_offsets.iter().map(|n| f + n).collect(),
         fatbin_offset: f,
         fatbin_addr: v,
@@ -298,7 +364,7 @@ fn overlaps(a: u64, a_len: u64, b: u64, b_len: u64) -> bool {
 }
 
 /// Sorts the patches and drops exact duplicates; two different patches of
-/// one byte, or a patch inside `.hip_fatbin`, are a bug in this module.
+/// one byte, or a patch inside the packed section, are a bug in this module.
 fn merge(mut patches: Vec<Patch>, f: u64, old_end: u64) -> Result<Vec<Patch>, PruneError> {
     patches.sort_by(|a, b| a.offset.cmp(&b.offset).then_with(|| a.bytes.cmp(&b.bytes)));
     patches.dedup();
@@ -308,7 +374,7 @@ fn merge(mut patches: Vec<Patch>, f: u64, old_end: u64) -> Result<Vec<Patch>, Pr
         }
     }
     if let Some(p) = patches.iter().find(|p| p.offset + p.bytes.len() as u64 > f && p.offset < old_end) {
-        return Err(refuse(format!("an edit at {:#x} falls inside .hip_fatbin", p.offset)));
+        return Err(refuse(format!("an edit at {:#x} falls inside the packed section", p.offset)));
     }
     Ok(patches)
 }
@@ -324,6 +390,7 @@ fn audit_sections(
     f: u64,
     s: u64,
     v: u64,
+    name: &str,
 ) -> Result<(), PruneError> {
     for (i, sh) in file.sections.iter().enumerate().skip(1) {
         if i == fat_index {
@@ -340,14 +407,14 @@ fn audit_sections(
             || (sh.flags & SHF_ALLOC != 0 && overlaps(sh.addr, sh.size, v, s))
             || (sh.offset > f && sh.offset < f + s);
         if clash {
-            return Err(refuse(format!("section {} overlaps .hip_fatbin", file.display_name(i))));
+            return Err(refuse(format!("section {} overlaps {name}", file.display_name(i))));
         }
     }
     Ok(())
 }
 
 /// No dynamic tag may hold an address inside `.hip_fatbin`.
-fn audit_dynamic(file: &ElfFile, v: u64, s: u64) -> Result<(), PruneError> {
+fn audit_dynamic(file: &ElfFile, v: u64, s: u64, name: &str) -> Result<(), PruneError> {
     for (i, sh) in file.sections.iter().enumerate() {
         if sh.sh_type != SHT_DYNAMIC {
             continue;
@@ -356,7 +423,7 @@ fn audit_dynamic(file: &ElfFile, v: u64, s: u64) -> Result<(), PruneError> {
         for entry in data.chunks_exact(16) {
             let (tag, value) = (le64(entry, 0).unwrap_or(0), le64(entry, 8).unwrap_or(0));
             if DT_PTR_TAGS.contains(&tag) && overlaps(value, 1, v, s) {
-                return Err(refuse(format!("dynamic tag {tag:#x} points into .hip_fatbin ({value:#x})")));
+                return Err(refuse(format!("dynamic tag {tag:#x} points into {name} ({value:#x})")));
             }
         }
     }
@@ -371,6 +438,7 @@ fn audit_relocations(
     words: &HashSet<u64>,
     v: u64,
     s: u64,
+    name: &str,
 ) -> Result<(), PruneError> {
     let inside = |a: u64| overlaps(a, 1, v, s);
     let mut problem: Option<String> = None;
@@ -381,11 +449,11 @@ fn audit_relocations(
         match r {
             Reloc::Relr { place } => {
                 if inside(place) {
-                    problem = Some(format!("a RELR entry relocates {place:#x}, inside .hip_fatbin"));
+                    problem = Some(format!("a RELR entry relocates {place:#x}, inside {name}"));
                 } else if !words.contains(&place) {
                     let word = segments::file_offset(phdrs, place, 8).and_then(|at| le64(file.data, at));
                     if word.is_some_and(inside) {
-                        problem = Some(format!("the RELR word at {place:#x} points into .hip_fatbin"));
+                        problem = Some(format!("the RELR word at {place:#x} points into {name}"));
                     }
                 }
             }
@@ -398,13 +466,13 @@ fn audit_relocations(
                     None => Some(addend),
                 };
                 if inside(place) {
-                    problem = Some(format!("a relocation of type {r_type} applies at {place:#x}, inside .hip_fatbin"));
+                    problem = Some(format!("a relocation of type {r_type} applies at {place:#x}, inside {name}"));
                 } else if target.is_some_and(inside)
                     && !(words.contains(&place) && pointers::known_pointer_type(r_type))
                 {
-                    let name = symbol.map(|s| format!(" (symbol '{}')", s.0)).unwrap_or_default();
+                    let symbol = symbol.map(|s| format!(" (symbol '{}')", s.0)).unwrap_or_default();
                     problem = Some(format!(
-                        "a relocation of type {r_type} at {place:#x}{name} points into .hip_fatbin and is not a wrapper pointer"
+                        "a relocation of type {r_type} at {place:#x}{symbol} points into {name} and is not a wrapper pointer"
                     ));
                 }
             }
@@ -421,6 +489,7 @@ fn symbol_patches(
     s: u64,
     moves: &[(u64, u64)],
     patches: &mut Vec<Patch>,
+    name: &str,
 ) -> Result<(), PruneError> {
     for (index, sh) in file.sections.iter().enumerate() {
         if sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM {
@@ -436,10 +505,10 @@ fn symbol_patches(
             }
             let Some(&(_, new)) = moves.iter().find(|m| m.0 == value) else {
                 let name_at = u32::from_le_bytes([sym[0], sym[1], sym[2], sym[3]]);
-                let name = names.and_then(|t| crate::elf::c_string(t, name_at)).unwrap_or(b"?");
+                let symbol = names.and_then(|t| crate::elf::c_string(t, name_at)).unwrap_or(b"?");
                 return Err(refuse(format!(
-                    "symbol '{}' ({value:#x}) points inside .hip_fatbin, at no fat binary's start",
-                    String::from_utf8_lossy(name)
+                    "symbol '{}' ({value:#x}) points inside {name}, at no fat binary's start",
+                    String::from_utf8_lossy(symbol)
                 )));
             };
             if new != value {
@@ -491,21 +560,34 @@ impl CutPlan {
     /// The output file: borrowed input ranges, the rebuilt fat binaries,
     /// the new program header table and the patched fields.
     pub fn output_plan<'a>(&self, data: &'a [u8], pruned: &Pruned<'a>) -> Plan<'a> {
-        let mut plan = Plan::new();
-        self.copy_patched(&mut plan, data, 0, self.fatbin_offset);
-        let mut at = self.fatbin_offset;
-        for (change, &offset) in pruned.units.iter().zip(&self.unit_offsets) {
-            plan.zeros(offset - at);
+        self.output_with(data, |i, plan| {
+            let Some(change) = pruned.units.get(i) else { return 0 };
             match &change.replacement {
-                Some(rep) => append_prefix(&mut plan, rep, change.new_used),
+                Some(rep) => append_prefix(plan, rep, change.new_used),
                 None => {
                     let start = change.unit.offset as usize;
                     plan.borrow(data.get(start..start + change.unit.used as usize).unwrap_or(&[]));
                 }
             }
-            at = offset + change.new_used;
+            change.new_used
+        })
+    }
+
+    /// The output file, with `unit(i, plan)` appending unit `i`'s new
+    /// bytes and returning how many it appended.
+    pub(crate) fn output_with<'a>(
+        &self,
+        data: &'a [u8],
+        mut unit: impl FnMut(usize, &mut Plan<'a>) -> u64,
+    ) -> Plan<'a> {
+        let mut plan = Plan::new();
+        self.copy_patched(&mut plan, data, 0, self.fatbin_offset);
+        let mut at = self.fatbin_offset;
+        for (i, &offset) in self.unit_offsets.iter().enumerate() {
+            plan.zeros(offset.saturating_sub(at));
+            at = offset + unit(i, &mut plan);
         }
-        plan.zeros(self.phdr_offset - at);
+        plan.zeros(self.phdr_offset.saturating_sub(at));
         let table = segments::write(&self.segments);
         let table_end = self.phdr_offset + table.len() as u64;
         plan.own(table);

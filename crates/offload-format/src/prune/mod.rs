@@ -356,6 +356,8 @@ pub(crate) fn plan_units<'a>(
 }
 
 #[cfg(test)]
+mod cut_cuda_tests;
+#[cfg(test)]
 mod cut_tests;
 #[cfg(test)]
 mod tests;

@@ -6,11 +6,13 @@
 //! field's RELA addend, and its word in place when the linker stored a
 //! copy there; or the RELR or absolute word), the descriptor's
 //! `NumDeviceImages` shrinks, and the OffloadBinary's bytes in
-//! `.llvm.offloading` become zeros. Slots past the new count get a copy of
-//! the last kept record, so no pointer is left leading into zeroed bytes
-//! (libomptarget reads only `NumDeviceImages` records). Every other byte
-//! stays, so section and program headers, symbols and unwind data need no
-//! change.
+//! `.llvm.offloading` become zeros. Slots past the new count get a copy
+//! of the last kept record, so no pointer is left leading into zeroed
+//! bytes (libomptarget reads only `NumDeviceImages` records). Dropped
+//! images before the first kept one or after the last also leave the
+//! section header's extent (`sh_addr`, `sh_offset`, `sh_size`), so that
+//! `llvm-objdump --offloading` still reads the section. Every other byte
+//! stays, so program headers, symbols and unwind data need no change.
 //!
 //! The unit that must keep an image is the descriptor: one per linked
 //! program or library. libomptarget tries every registered image on every
@@ -19,8 +21,10 @@
 //! errors and default runs into host fallback.
 
 mod check;
+mod cut;
 
 pub use check::verify;
+pub use cut::{OpenMpCut, output_plan as cut_output_plan, plan_cut, verify_cut};
 
 use super::Rules;
 use super::rules::{agrees, covers};
@@ -77,6 +81,9 @@ pub enum OpenMpPruneError {
     /// written.
     #[error("the pruned output fails its check: {0}")]
     Verify(String),
+    /// `--mode cut` cannot rewrite this file (why).
+    #[error(transparent)]
+    Cut(#[from] super::PruneError),
 }
 
 /// The triple a `--keep`/`--drop` text names, if it is one: two to four
@@ -227,6 +234,32 @@ fn held(map: &OpenMpMap, records: &[Record]) -> String {
     records.iter().map(|r| name(r.image)).collect::<Vec<_>>().join(", ")
 }
 
+/// The section header edit that leaves dropped images before the first
+/// kept one and after the last outside `.llvm.offloading`: LLVM 19's
+/// `llvm-objdump --offloading` (and clang-linker-wrapper) read the section
+/// as OffloadBinaries back to back and reject zeros, while the runtime
+/// reads only the registered tables. Only `sh_addr`, `sh_offset` and
+/// `sh_size` change; no byte moves. Zeros between two kept images cannot
+/// be hidden this way (a kept image's own size must stay, since newer
+/// wrappers bracket the whole OffloadBinary), so such a file still makes
+/// `llvm-objdump` stop at the hole.
+fn trim_section(map: &OpenMpMap, kept: &[bool]) -> Option<(u64, Edit)> {
+    let mut live = map.images.iter().zip(kept).filter(|(_, k)| **k).map(|(im, _)| im);
+    let first = live.next()?;
+    let last = live.next_back().unwrap_or(first);
+    let start = first.addr.checked_sub(map.section_addr)?;
+    let end = last.addr.checked_sub(map.section_addr)?.checked_add(last.size)?;
+    if start == 0 && end == map.section_size || end > map.section_size {
+        return None;
+    }
+    let header = map.section_header.checked_add(16)?;
+    if start == 0 {
+        return Some((header + 16, Edit::Bytes(end.to_le_bytes().to_vec())));
+    }
+    let fields = [map.section_addr.checked_add(start)?, map.section_offset.checked_add(start)?, end - start];
+    Some((header, Edit::Bytes(fields.iter().flat_map(|f| f.to_le_bytes()).collect())))
+}
+
 /// Decides which images of `map` (a map of a file) stay and plans the
 /// edits. Nothing is written: [`OpenMpPruned::output_plan`] gives the
 /// output, [`verify`] checks it.
@@ -248,6 +281,18 @@ fn held(map: &OpenMpMap, records: &[Record]) -> String {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn plan(map: &OpenMpMap, rules: &Rules) -> Result<OpenMpPruned, OpenMpPruneError> {
+    plan_with(map, rules, &|_, value| value, true)
+}
+
+/// [`plan`], with each kept record's `ImageStart`/`ImageEnd` values passed
+/// through `moved(image, value)` (cut mode packs the images) and, when
+/// `zero_dropped`, the dropped images zeroed in place.
+pub(crate) fn plan_with(
+    map: &OpenMpMap,
+    rules: &Rules,
+    moved: &dyn Fn(usize, u64) -> u64,
+    zero_dropped: bool,
+) -> Result<OpenMpPruned, OpenMpPruneError> {
     if !rules.keep_gpu.is_empty() {
         return Err(OpenMpPruneError::KeepGpu);
     }
@@ -272,14 +317,19 @@ pub fn plan(map: &OpenMpMap, rules: &Rules) -> Result<OpenMpPruned, OpenMpPruneE
         }
         for (slot, record) in d.records.iter().enumerate() {
             let Some(source) = kept_records.get(slot).or(kept_records.last()) else { continue };
-            for (dest, from) in record.fields.iter().zip(&source.fields) {
-                set_word(dest, from.value, &mut edits)?;
+            for (field, (dest, from)) in record.fields.iter().zip(&source.fields).enumerate() {
+                // ImageStart and ImageEnd lead into .llvm.offloading.
+                let value = if field < 2 { moved(source.image, from.value) } else { from.value };
+                set_word(dest, value, &mut edits)?;
             }
         }
         descriptors.push(DescriptorChange { addr: d.addr, old_count: d.count, new_count });
     }
-    for (im, _) in map.images.iter().zip(&kept).filter(|(_, k)| !**k) {
+    for (im, _) in map.images.iter().zip(&kept).filter(|(_, k)| zero_dropped && !**k) {
         edits.push((im.offset, Edit::Zeros(im.size)));
+    }
+    if zero_dropped {
+        edits.extend(trim_section(map, &kept));
     }
     edits.sort_by_key(|(offset, _)| *offset);
     let len = |e: &Edit| match e {

@@ -1,5 +1,5 @@
 //! `offload prune`: drops the device code of unwanted GPU targets from a
-//! HIP or CUDA host binary in zero mode (a HIP ELF x86-64 one also in cut mode),
+//! HIP or CUDA host binary in zero mode (linked HIP and CUDA ELF x86-64 ones also in cut mode),
 //! from every member of a static
 //! archive, and from raw bundles, `.fatbin` files and fat objects (the
 //! library's `prune` module does the work). The output is checked from its own bytes before it replaces
@@ -182,14 +182,21 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
         Err(e) => return fail(&e),
     };
     let cut = if args.cut {
-        let Input::Hip(map) = &kind else {
-            let what = kind.name();
-            return fail(&format!(
-                "--mode cut rewrites HIP host binaries only (this is a {what}); zero mode prunes it"
-            ));
+        let map = match &kind {
+            Input::Hip(map) => map.clone(),
+            Input::Cuda => match prune::cuda::linked_map(data, &pruned) {
+                Ok(map) => map,
+                Err(e) => return fail(&e),
+            },
+            _ => {
+                let what = kind.name();
+                return fail(&format!(
+                    "--mode cut rewrites HIP and CUDA host binaries only (this is a {what}); zero mode prunes it"
+                ));
+            }
         };
-        match prune::plan_cut(data, map, &pruned) {
-            Ok(Cut::Planned(c)) => Some(c),
+        match prune::plan_cut(data, &map, &pruned) {
+            Ok(Cut::Planned(c)) => Some((map, c)),
             Ok(Cut::TooSmall { saves, minimum }) => {
                 eprintln!(
                     "note: {path}: cutting would remove only {saves} bytes (less than {minimum}); written in zero mode"
@@ -203,10 +210,10 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
     };
     // Borrowed pieces only: cheap to plan even for a dry run's sizes.
     let plan = match &cut {
-        Some(c) => c.output_plan(data, &pruned),
+        Some((_, c)) => c.output_plan(data, &pruned),
         None => pruned.output_plan(data),
     };
-    let written = Written { cut: cut.as_ref(), input_size: data.len() as u64, output_size: plan.len() };
+    let written = Written { cut: cut.as_ref().map(|(_, c)| c), input_size: data.len() as u64, output_size: plan.len() };
     let Some(out_path) = args.output.as_deref().filter(|_| !args.dry_run) else {
         report(path, &kind, &pruned, args.json, true, &written);
         return 0;
@@ -228,9 +235,9 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
     }
     if args.verify {
         let check = outputs.check_staged(0, |written| {
-            match (&cut, &kind) {
-                (Some(c), Input::Hip(map)) => prune::verify_cut(written, data, map, &pruned, c),
-                _ => files::verify_file(written, data, &kind, &pruned),
+            match &cut {
+                Some((map, c)) => prune::verify_cut(written, data, map, &pruned, c),
+                None => files::verify_file(written, data, &kind, &pruned),
             }
             .map_err(|e| e.to_string())
         });
@@ -243,15 +250,20 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
     }
     keep_mode(path, out_path);
     if cut.is_some() {
-        eprintln!(
-            "warning: {out_path}: cut mode split a segment and moved the program headers: do not run GNU strip or objcopy on it (they corrupt such files); llvm-strip and llvm-objcopy are fine"
-        );
+        warn_cut(out_path);
     }
     // With `-o -` the pruned file is standard output: no report there.
     if out_path != "-" {
         report(path, &kind, &pruned, args.json, false, &written);
     }
     0
+}
+
+/// The warning every cut output gets.
+pub(crate) fn warn_cut(out_path: &str) {
+    eprintln!(
+        "warning: {out_path}: cut mode split a segment and moved the program headers: do not run GNU strip or objcopy on it (they corrupt such files); llvm-strip and llvm-objcopy are fine"
+    );
 }
 
 /// An output staged ahead of the plan: the input with the `zeroed` ranges

@@ -1,5 +1,6 @@
 //! `offload prune` on an OpenMP offloading program or library (clang's new
-//! driver): drops whole device images in zero mode (the library's
+//! driver): drops whole device images in zero mode, or in cut mode packs
+//! the kept ones and cuts the freed pages out (the library's
 //! `prune::openmp` does the work). Like the HIP path, the output is
 //! checked from its own bytes before it replaces anything, and written
 //! atomically.
@@ -8,8 +9,8 @@ use crate::args::PruneArgs;
 use crate::output;
 use offload_cli::io;
 use offload_format::layout::openmp::OpenMpMap;
-use offload_format::prune::Rules;
-use offload_format::prune::openmp::{self, Edit, OpenMpPruned};
+use offload_format::prune::openmp::{self, Edit, OpenMpCut, OpenMpPruned};
+use offload_format::prune::{Cut, CutPlan, Rules};
 
 /// `prune --json` for OpenMP files (key order is the schema's).
 #[derive(serde::Serialize)]
@@ -21,6 +22,9 @@ struct Report<'a> {
     descriptors: Vec<DescriptorReport>,
     unreferenced: usize,
     dropped_bytes: u64,
+    mode: &'static str,
+    input_size: u64,
+    output_size: u64,
 }
 
 #[derive(serde::Serialize)]
@@ -30,6 +34,15 @@ struct ImageReport<'a> {
     arch: &'a str,
     size: u64,
     kept: bool,
+    /// Where a kept image is in the output (`null` for a dropped one).
+    new_offset: Option<u64>,
+}
+
+/// What was (or would be) written, for the report.
+struct Written<'c> {
+    cut: Option<&'c CutPlan>,
+    input_size: u64,
+    output_size: u64,
 }
 
 #[derive(serde::Serialize)]
@@ -39,17 +52,22 @@ struct DescriptorReport {
     new_count: u32,
 }
 
-fn report(path: &str, pruned: &OpenMpPruned, json: bool, dry_run: bool) {
+fn report(path: &str, pruned: &OpenMpPruned, json: bool, dry_run: bool, written: &Written) {
     if json {
         let images = pruned
             .images
             .iter()
-            .map(|f| ImageReport {
+            .enumerate()
+            .map(|(i, f)| ImageReport {
                 offset: f.image.offset,
                 triple: &f.image.triple,
                 arch: &f.image.arch,
                 size: f.image.size,
                 kept: f.kept,
+                // Zero mode leaves a kept image where it was.
+                new_offset: f
+                    .kept
+                    .then(|| written.cut.and_then(|c| c.unit_offsets.get(i).copied()).unwrap_or(f.image.offset)),
             })
             .collect();
         let descriptors = pruned
@@ -65,6 +83,9 @@ fn report(path: &str, pruned: &OpenMpPruned, json: bool, dry_run: bool) {
             descriptors,
             unreferenced: pruned.unreferenced.len(),
             dropped_bytes: pruned.dropped_bytes(),
+            mode: if written.cut.is_some() { "cut" } else { "zero" },
+            input_size: written.input_size,
+            output_size: written.output_size,
         };
         println!("{}", output::json(&report));
         return;
@@ -94,11 +115,14 @@ fn report(path: &str, pruned: &OpenMpPruned, json: bool, dry_run: bool) {
     let verb = if dry_run { "would drop" } else { "dropped" };
     let counts: Vec<String> =
         pruned.descriptors.iter().map(|d| format!("{} -> {}", d.old_count, d.new_count)).collect();
+    let effect = match written.cut {
+        Some(_) => format!("the file cut from {} to {} bytes", written.input_size, written.output_size),
+        None => format!("{} bytes zeroed", pruned.dropped_bytes()),
+    };
     println!(
-        "{path}: {verb} {} of {} OpenMP images ({} bytes zeroed); images registered: {}",
+        "{path}: {verb} {} of {} OpenMP images ({effect}); images registered: {}",
         pruned.dropped(),
         pruned.images.len(),
-        pruned.dropped_bytes(),
         if counts.is_empty() { "none".into() } else { counts.join(", ") }
     );
 }
@@ -110,35 +134,57 @@ pub fn run(argv0: &str, args: &PruneArgs, rules: &Rules, input: &io::Input) -> u
         eprintln!("{argv0}: error: {path}: {e}");
         1
     };
-    if args.cut {
-        return fail(&"--mode cut is not supported for OpenMP images; --mode zero (the default) drops them in place");
-    }
     let data = input.bytes();
     let map = match OpenMpMap::read(data) {
         Ok(m) => m,
         Err(e) => return fail(&e),
     };
-    let pruned = match openmp::plan(&map, rules) {
+    let zero_mode = || openmp::plan(&map, rules);
+    let planned = if args.cut {
+        openmp::plan_cut(data, &map, rules).map(|c| match c {
+            OpenMpCut { pruned, cut: Cut::Planned(c) } => Ok((pruned, Some(c))),
+            OpenMpCut { cut: Cut::TooSmall { saves, minimum }, .. } => {
+                eprintln!(
+                    "note: {path}: cutting would remove only {saves} bytes (less than {minimum}); written in zero mode"
+                );
+                zero_mode().map(|p| (p, None))
+            }
+        })
+    } else {
+        Ok(zero_mode().map(|p| (p, None)))
+    };
+    let (pruned, cut) = match planned.and_then(|r| r) {
         Ok(p) => p,
         Err(e) => return fail(&e),
     };
+    let plan = match &cut {
+        Some(c) => openmp::cut_output_plan(c, data, &pruned),
+        None => pruned.output_plan(data),
+    };
+    let written = Written { cut: cut.as_ref(), input_size: data.len() as u64, output_size: plan.len() };
     let Some(out_path) = args.output.as_deref().filter(|_| !args.dry_run) else {
-        report(path, &pruned, args.json, true);
+        report(path, &pruned, args.json, true, &written);
         return 0;
     };
-    let plan = pruned.output_plan(data);
     let mut outputs = io::Outputs::new();
     if let Err(e) = outputs.stage(out_path, &plan, &[input]) {
         return fail(&e);
     }
-    let zeroed = pruned.edits.iter().filter_map(|(offset, edit)| match edit {
-        Edit::Zeros(len) => Some((*offset, *len)),
-        _ => None,
-    });
-    outputs.punch_holes(0, zeroed);
+    if cut.is_none() {
+        let zeroed = pruned.edits.iter().filter_map(|(offset, edit)| match edit {
+            Edit::Zeros(len) => Some((*offset, *len)),
+            _ => None,
+        });
+        outputs.punch_holes(0, zeroed);
+    }
     if args.verify {
-        let check =
-            outputs.check_staged(0, |written| openmp::verify(written, data, &map, &pruned).map_err(|e| e.to_string()));
+        let check = outputs.check_staged(0, |written| {
+            match &cut {
+                Some(c) => openmp::verify_cut(written, data, &map, &pruned, c),
+                None => openmp::verify(written, data, &map, &pruned),
+            }
+            .map_err(|e| e.to_string())
+        });
         if let Err(e) = check {
             return fail(&e);
         }
@@ -147,8 +193,11 @@ pub fn run(argv0: &str, args: &PruneArgs, rules: &Rules, input: &io::Input) -> u
         return fail(&e);
     }
     crate::prune::keep_mode(path, out_path);
+    if cut.is_some() {
+        crate::prune::warn_cut(out_path);
+    }
     if out_path != "-" {
-        report(path, &pruned, args.json, false);
+        report(path, &pruned, args.json, false, &written);
     }
     0
 }

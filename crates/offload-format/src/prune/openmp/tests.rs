@@ -209,3 +209,22 @@ fn records_that_bracket_the_whole_offload_binary_are_understood() {
     let (_, map, _) = prune_ok(&d, &rules(&[], &["x86_64-pc-linux-gnu"]));
     assert_eq!(map.descriptors[0].records[1].image, 1);
 }
+
+#[test]
+fn dropped_images_at_either_end_leave_the_section_extent() {
+    for name in FIXTURES {
+        let data = fixture(name);
+        let map = OpenMpMap::read(&data).unwrap();
+        let (x86, amd) = (&map.images[0], &map.images[1]);
+        // The trailing amdgcn image: the section ends where x86_64's does.
+        let (out, _, _) = prune_ok(&data, &rules(&["x86_64-pc-linux-gnu"], &[]));
+        let after = OpenMpMap::read(&out).unwrap();
+        assert_eq!((after.section_offset, after.section_size), (x86.offset, x86.size), "{name}");
+        // The leading x86_64 image: the section starts at gfx90a's, same address.
+        let (out, _, _) = prune_ok(&data, &rules(&["gfx90a"], &[]));
+        let after = OpenMpMap::read(&out).unwrap();
+        assert_eq!((after.section_offset, after.section_addr, after.section_size), (amd.offset, amd.addr, amd.size));
+        assert_eq!(after.images.len(), 1);
+        assert_eq!(out.len(), data.len(), "{name}: nothing moves");
+    }
+}
