@@ -1,6 +1,8 @@
 //! `replace`: put a new code object in place of one bundle entry of a HIP
 //! host binary (ELF x86-64 executable, shared library or object) or of a
-//! raw bundle file (prune-spec §6 "offload replace").
+//! raw bundle file (prune-spec §6 "offload replace"), or of one entry of a
+//! CUDA fat binary (`.nv_fatbin`/`__nv_relfatbin`
+//! sections and `.fatbin` files).
 //!
 //! The entry is named by its bundle entry ID or by its target ID; where
 //! several fat binaries hold it, a unit index picks one. The new object
@@ -17,6 +19,8 @@
 //! [`segment`]. [`verify`] re-reads the output before it is written.
 
 mod check;
+mod cuda;
+mod cuda_object;
 pub mod object;
 mod rebuild;
 mod segment;
@@ -137,6 +141,8 @@ pub enum InputKind {
     Linked,
     /// A relocatable ELF x86-64 object.
     Relocatable,
+    /// A standalone CUDA `.fatbin` file (fat binaries back to back).
+    FatbinFile,
 }
 
 /// Where the rebuilt fat binary went.
@@ -178,6 +184,9 @@ pub struct Replaced<'a> {
     pub new_unit_size: u64,
     /// The compressed format version written (compressed units only).
     pub new_version: Option<u16>,
+    /// The replaced CUDA entry was compressed and the new code object is
+    /// stored uncompressed (every reader of fat binaries takes both).
+    pub stored_uncompressed: bool,
     /// What was checked about the new object.
     pub object: ObjectCheck,
     /// Where the rebuilt fat binary went.
@@ -257,28 +266,41 @@ fn find_entry(
     wanted: &str,
     unit: Option<usize>,
 ) -> Result<(usize, usize, String), ReplaceError> {
+    let mut ids = Vec::with_capacity(units.len());
+    for (index, fat) in units.iter().enumerate() {
+        // Only the unit asked for is read (the others may be damaged).
+        let infos = if unit.is_none_or(|u| u == index) { entry_infos_of(data, fat)? } else { Vec::new() };
+        ids.push(infos.into_iter().map(|e| e.id).collect());
+    }
+    pick_entry(units, &ids, wanted, unit, |id| entry_matches(id, wanted))
+}
+
+/// The (unit, entry, ID) that `wanted` names among `ids` (each unit's
+/// entry IDs, in order), where `matches` tells a hit: exactly one, or an
+/// error that says what is there.
+fn pick_entry(
+    units: &[FatBinary],
+    ids: &[Vec<String>],
+    wanted: &str,
+    unit: Option<usize>,
+    matches: impl Fn(&str) -> bool,
+) -> Result<(usize, usize, String), ReplaceError> {
     if let Some(u) = unit.filter(|&u| u >= units.len()) {
         return Err(ReplaceError::NoUnit { unit: u, count: units.len() });
     }
     let mut hits = Vec::new();
     let mut present = Vec::new();
-    for (index, fat) in units.iter().enumerate() {
+    for (index, unit_ids) in ids.iter().enumerate() {
         if unit.is_some_and(|u| u != index) {
             continue;
         }
-        let infos = entry_infos_of(data, fat)?;
-        let matching: Vec<(usize, String)> = infos
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| entry_matches(&e.id, wanted))
-            .map(|(i, e)| (i, e.id.clone()))
-            .collect();
+        let matching: Vec<(usize, &String)> = unit_ids.iter().enumerate().filter(|(_, id)| matches(id)).collect();
         if matching.len() > 1 {
             let ids = matching.iter().map(|(_, id)| id.as_str()).collect::<Vec<_>>().join(", ");
             return Err(ReplaceError::SeveralInUnit { wanted: wanted.into(), ids });
         }
-        present.extend(infos.into_iter().map(|e| e.id));
-        hits.extend(matching.into_iter().map(|(entry, id)| (index, entry, id)));
+        present.extend(unit_ids.iter().cloned());
+        hits.extend(matching.into_iter().map(|(entry, id)| (index, entry, id.clone())));
     }
     match hits.len() {
         1 => Ok(hits.remove(0)),
@@ -345,6 +367,9 @@ pub fn plan<'a>(
     wanted: &str,
     unit: Option<usize>,
 ) -> Result<Replaced<'a>, ReplaceError> {
+    if cuda::applies(data, wanted) {
+        return cuda::plan(data, object, wanted, unit);
+    }
     let (input, map, units) = units_of(data)?;
     let (unit_index, entry_index, entry_id) = find_entry(data, &units, wanted, unit)?;
     let fat = units[unit_index];
@@ -362,6 +387,7 @@ pub fn plan<'a>(
         new_size: object.len() as u64,
         new_unit_size: needed,
         new_version,
+        stored_uncompressed: false,
         object: check,
         placement: Placement::InPlace,
         new_unit_offsets: units.iter().map(|u| u.offset).collect(),

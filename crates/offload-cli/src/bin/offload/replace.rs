@@ -1,6 +1,6 @@
 //! `offload replace`: puts a new code object in place of one entry of a
-//! HIP host binary or bundle file (the library's `replace` module does the
-//! work). The output is checked from its own bytes before it replaces
+//! HIP host binary or bundle file, or of a CUDA fat binary (the library's
+//! `replace` module does the work). The output is checked from its own bytes before it replaces
 //! anything, and written atomically; the input is never modified.
 
 use crate::args::ReplaceArgs;
@@ -32,6 +32,7 @@ struct Report<'a> {
     old_e_flags: String,
     new_e_flags: String,
     symbols: &'a [String],
+    stored_uncompressed: bool,
 }
 
 fn format_name(r: &Replaced) -> String {
@@ -81,6 +82,7 @@ fn report(path: &str, r: &Replaced, json: bool, dry_run: bool) {
             old_e_flags: format!("{:#x}", r.object.old_flags),
             new_e_flags: format!("{:#x}", r.object.new_flags),
             symbols: &r.object.symbols,
+            stored_uncompressed: r.stored_uncompressed,
         };
         println!("{}", output::json(&report));
         return;
@@ -97,13 +99,18 @@ fn report(path: &str, r: &Replaced, json: bool, dry_run: bool) {
         r.unit.used,
         r.new_unit_size
     );
-    println!(
-        "  target {} (e_flags {:#x} -> {:#x}); {} kernel descriptors and variables defined by both",
-        r.object.processor,
-        r.object.old_flags,
-        r.object.new_flags,
-        r.object.symbols.len()
-    );
+    let (cuda, ptx) = (r.unit.kind == UnitKind::Cuda, r.object.processor.starts_with("compute_"));
+    let flags =
+        if ptx { String::new() } else { format!(" (e_flags {:#x} -> {:#x})", r.object.old_flags, r.object.new_flags) };
+    let symbols = match (cuda, ptx) {
+        (_, true) => ".entry kernels declared",
+        (true, false) => "kernels and variables defined",
+        _ => "kernel descriptors and variables defined",
+    };
+    println!("  target {}{flags}; {} {symbols} by both", r.object.processor, r.object.symbols.len());
+    if r.stored_uncompressed {
+        println!("  the entry was compressed; the new code object is stored uncompressed");
+    }
     match r.placement {
         Placement::InPlace => println!("  written in place; the file keeps its size"),
         Placement::Rewritten => println!("  the bundle file is rebuilt ({} bytes)", r.output().len()),
