@@ -6,7 +6,8 @@
 //! the same entries, extract the new bytes for the replaced one and the
 //! old bytes for every other; the replaced object must still link. A cubin
 //! for another SM, one without the kernel, and PTX in place of a cubin are
-//! refused with exit 1, leaving the output alone. The tools come from
+//! refused with exit 1, leaving the output alone. In a static archive the
+//! member is named (`--member`) when several hold the entry. The tools come from
 //! `scripts/install-cuda-tools.sh`; without them the tests skip with a
 //! message, unless `OFFLOAD_REQUIRE_CUDA=1` (CI).
 
@@ -61,6 +62,7 @@ CU
 "$nvcc" -shared pic.o {MULTI} -o libk.so
 "$nvcc" main.o obj.o {MULTI} -o exe
 "$nvcc" -fatbin kern.cu {MULTI} -o k.fatbin
+ar rcs libk.a main.o obj.o
 "$nvcc" -cubin kern2.cu -arch=sm_80 -o new80.cubin
 "$nvcc" -cubin kern2.cu -arch=sm_75 -o new75.cubin
 "$nvcc" -cubin other.cu -arch=sm_80 -o other80.cubin
@@ -201,4 +203,30 @@ fn wrong_sm_missing_kernels_and_non_cubins_are_refused_and_nothing_is_written() 
     let o = replace(&dir.join("obj.o"), "sm_86", None, &dir.join("new80.cubin"), &out);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("cuda-elf-sm_75"), "{}", stderr(&o));
+}
+
+#[test]
+fn in_an_archive_the_member_is_named_and_the_archive_still_links() {
+    let Some(dir) = corpus() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let (input, out) = (dir.join("libk.a"), work.path().join("libk.a"));
+    let with = dir.join("new80.cubin");
+    // Both members hold an sm_80 cubin (main.cu's has no kernel).
+    let o = offload(&["replace", "--entry", "sm_80", "--with", p(&with), p(&input), "-o", p(&out)]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("main.o, obj.o") && stderr(&o).contains("--member"), "{}", stderr(&o));
+    assert!(!out.exists());
+    let args = ["replace", "--entry", "sm_80", "--member", "obj.o", "--with", p(&with), p(&input), "-o", p(&out)];
+    let o = offload(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("in member obj.o"));
+    let new = std::fs::read(&with).unwrap();
+    assert_only_replaced(&input, &out, "elf", "sm_80", &new);
+    assert_eq!(std::fs::metadata(&input).unwrap().len(), std::fs::metadata(&out).unwrap().len());
+    let main = dir.join("main.o");
+    let args = [p(&main), p(&out), "-gencode", "arch=compute_80,code=sm_80", "-o", "exe"];
+    let o = common::run(Command::new(cuda_bin().join("nvcc")).args(args).current_dir(work.path()));
+    assert!(o.status.success(), "nvcc: {}", stderr(&o));
+    let linked = dumped(&work.path().join("exe"));
+    assert!(linked.iter().any(|(k, a, b)| k == "elf" && a == "sm_80" && *b == new), "the executable holds it");
 }

@@ -40,6 +40,9 @@ fn bytes_at(data: &[u8], offset: u64, len: u64) -> Option<&[u8]> {
 /// Checks `output` against `input`, the plan that made it and the new
 /// code object.
 pub fn verify(output: &[u8], input: &[u8], replaced: &Replaced, object: &[u8]) -> Result<(), ReplaceError> {
+    if replaced.member.is_some() {
+        return super::archive::verify(output, input, replaced, object);
+    }
     if replaced.unit.kind == crate::layout::UnitKind::Cuda {
         return super::cuda::verify(output, input, replaced, object);
     }

@@ -172,6 +172,7 @@ pub(super) fn plan<'a>(
         stored_uncompressed: entry.header.codec().is_some(),
         object: checked.check,
         placement: Placement::InPlace,
+        member: None,
         new_unit_offsets: units.iter().map(|u| u.offset).collect(),
         zeroed: Vec::new(),
         output: Plan::new(),

@@ -18,6 +18,7 @@
 //! of the file with the program header table (prune-spec §4 (c)), see
 //! [`segment`]. [`verify`] re-reads the output before it is written.
 
+mod archive;
 mod check;
 mod cuda;
 mod cuda_object;
@@ -127,9 +128,47 @@ pub enum ReplaceError {
     /// The ELF layout cannot take a new segment (why).
     #[error("cannot move .hip_fatbin to a new segment: {0}")]
     Segments(String),
+    /// An archive that cannot be read (why).
+    #[error("{0}")]
+    Archive(String),
+    /// No archive member has this name (the members there are).
+    #[error("the archive has no member '{name}'; its members are: {members}")]
+    NoMember {
+        /// The name asked for.
+        name: String,
+        /// The members present.
+        members: String,
+    },
+    /// Not exactly one archive member holds the entry (the ones that do).
+    #[error("{}", member_choice(wanted, candidates))]
+    MemberChoice {
+        /// What was asked for.
+        wanted: String,
+        /// The members holding a matching entry.
+        candidates: Vec<String>,
+    },
+    /// What went wrong inside an archive member.
+    #[error("member {name}: {source}")]
+    Member {
+        /// The member's name.
+        name: String,
+        /// What is wrong there.
+        source: Box<ReplaceError>,
+    },
     /// The output fails [`verify`] (why); a bug, reported rather than written.
     #[error("the output fails its check: {0}")]
     Verify(String),
+}
+
+fn member_choice(wanted: &str, candidates: &[String]) -> String {
+    if candidates.is_empty() {
+        return format!("no archive member holds an entry '{wanted}'");
+    }
+    format!(
+        "'{wanted}' is in {} archive members ({}); choose one with --member NAME",
+        candidates.len(),
+        candidates.join(", ")
+    )
 }
 
 /// What the input is.
@@ -143,6 +182,21 @@ pub enum InputKind {
     Relocatable,
     /// A standalone CUDA `.fatbin` file (fat binaries back to back).
     FatbinFile,
+    /// A static archive; [`Replaced::member`] says which member changed.
+    Archive,
+}
+
+/// The archive member a replacement happened in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArchiveMember {
+    /// The member's name.
+    pub name: String,
+    /// File offset of the member's data in the archive.
+    pub offset: u64,
+    /// Its size in bytes (the same after the replacement).
+    pub size: u64,
+    /// What the member is.
+    pub input: InputKind,
 }
 
 /// Where the rebuilt fat binary went.
@@ -191,6 +245,10 @@ pub struct Replaced<'a> {
     pub object: ObjectCheck,
     /// Where the rebuilt fat binary went.
     pub placement: Placement,
+    /// In an archive, the member that holds the fat binary; offsets in
+    /// this plan are offsets in the archive, the unit and entry indices
+    /// count in the member.
+    pub member: Option<ArchiveMember>,
     /// File offset of every fat binary in the output (same order).
     pub new_unit_offsets: Vec<u64>,
     /// Ranges of the output (file offset, length) that are zeros: the
@@ -367,6 +425,22 @@ pub fn plan<'a>(
     wanted: &str,
     unit: Option<usize>,
 ) -> Result<Replaced<'a>, ReplaceError> {
+    plan_in(data, object, wanted, unit, None)
+}
+
+/// [`plan`], and in a static archive, in member `member` (by name; `None`:
+/// the one member that holds a matching entry). `member` is ignored for
+/// other inputs.
+pub fn plan_in<'a>(
+    data: &'a [u8],
+    object: &'a [u8],
+    wanted: &str,
+    unit: Option<usize>,
+    member: Option<&str>,
+) -> Result<Replaced<'a>, ReplaceError> {
+    if archive::is_archive(data) {
+        return archive::plan(data, object, wanted, unit, member);
+    }
     if cuda::applies(data, wanted) {
         return cuda::plan(data, object, wanted, unit);
     }
@@ -390,6 +464,7 @@ pub fn plan<'a>(
         stored_uncompressed: false,
         object: check,
         placement: Placement::InPlace,
+        member: None,
         new_unit_offsets: units.iter().map(|u| u.offset).collect(),
         zeroed: Vec::new(),
         output: Plan::new(),

@@ -14,6 +14,7 @@ use offload_format::replace::{self, Placement, Replaced};
 #[derive(serde::Serialize)]
 struct Report<'a> {
     file: &'a str,
+    member: Option<&'a str>,
     dry_run: bool,
     entry: &'a str,
     unit: usize,
@@ -64,6 +65,7 @@ fn report(path: &str, r: &Replaced, json: bool, dry_run: bool) {
     if json {
         let report = Report {
             file: path,
+            member: r.member.as_ref().map(|m| m.name.as_str()),
             dry_run,
             entry: &r.entry_id,
             unit: r.unit_index,
@@ -88,8 +90,9 @@ fn report(path: &str, r: &Replaced, json: bool, dry_run: bool) {
         return;
     }
     let verb = if dry_run { "would replace" } else { "replaced" };
+    let member = r.member.as_ref().map(|m| format!(" in member {}", m.name)).unwrap_or_default();
     println!(
-        "{path}: {verb} entry {} of fat binary {} ({}, offset {:#x}): code object {} -> {} bytes, fat binary {} -> {} bytes",
+        "{path}: {verb} entry {}{member} of fat binary {} ({}, offset {:#x}): code object {} -> {} bytes, fat binary {} -> {} bytes",
         r.entry_id,
         r.unit_index,
         format_name(r),
@@ -160,7 +163,7 @@ pub fn run(argv0: &str, args: &ReplaceArgs) -> u8 {
         eprintln!("{argv0}: error: {path}: {e}");
         1
     };
-    let replaced = match replace::plan(data, new, &args.entry, args.unit) {
+    let replaced = match replace::plan_in(data, new, &args.entry, args.unit, args.member.as_deref()) {
         Ok(r) => r,
         Err(e) => return fail(&e),
     };
