@@ -6,7 +6,8 @@
 //! the same entries, extract the new bytes for the replaced one and the
 //! old bytes for every other; the replaced object must still link. A cubin
 //! for another SM, one without the kernel, and PTX in place of a cubin are
-//! refused with exit 1, leaving the output alone. In a static archive the
+//! refused with exit 1, leaving the output alone. A larger cubin moves an
+//! object's `.nv_fatbin` to the end of the file, and the object still links. In a static archive the
 //! member is named (`--member`) when several hold the entry. The tools come from
 //! `scripts/install-cuda-tools.sh`; without them the tests skip with a
 //! message, unless `OFFLOAD_REQUIRE_CUDA=1` (CI).
@@ -49,6 +50,12 @@ __global__ void scale(float *x, float a, int n) {{
     if (i < n) x[i] = x[i] * a + 1.0f;
 }}
 CU
+cat > kern3.cu <<'CU'
+__global__ void scale(float *x, float a, int n) {{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {{ float v = x[i]; for (int k = 0; k < n; ++k) v = v * a + __sinf(v + k); x[i] = v; }}
+}}
+CU
 cat > other.cu <<'CU'
 __global__ void shift(float *x, float a, int n) {{ if (threadIdx.x < n) x[threadIdx.x] += a; }}
 CU
@@ -65,6 +72,7 @@ CU
 ar rcs libk.a main.o obj.o
 "$nvcc" -cubin kern2.cu -arch=sm_80 -o new80.cubin
 "$nvcc" -cubin kern2.cu -arch=sm_75 -o new75.cubin
+"$nvcc" -cubin kern3.cu -arch=sm_80 -o big80.cubin
 "$nvcc" -cubin other.cu -arch=sm_80 -o other80.cubin
 "$nvcc" -ptx kern2.cu -arch=compute_90 -o new90.ptx
 "#,
@@ -229,4 +237,27 @@ fn in_an_archive_the_member_is_named_and_the_archive_still_links() {
     assert!(o.status.success(), "nvcc: {}", stderr(&o));
     let linked = dumped(&work.path().join("exe"));
     assert!(linked.iter().any(|(k, a, b)| k == "elf" && a == "sm_80" && *b == new), "the executable holds it");
+}
+
+#[test]
+fn a_larger_cubin_moves_the_objects_section_and_the_object_still_links() {
+    let Some(dir) = corpus() else { return };
+    let work = tempfile::tempdir().unwrap();
+    let (input, out, with) = (dir.join("obj.o"), work.path().join("obj.o"), dir.join("big80.cubin"));
+    let o = replace(&input, "sm_80", None, &with, &out);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("section moved to the end"), "{}", stderr(&o));
+    let new = std::fs::read(&with).unwrap();
+    assert_only_replaced(&input, &out, "elf", "sm_80", &new);
+    assert!(std::fs::metadata(&out).unwrap().len() > std::fs::metadata(&input).unwrap().len());
+    let main = dir.join("main.o");
+    let args = [p(&main), p(&out), "-gencode", "arch=compute_80,code=sm_80", "-o", "exe"];
+    let o = common::run(Command::new(cuda_bin().join("nvcc")).args(args).current_dir(work.path()));
+    assert!(o.status.success(), "nvcc: {}", stderr(&o));
+    let linked = dumped(&work.path().join("exe"));
+    assert!(linked.iter().any(|(k, a, b)| k == "elf" && a == "sm_80" && *b == new), "the executable holds it");
+    // The linked library's fat binary has no room and cannot move yet.
+    let o = replace(&dir.join("libk.so"), "sm_80", Some("1"), &with, &work.path().join("libk.so"));
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("not supported yet"), "{}", stderr(&o));
 }

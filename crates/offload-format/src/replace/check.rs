@@ -115,6 +115,7 @@ pub fn verify(output: &[u8], input: &[u8], replaced: &Replaced, object: &[u8]) -
             super::segment::segments_sound(output).map_err(fail)
         }
         Placement::NewSegment { .. } => Err(fail("a new segment in a file without segments".into())),
+        Placement::MovedSection { .. } => Err(fail("a moved section in a HIP file".into())),
     }
 }
 

@@ -10,12 +10,14 @@
 //! In a section it is written at its own offset when it fits up to the
 //! next fat binary (the rest zeroed), so the `.nvFatBinSegment` records and
 //! relocations, which point at fat binary starts, stay valid; a standalone
-//! `.fatbin` is rewritten back to back. A fat binary that grows past its
-//! place is refused for now (moving it needs its registration pointers
-//! redirected, which only the HIP path does).
+//! `.fatbin` is rewritten back to back. In a relocatable object a fat
+//! binary that grows past its place moves with its section to the end of
+//! the file ([`cuda_grow`]); in a linked file it is refused for now (moving
+//! it needs its registration pointers redirected, which only the HIP path
+//! does).
 
-use super::cuda_object;
 use super::{InputKind, Placement, ReplaceError, Replaced, pick_entry};
+use super::{cuda_grow, cuda_object};
 use crate::cuda::{self, EntryKind, FATBIN_MAGIC_BYTES, write};
 use crate::elf::ElfFile;
 use crate::layout::FatBinary;
@@ -190,12 +192,16 @@ pub(super) fn plan<'a>(
         replaced.placement = Placement::Rewritten;
         return Ok(replaced);
     }
+    if needed > fat.extent && input == InputKind::Relocatable {
+        let grown = cuda_grow::move_section(data, &units, &fat, rebuilt)?;
+        replaced.new_unit_offsets[unit_index] = grown.new.0 + (fat.offset - grown.old.0);
+        replaced.placement = Placement::MovedSection { offset: grown.new.0 };
+        replaced.zeroed = vec![grown.old, (data.len() as u64, grown.new.0 - data.len() as u64)];
+        replaced.output = grown.output;
+        return Ok(replaced);
+    }
     if needed > fat.extent {
-        let why = if input == InputKind::Relocatable {
-            "a relocatable object has no segments to add (rebuild the object, or replace in the linked file)"
-        } else {
-            "moving a CUDA fat binary to a new segment is not supported yet"
-        };
+        let why = "moving a CUDA fat binary of a linked file to a new segment is not supported yet";
         return Err(ReplaceError::DoesNotFit { needed, extent: fat.extent, why: why.into() });
     }
     let mut out = Plan::borrowed(data.get(..start).unwrap_or(&[]));
@@ -259,6 +265,10 @@ pub(super) fn verify(output: &[u8], input: &[u8], replaced: &Replaced, object: &
     }
     if new_entry.header.kind != old_entry.header.kind || new_entry.header.arch() != old_entry.header.arch() {
         return Err(fail("the replaced entry's kind or architecture changed".into()));
+    }
+    if let Placement::MovedSection { offset } = replaced.placement {
+        let new_range = (offset, (output.len() as u64).saturating_sub(offset));
+        cuda_grow::verify_moved(output, input, &old, new_range).map_err(fail)?;
     }
     if replaced.placement == Placement::InPlace {
         let (start, end) = (old.offset as usize, (old.offset + old.extent) as usize);

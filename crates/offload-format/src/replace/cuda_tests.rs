@@ -109,13 +109,24 @@ fn a_cubin_of_an_object_and_a_library_is_replaced_in_place() {
 }
 
 #[test]
-fn a_larger_cubin_rewrites_a_fatbin_file_and_is_refused_in_an_object() {
+fn a_larger_cubin_rewrites_a_fatbin_file_moves_an_objects_section_and_is_refused_in_a_library() {
     let new = grown(&fixture("kern.cubin"), 4096);
     let data = fixture("kern_nocompress.fatbin");
     let (out, placement) = replace_ok(&data, &new, "sm_80", EntryKind::Elf, "sm_80");
     assert_eq!(placement, Placement::Rewritten);
     assert!(out.len() > data.len() + 4096);
-    let err = plan(&fixture("obj_sm80.o"), &new, "sm_80", None).unwrap_err();
+    // An object: .nv_fatbin moves to the end, its old bytes zeroed.
+    let data = fixture("obj_sm80.o");
+    let (out, placement) = replace_ok(&data, &new, "sm_80", EntryKind::Elf, "sm_80");
+    let Placement::MovedSection { offset } = placement else { panic!("{placement:?}") };
+    assert!(offset >= data.len() as u64 && out.len() as u64 > offset + 4096);
+    let elf = crate::elf::ElfFile::parse(&out).unwrap();
+    let fatbin = (1..elf.sections.len()).find(|&i| elf.section_name(i).unwrap() == b".nv_fatbin").unwrap();
+    assert_eq!(elf.sections[fatbin].offset, offset);
+    // A library has segments and registration pointers: not yet.
+    let lib = fixture("libsmall.so");
+    let new75 = grown(&code(&lib, EntryKind::Elf, "sm_75"), 4096);
+    let err = plan(&lib, &new75, "sm_75", None).unwrap_err();
     assert!(matches!(err, ReplaceError::DoesNotFit { .. }), "{err}");
 }
 

@@ -21,6 +21,7 @@
 mod archive;
 mod check;
 mod cuda;
+mod cuda_grow;
 mod cuda_object;
 pub mod object;
 mod rebuild;
@@ -215,6 +216,12 @@ pub enum Placement {
     },
     /// A bundle file: the output is the rebuilt bundle(s).
     Rewritten,
+    /// A relocatable object's CUDA fat binary section moved to the end of
+    /// the file (its old bytes zeroed), the rebuilt fat binary in it.
+    MovedSection {
+        /// File offset of the section's new contents.
+        offset: u64,
+    },
 }
 
 /// The plan of one replacement; [`Replaced::output`] is the new file.

@@ -55,6 +55,7 @@ fn report(path: &str, r: &Replaced, json: bool, dry_run: bool) {
         Placement::InPlace => "in-place",
         Placement::NewSegment { .. } => "new-segment",
         Placement::Rewritten => "rewritten",
+        Placement::MovedSection { .. } => "moved-section",
     };
     if fatbin_offset.is_some() {
         eprintln!(
@@ -116,6 +117,11 @@ fn report(path: &str, r: &Replaced, json: bool, dry_run: bool) {
     }
     match r.placement {
         Placement::InPlace => println!("  written in place; the file keeps its size"),
+        Placement::MovedSection { offset } => println!(
+            "  it did not fit in place: its section moved to the end of the object (offset {offset:#x}); the file is {} bytes",
+            r.output().len()
+        ),
+        Placement::Rewritten if cuda => println!("  the .fatbin file is rewritten ({} bytes)", r.output().len()),
         Placement::Rewritten => println!("  the bundle file is rebuilt ({} bytes)", r.output().len()),
         Placement::NewSegment { offset, addr, .. } => {
             println!(
