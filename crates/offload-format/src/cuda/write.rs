@@ -71,6 +71,36 @@ pub fn replacement_entry(old: &Entry, code: &[u8], version: Option<(u16, u16)>) 
     if old.header.kind() == EntryKind::Ptx {
         payload.push(0);
     }
+    entry_with(old, payload, None, version)
+}
+
+/// [`replacement_entry`], but compressed with `old`'s own codec when it
+/// is zstd (level 19; the crate has no LZ4 compressor): the stream holds
+/// the code (PTX with its NUL, as the spec's §4 says for compressed PTX),
+/// the compressed and decoded sizes are set and the flags kept. `None`
+/// for another codec.
+pub fn recompressed_entry(old: &Entry, code: &[u8], version: Option<(u16, u16)>) -> Option<Vec<u8>> {
+    let mut plain = code.to_vec();
+    if old.header.kind() == EntryKind::Ptx {
+        plain.push(0);
+    }
+    let stream = match old.header.codec()? {
+        super::Codec::Zstd => zstd::bulk::compress(&plain, 19).ok()?,
+        _ => return None,
+    };
+    let compressed = u32::try_from(stream.len()).ok()?;
+    Some(entry_with(old, stream, Some((compressed, plain.len() as u64)), version))
+}
+
+/// `old`'s header with `payload` (padded to 8) after it; `compressed`:
+/// the (stream size, decoded size) of a compressed payload, else the
+/// compression flags are cleared.
+fn entry_with(
+    old: &Entry,
+    mut payload: Vec<u8>,
+    compressed: Option<(u32, u64)>,
+    version: Option<(u16, u16)>,
+) -> Vec<u8> {
     payload.resize(payload.len().div_ceil(8) * 8, 0);
     let mut entry = old.raw_header.to_vec();
     let mut put = |at: usize, bytes: &[u8]| {
@@ -79,9 +109,13 @@ pub fn replacement_entry(old: &Entry, code: &[u8], version: Option<(u16, u16)>) 
         }
     };
     put(0x08, &(payload.len() as u64).to_le_bytes());
-    put(0x10, &0u32.to_le_bytes());
-    put(0x28, &(old.header.flags & !COMPRESSION_FLAGS).to_le_bytes());
-    put(0x38, &0u64.to_le_bytes());
+    let (stream, decoded, flags) = match compressed {
+        Some((stream, decoded)) => (stream, decoded, old.header.flags),
+        None => (0, 0, old.header.flags & !COMPRESSION_FLAGS),
+    };
+    put(0x10, &stream.to_le_bytes());
+    put(0x28, &flags.to_le_bytes());
+    put(0x38, &decoded.to_le_bytes());
     if let Some((major, minor)) = version {
         put(0x18, &minor.to_le_bytes());
         put(0x1a, &major.to_le_bytes());

@@ -6,7 +6,9 @@
 //! `compute_80` PTX) or by its `offload list` ID (`cuda-elf-sm_80`); the
 //! fat binaries are numbered in file order (`--unit N`). The fat binary is
 //! rewritten by `cuda::write`: every other entry copied as stored, the new
-//! one uncompressed with its header's sizes updated, the fat size updated.
+//! one uncompressed with its header's sizes updated (in a linked file,
+//! where it would not fit uncompressed, compressed again with the entry's
+//! codec), the fat size updated.
 //! In a section it is written at its own offset when it fits up to the
 //! next fat binary (the rest zeroed), so the `.nvFatBinSegment` records and
 //! relocations, which point at fat binary starts, stay valid; a standalone
@@ -157,9 +159,25 @@ pub(super) fn plan<'a>(
         .map_err(|e| ReplaceError::Unit(PruneError::Unit { offset: fat.offset, reason: e.to_string() }))?;
     let checked = cuda_object::check(&entry_id, &entry, &old, object)?;
     let code = code_of(entry.header.kind(), object);
-    let new_entry = write::replacement_entry(&entry, code, checked.version);
-    let rebuilt = write::with_replaced(&fatbin, entry_index, new_entry)
-        .map_err(|e| ReplaceError::Unit(PruneError::Unit { offset: fat.offset, reason: e.to_string() }))?;
+    let rebuild = |new_entry: Vec<u8>| {
+        write::with_replaced(&fatbin, entry_index, new_entry)
+            .map_err(|e| ReplaceError::Unit(PruneError::Unit { offset: fat.offset, reason: e.to_string() }))
+    };
+    let mut rebuilt = rebuild(write::replacement_entry(&entry, code, checked.version))?;
+    let mut stored_uncompressed = entry.header.codec().is_some();
+    // Stored uncompressed, a compressed entry's new code rarely fits a
+    // linked file's fat binary, which cannot move yet: compressed again
+    // with the entry's own codec, it usually does.
+    if stored_uncompressed
+        && rebuilt.len() > fat.extent
+        && input == InputKind::Linked
+        && let Some(compressed) = write::recompressed_entry(&entry, code, checked.version)
+    {
+        let again = rebuild(compressed)?;
+        if again.len() <= fat.extent {
+            (rebuilt, stored_uncompressed) = (again, false);
+        }
+    }
     let needed = rebuilt.len();
     let mut replaced = Replaced {
         input,
@@ -171,7 +189,7 @@ pub(super) fn plan<'a>(
         new_size: code.len() as u64,
         new_unit_size: needed,
         new_version: None,
-        stored_uncompressed: entry.header.codec().is_some(),
+        stored_uncompressed,
         object: checked.check,
         placement: Placement::InPlace,
         member: None,

@@ -195,3 +195,16 @@ fn a_cubin_inside_a_concatenated_entry_is_refused_by_name() {
     let err = plan(&fixture("concat.fatbin"), &fixture("kern.cubin"), "sm_80", None).unwrap_err();
     assert!(matches!(&err, ReplaceError::NotSupported(m) if m.contains("concatenated")), "{err}");
 }
+
+#[test]
+fn a_compressed_entry_of_a_linked_file_is_compressed_again_when_it_would_not_fit() {
+    // libsmall.so's compute_90 PTX is zstd-compressed and its fat binary
+    // has no room for it uncompressed.
+    let lib = fixture("libsmall.so");
+    let old = code(&lib, EntryKind::Ptx, "sm_90");
+    let new = String::from_utf8(old).unwrap().replacen("mul.f32", "add.f32", 1);
+    let replaced = plan(&lib, new.as_bytes(), "compute_90", None).unwrap();
+    assert!(!replaced.stored_uncompressed, "stored compressed again");
+    let (out, placement) = replace_ok(&lib, new.as_bytes(), "compute_90", EntryKind::Ptx, "sm_90");
+    assert_eq!((placement, out.len()), (Placement::InPlace, lib.len()));
+}
