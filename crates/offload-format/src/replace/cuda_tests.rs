@@ -208,3 +208,29 @@ fn a_compressed_entry_of_a_linked_file_is_compressed_again_when_it_would_not_fit
     let (out, placement) = replace_ok(&lib, new.as_bytes(), "compute_90", EntryKind::Ptx, "sm_90");
     assert_eq!((placement, out.len()), (Placement::InPlace, lib.len()));
 }
+
+#[test]
+fn mutated_inputs_give_errors_or_outputs_that_pass_the_check() {
+    let new = changed(&fixture("kern.cubin"));
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for name in ["obj_sm80.o", "kern_zstd_all.fatbin", "kern_nocompress.fatbin"] {
+        let data = fixture(name);
+        for _ in 0..300 {
+            let mut bad = data.clone();
+            for _ in 0..1 + next() % 3 {
+                let at = (next() % bad.len() as u64) as usize;
+                bad[at] = next() as u8;
+            }
+            if let Ok(r) = plan(&bad, &new, "sm_80", None) {
+                let out = r.output().to_vec();
+                verify(&out, &bad, &r, &new).unwrap_or_else(|e| panic!("{name}: {e}"));
+            }
+        }
+    }
+}
