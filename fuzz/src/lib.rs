@@ -867,25 +867,47 @@ fn kept_entries_are_the_inputs(input: &[u8], output: &[u8], pruned: &offload_for
 }
 
 /// `offload replace`'s library side: the first AMDGPU code object of any
-/// input, grown a little (in place) and a lot (a new segment), put back in
-/// its entry's place is refused or gives an output that passes the check
-/// the CLI runs before committing.
+/// input, grown a little (in place) and a lot (a new segment), and the
+/// first CUDA cubin or PTX (changed in place, and grown), put back in
+/// their entry's place are refused or give an output that passes the
+/// check the CLI runs before committing. Archives go through the same
+/// calls (the member is picked by its entry).
 pub fn replace(data: &[u8]) {
     use offload_format::{inspect, replace};
     let inv = inspect::scan(data, "fuzz", &Default::default());
-    let Some(object) = inv.objects.iter().find(|o| o.target_id.starts_with("gfx")) else { return };
-    let Ok(old) = inv.bytes(object) else { return };
-    if old.len() > 1 << 20 {
-        return;
-    }
-    for extra in [16usize, 70_000] {
-        let mut new = old.to_vec();
-        new.resize(new.len() + extra, 0x5a);
-        let Ok(replaced) = replace::plan(data, &new, &object.id, None) else { continue };
-        let Some(out) = replaced.output().try_to_vec() else { continue };
-        if let Err(e) = replace::verify(&out, data, &replaced, &new) {
-            panic!("a replaced output fails its check: {e}");
+    let check = |new: &[u8], id: &str| {
+        for unit in [None, Some(0), Some(1)] {
+            let Ok(replaced) = replace::plan(data, new, id, unit) else { continue };
+            let Some(out) = replaced.output().try_to_vec() else { continue };
+            if let Err(e) = replace::verify(&out, data, &replaced, new) {
+                panic!("a replaced output fails its check: {e}");
+            }
         }
+    };
+    if let Some(object) = inv.objects.iter().find(|o| o.target_id.starts_with("gfx"))
+        && let Ok(old) = inv.bytes(object)
+        && old.len() <= 1 << 20
+    {
+        for extra in [16usize, 70_000] {
+            let mut new = old.to_vec();
+            new.resize(new.len() + extra, 0x5a);
+            check(&new, &object.id);
+        }
+    }
+    if let Some(object) = inv.objects.iter().find(|o| o.cuda.is_some() && !o.id.contains("concat"))
+        && let Ok(old) = inv.bytes(object)
+        && old.len() <= 1 << 20
+    {
+        // The same code with its last byte changed, and with more bytes:
+        // text after PTX, zeros after a cubin's tables.
+        let mut changed = old.to_vec();
+        if let Some(last) = changed.last_mut() {
+            *last ^= 1;
+        }
+        check(&changed, &object.id);
+        let mut grown = old.to_vec();
+        grown.extend_from_slice(if grown.starts_with(b"\x7fELF") { &[0; 64] } else { b"\n// more\n" });
+        check(&grown, &object.id);
     }
 }
 

@@ -40,6 +40,12 @@ fn bytes_at(data: &[u8], offset: u64, len: u64) -> Option<&[u8]> {
 /// Checks `output` against `input`, the plan that made it and the new
 /// code object.
 pub fn verify(output: &[u8], input: &[u8], replaced: &Replaced, object: &[u8]) -> Result<(), ReplaceError> {
+    if replaced.member.is_some() {
+        return super::archive::verify(output, input, replaced, object);
+    }
+    if replaced.unit.kind == crate::layout::UnitKind::Cuda {
+        return super::cuda::verify(output, input, replaced, object);
+    }
     let (_, old_map, old_units) = units_of(input)?;
     let (_, new_map, new_units) = units_of(output).map_err(|e| fail(format!("it cannot be read back: {e}")))?;
     if new_units.len() != old_units.len() {
@@ -109,6 +115,7 @@ pub fn verify(output: &[u8], input: &[u8], replaced: &Replaced, object: &[u8]) -
             super::segment::segments_sound(output).map_err(fail)
         }
         Placement::NewSegment { .. } => Err(fail("a new segment in a file without segments".into())),
+        Placement::MovedSection { .. } => Err(fail("a moved section in a HIP file".into())),
     }
 }
 

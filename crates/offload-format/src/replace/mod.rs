@@ -1,6 +1,8 @@
 //! `replace`: put a new code object in place of one bundle entry of a HIP
 //! host binary (ELF x86-64 executable, shared library or object) or of a
-//! raw bundle file (prune-spec §6 "offload replace").
+//! raw bundle file (prune-spec §6 "offload replace"), or of one entry of a
+//! CUDA fat binary (`.nv_fatbin`/`__nv_relfatbin`
+//! sections and `.fatbin` files).
 //!
 //! The entry is named by its bundle entry ID or by its target ID; where
 //! several fat binaries hold it, a unit index picks one. The new object
@@ -16,7 +18,11 @@
 //! of the file with the program header table (prune-spec §4 (c)), see
 //! [`segment`]. [`verify`] re-reads the output before it is written.
 
+mod archive;
 mod check;
+mod cuda;
+mod cuda_grow;
+mod cuda_object;
 pub mod object;
 mod rebuild;
 mod segment;
@@ -123,9 +129,47 @@ pub enum ReplaceError {
     /// The ELF layout cannot take a new segment (why).
     #[error("cannot move .hip_fatbin to a new segment: {0}")]
     Segments(String),
+    /// An archive that cannot be read (why).
+    #[error("{0}")]
+    Archive(String),
+    /// No archive member has this name (the members there are).
+    #[error("the archive has no member '{name}'; its members are: {members}")]
+    NoMember {
+        /// The name asked for.
+        name: String,
+        /// The members present.
+        members: String,
+    },
+    /// Not exactly one archive member holds the entry (the ones that do).
+    #[error("{}", member_choice(wanted, candidates))]
+    MemberChoice {
+        /// What was asked for.
+        wanted: String,
+        /// The members holding a matching entry.
+        candidates: Vec<String>,
+    },
+    /// What went wrong inside an archive member.
+    #[error("member {name}: {source}")]
+    Member {
+        /// The member's name.
+        name: String,
+        /// What is wrong there.
+        source: Box<ReplaceError>,
+    },
     /// The output fails [`verify`] (why); a bug, reported rather than written.
     #[error("the output fails its check: {0}")]
     Verify(String),
+}
+
+fn member_choice(wanted: &str, candidates: &[String]) -> String {
+    if candidates.is_empty() {
+        return format!("no archive member holds an entry '{wanted}'");
+    }
+    format!(
+        "'{wanted}' is in {} archive members ({}); choose one with --member NAME",
+        candidates.len(),
+        candidates.join(", ")
+    )
 }
 
 /// What the input is.
@@ -137,6 +181,23 @@ pub enum InputKind {
     Linked,
     /// A relocatable ELF x86-64 object.
     Relocatable,
+    /// A standalone CUDA `.fatbin` file (fat binaries back to back).
+    FatbinFile,
+    /// A static archive; [`Replaced::member`] says which member changed.
+    Archive,
+}
+
+/// The archive member a replacement happened in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArchiveMember {
+    /// The member's name.
+    pub name: String,
+    /// File offset of the member's data in the archive.
+    pub offset: u64,
+    /// Its size in bytes (the same after the replacement).
+    pub size: u64,
+    /// What the member is.
+    pub input: InputKind,
 }
 
 /// Where the rebuilt fat binary went.
@@ -155,6 +216,12 @@ pub enum Placement {
     },
     /// A bundle file: the output is the rebuilt bundle(s).
     Rewritten,
+    /// A relocatable object's CUDA fat binary section moved to the end of
+    /// the file (its old bytes zeroed), the rebuilt fat binary in it.
+    MovedSection {
+        /// File offset of the section's new contents.
+        offset: u64,
+    },
 }
 
 /// The plan of one replacement; [`Replaced::output`] is the new file.
@@ -178,10 +245,17 @@ pub struct Replaced<'a> {
     pub new_unit_size: u64,
     /// The compressed format version written (compressed units only).
     pub new_version: Option<u16>,
+    /// The replaced CUDA entry was compressed and the new code object is
+    /// stored uncompressed (every reader of fat binaries takes both).
+    pub stored_uncompressed: bool,
     /// What was checked about the new object.
     pub object: ObjectCheck,
     /// Where the rebuilt fat binary went.
     pub placement: Placement,
+    /// In an archive, the member that holds the fat binary; offsets in
+    /// this plan are offsets in the archive, the unit and entry indices
+    /// count in the member.
+    pub member: Option<ArchiveMember>,
     /// File offset of every fat binary in the output (same order).
     pub new_unit_offsets: Vec<u64>,
     /// Ranges of the output (file offset, length) that are zeros: the
@@ -257,28 +331,41 @@ fn find_entry(
     wanted: &str,
     unit: Option<usize>,
 ) -> Result<(usize, usize, String), ReplaceError> {
+    let mut ids = Vec::with_capacity(units.len());
+    for (index, fat) in units.iter().enumerate() {
+        // Only the unit asked for is read (the others may be damaged).
+        let infos = if unit.is_none_or(|u| u == index) { entry_infos_of(data, fat)? } else { Vec::new() };
+        ids.push(infos.into_iter().map(|e| e.id).collect());
+    }
+    pick_entry(units, &ids, wanted, unit, |id| entry_matches(id, wanted))
+}
+
+/// The (unit, entry, ID) that `wanted` names among `ids` (each unit's
+/// entry IDs, in order), where `matches` tells a hit: exactly one, or an
+/// error that says what is there.
+fn pick_entry(
+    units: &[FatBinary],
+    ids: &[Vec<String>],
+    wanted: &str,
+    unit: Option<usize>,
+    matches: impl Fn(&str) -> bool,
+) -> Result<(usize, usize, String), ReplaceError> {
     if let Some(u) = unit.filter(|&u| u >= units.len()) {
         return Err(ReplaceError::NoUnit { unit: u, count: units.len() });
     }
     let mut hits = Vec::new();
     let mut present = Vec::new();
-    for (index, fat) in units.iter().enumerate() {
+    for (index, unit_ids) in ids.iter().enumerate() {
         if unit.is_some_and(|u| u != index) {
             continue;
         }
-        let infos = entry_infos_of(data, fat)?;
-        let matching: Vec<(usize, String)> = infos
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| entry_matches(&e.id, wanted))
-            .map(|(i, e)| (i, e.id.clone()))
-            .collect();
+        let matching: Vec<(usize, &String)> = unit_ids.iter().enumerate().filter(|(_, id)| matches(id)).collect();
         if matching.len() > 1 {
             let ids = matching.iter().map(|(_, id)| id.as_str()).collect::<Vec<_>>().join(", ");
             return Err(ReplaceError::SeveralInUnit { wanted: wanted.into(), ids });
         }
-        present.extend(infos.into_iter().map(|e| e.id));
-        hits.extend(matching.into_iter().map(|(entry, id)| (index, entry, id)));
+        present.extend(unit_ids.iter().cloned());
+        hits.extend(matching.into_iter().map(|(entry, id)| (index, entry, id.clone())));
     }
     match hits.len() {
         1 => Ok(hits.remove(0)),
@@ -345,6 +432,25 @@ pub fn plan<'a>(
     wanted: &str,
     unit: Option<usize>,
 ) -> Result<Replaced<'a>, ReplaceError> {
+    plan_in(data, object, wanted, unit, None)
+}
+
+/// [`plan`], and in a static archive, in member `member` (by name; `None`:
+/// the one member that holds a matching entry). `member` is ignored for
+/// other inputs.
+pub fn plan_in<'a>(
+    data: &'a [u8],
+    object: &'a [u8],
+    wanted: &str,
+    unit: Option<usize>,
+    member: Option<&str>,
+) -> Result<Replaced<'a>, ReplaceError> {
+    if archive::is_archive(data) {
+        return archive::plan(data, object, wanted, unit, member);
+    }
+    if cuda::applies(data, wanted) {
+        return cuda::plan(data, object, wanted, unit);
+    }
     let (input, map, units) = units_of(data)?;
     let (unit_index, entry_index, entry_id) = find_entry(data, &units, wanted, unit)?;
     let fat = units[unit_index];
@@ -362,8 +468,10 @@ pub fn plan<'a>(
         new_size: object.len() as u64,
         new_unit_size: needed,
         new_version,
+        stored_uncompressed: false,
         object: check,
         placement: Placement::InPlace,
+        member: None,
         new_unit_offsets: units.iter().map(|u| u.offset).collect(),
         zeroed: Vec::new(),
         output: Plan::new(),

@@ -47,6 +47,12 @@ fn setting_text(s: Setting) -> &'static str {
 /// Names of the defined, non-local data symbols (`STT_OBJECT`: kernel
 /// descriptors and variables) of an ELF file, from `.symtab` and `.dynsym`.
 fn data_symbols(elf: &ElfFile) -> BTreeSet<String> {
+    defined_symbols(elf, &[STT_OBJECT])
+}
+
+/// Names of the defined, non-local symbols of the given `STT_*` types of
+/// an ELF file, from `.symtab` and `.dynsym`.
+pub(super) fn defined_symbols(elf: &ElfFile, types: &[u8]) -> BTreeSet<String> {
     let mut names = BTreeSet::new();
     for (index, sh) in elf.sections.iter().enumerate() {
         if sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM {
@@ -59,7 +65,7 @@ fn data_symbols(elf: &ElfFile) -> BTreeSet<String> {
         for sym in table.chunks_exact(24).skip(1) {
             let name = u32::from_le_bytes([sym[0], sym[1], sym[2], sym[3]]);
             let (info, shndx) = (sym[4], u16::from_le_bytes([sym[6], sym[7]]));
-            if shndx == 0 || info >> 4 == STB_LOCAL || info & 0xf != STT_OBJECT {
+            if shndx == 0 || info >> 4 == STB_LOCAL || !types.contains(&(info & 0xf)) {
                 continue;
             }
             // `__hip_cuid_<hash>` only tells translation units apart; the
@@ -81,7 +87,7 @@ pub fn check_object(id: &str, old: &[u8], new: &[u8]) -> Result<ObjectCheck, Rep
     let triple = Triple::parse(&entry.triple);
     if triple.is_nvptx() {
         return Err(ReplaceError::NotSupported(format!(
-            "entry '{id}' is NVIDIA code: replacing code objects in CUDA fat binaries is not supported yet"
+            "entry '{id}' is NVIDIA code in a clang offload bundle: replacing it there is not supported yet (entries of CUDA fat binaries are)"
         )));
     }
     if !triple.is_amdgcn() {

@@ -10,11 +10,13 @@
 //! offset `o` and address `o + (p_vaddr - p_offset of the first PT_LOAD)`,
 //! above every segment, so that kernels that compute `AT_PHDR` from
 //! `e_phoff` (prune-spec §7) still find the table. Then every reference is
-//! redirected: `R_X86_64_RELATIVE` addends, the words in place (RELR,
-//! absolute, and GNU ld's copies of RELA addends), and the values of
-//! symbols of `.hip_fatbin` in `.dynsym` and `.symtab` (the `-fgpu-rdc`
-//! `__hip_fatbin_*` names that `R_X86_64_64` relocations use). The old
-//! bytes of the section are zeroed; its file range stays mapped.
+//! redirected: the wrapper pointers by the file map's one pointer writer
+//! (`FileMap::pointer_edits`: `R_X86_64_RELATIVE` addends and GNU ld's
+//! copies in place, RELR and absolute words, symbol values), and the
+//! values of every other symbol of `.hip_fatbin` in `.dynsym` and
+//! `.symtab`. A relocation into the section that is not a wrapper's is
+//! refused. The old bytes of the section are zeroed; its file range stays
+//! mapped.
 //! x86-64 only, as the file map is.
 
 use super::{Placement, ReplaceError};
@@ -81,11 +83,6 @@ fn u64_at(d: &[u8], at: usize) -> Option<u64> {
 /// The program headers (one reader for the crate: [`segments::read`]).
 pub(super) fn read_phdrs(data: &[u8]) -> Result<Vec<Segment>, String> {
     segments::read(data).map(|(_, table)| table)
-}
-
-/// The file offset where the 8-byte word at address `addr` is stored.
-fn file_offset(phdrs: &[Segment], addr: u64) -> Option<u64> {
-    segments::file_offset(phdrs, addr, 8)
 }
 
 /// Small edits to the input, by file offset.
@@ -257,17 +254,11 @@ pub(super) fn move_fatbin<'a>(
                         "relocation {i} of section {index} (at {r_offset:#x}) points into .hip_fatbin but is not a wrapper record's pointer"
                     )));
                 }
-                let to =
-                    moved(addend).ok_or_else(|| unmovable(format!("relocation {i} of section {index}"), addend))?;
-                edits.word(sh.offset + i as u64 * 24 + 16, to);
-                // GNU ld also writes the addend in place.
-                if let Some(at) = file_offset(&phdrs, r_offset).filter(|&at| u64_at(data, at as usize) == Some(addend))
-                {
-                    edits.word(at, to);
-                }
+                // The wrapper pointers themselves are rewritten below.
             }
         }
     }
+    let mut new_pointers = Vec::with_capacity(map.wrappers.len());
     for (record, w) in map.wrappers.iter().enumerate() {
         // The symbols of .hip_fatbin move; one of another section whose
         // value happens to lie in it (a damaged file) would not.
@@ -278,13 +269,13 @@ pub(super) fn move_fatbin<'a>(
                 "wrapper record {record} points through symbol '{symbol}', which is not defined in .hip_fatbin"
             )));
         }
-        let word = u64_at(data, (w.offset + 8) as usize).unwrap_or(0);
-        let must = matches!(w.storage, Storage::Relr | Storage::Absolute);
-        if word == 0 && !must {
-            continue;
-        }
-        let to = moved(word).ok_or_else(|| unmovable(format!("wrapper record {record}"), word))?;
-        edits.word(w.offset + 8, to);
+        new_pointers.push(moved(w.pointer).ok_or_else(|| unmovable(format!("wrapper record {record}"), w.pointer))?);
+    }
+    // One writer for the four ways a pointer is stored (RELA addend and its
+    // copy in place, RELR or absolute word, symbol value): the file map's.
+    let pointer_edits = map.pointer_edits(data, &new_pointers).map_err(|e| refuse(e.to_string()))?;
+    for edit in pointer_edits {
+        edits.word(edit.offset, edit.value);
     }
 
     // Every rewritten byte must belong to what the move is meant to

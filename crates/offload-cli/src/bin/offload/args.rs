@@ -278,7 +278,11 @@ pub struct ReplaceCli {
     /// The fat binary, where several hold the entry (0-based, in file order)
     #[arg(long, value_name = "N")]
     unit: Option<usize>,
-    /// The new code object (an AMDGPU ELF file)
+    /// In a static archive, the member to replace in (default: the one
+    /// member holding the entry)
+    #[arg(long, value_name = "NAME")]
+    member: Option<String>,
+    /// The new code object (an AMDGPU ELF file, an NVIDIA cubin or PTX)
     #[arg(long = "with", value_name = "CODE-OBJECT")]
     with: String,
     /// Check and report; write nothing
@@ -293,7 +297,8 @@ pub struct ReplaceCli {
     /// The output file (- for standard output)
     #[arg(short, long, value_name = "OUT", required_unless_present = "dry_run")]
     output: Option<String>,
-    /// The HIP host binary (executable, shared library or object) or bundle file
+    /// The HIP or CUDA host binary (executable, shared library or object),
+    /// bundle, .fatbin file or static archive
     #[arg(value_name = "IN")]
     input: String,
 }
@@ -390,6 +395,7 @@ pub struct PruneArgs {
 pub struct ReplaceArgs {
     pub entry: String,
     pub unit: Option<usize>,
+    pub member: Option<String>,
     pub with: String,
     pub dry_run: bool,
     pub json: bool,
@@ -497,6 +503,7 @@ impl From<Sub> for Command {
             Sub::Replace(r) => Command::Replace(ReplaceArgs {
                 entry: r.entry,
                 unit: r.unit,
+                member: r.member,
                 with: r.with,
                 dry_run: r.dry_run,
                 json: r.json,

@@ -1,6 +1,6 @@
 //! `offload replace`: puts a new code object in place of one entry of a
-//! HIP host binary or bundle file (the library's `replace` module does the
-//! work). The output is checked from its own bytes before it replaces
+//! HIP host binary or bundle file, or of a CUDA fat binary (the library's
+//! `replace` module does the work). The output is checked from its own bytes before it replaces
 //! anything, and written atomically; the input is never modified.
 
 use crate::args::ReplaceArgs;
@@ -14,6 +14,7 @@ use offload_format::replace::{self, Placement, Replaced};
 #[derive(serde::Serialize)]
 struct Report<'a> {
     file: &'a str,
+    member: Option<&'a str>,
     dry_run: bool,
     entry: &'a str,
     unit: usize,
@@ -32,6 +33,7 @@ struct Report<'a> {
     old_e_flags: String,
     new_e_flags: String,
     symbols: &'a [String],
+    stored_uncompressed: bool,
 }
 
 fn format_name(r: &Replaced) -> String {
@@ -53,6 +55,7 @@ fn report(path: &str, r: &Replaced, json: bool, dry_run: bool) {
         Placement::InPlace => "in-place",
         Placement::NewSegment { .. } => "new-segment",
         Placement::Rewritten => "rewritten",
+        Placement::MovedSection { .. } => "moved-section",
     };
     if fatbin_offset.is_some() {
         eprintln!(
@@ -63,6 +66,7 @@ fn report(path: &str, r: &Replaced, json: bool, dry_run: bool) {
     if json {
         let report = Report {
             file: path,
+            member: r.member.as_ref().map(|m| m.name.as_str()),
             dry_run,
             entry: &r.entry_id,
             unit: r.unit_index,
@@ -81,13 +85,15 @@ fn report(path: &str, r: &Replaced, json: bool, dry_run: bool) {
             old_e_flags: format!("{:#x}", r.object.old_flags),
             new_e_flags: format!("{:#x}", r.object.new_flags),
             symbols: &r.object.symbols,
+            stored_uncompressed: r.stored_uncompressed,
         };
         println!("{}", output::json(&report));
         return;
     }
     let verb = if dry_run { "would replace" } else { "replaced" };
+    let member = r.member.as_ref().map(|m| format!(" in member {}", m.name)).unwrap_or_default();
     println!(
-        "{path}: {verb} entry {} of fat binary {} ({}, offset {:#x}): code object {} -> {} bytes, fat binary {} -> {} bytes",
+        "{path}: {verb} entry {}{member} of fat binary {} ({}, offset {:#x}): code object {} -> {} bytes, fat binary {} -> {} bytes",
         r.entry_id,
         r.unit_index,
         format_name(r),
@@ -97,15 +103,25 @@ fn report(path: &str, r: &Replaced, json: bool, dry_run: bool) {
         r.unit.used,
         r.new_unit_size
     );
-    println!(
-        "  target {} (e_flags {:#x} -> {:#x}); {} kernel descriptors and variables defined by both",
-        r.object.processor,
-        r.object.old_flags,
-        r.object.new_flags,
-        r.object.symbols.len()
-    );
+    let (cuda, ptx) = (r.unit.kind == UnitKind::Cuda, r.object.processor.starts_with("compute_"));
+    let flags =
+        if ptx { String::new() } else { format!(" (e_flags {:#x} -> {:#x})", r.object.old_flags, r.object.new_flags) };
+    let symbols = match (cuda, ptx) {
+        (_, true) => ".entry kernels declared",
+        (true, false) => "kernels and variables defined",
+        _ => "kernel descriptors and variables defined",
+    };
+    println!("  target {}{flags}; {} {symbols} by both", r.object.processor, r.object.symbols.len());
+    if r.stored_uncompressed {
+        println!("  the entry was compressed; the new code object is stored uncompressed");
+    }
     match r.placement {
         Placement::InPlace => println!("  written in place; the file keeps its size"),
+        Placement::MovedSection { offset } => println!(
+            "  it did not fit in place: its section moved to the end of the object (offset {offset:#x}); the file is {} bytes",
+            r.output().len()
+        ),
+        Placement::Rewritten if cuda => println!("  the .fatbin file is rewritten ({} bytes)", r.output().len()),
         Placement::Rewritten => println!("  the bundle file is rebuilt ({} bytes)", r.output().len()),
         Placement::NewSegment { offset, addr, .. } => {
             println!(
@@ -153,7 +169,7 @@ pub fn run(argv0: &str, args: &ReplaceArgs) -> u8 {
         eprintln!("{argv0}: error: {path}: {e}");
         1
     };
-    let replaced = match replace::plan(data, new, &args.entry, args.unit) {
+    let replaced = match replace::plan_in(data, new, &args.entry, args.unit, args.member.as_deref()) {
         Ok(r) => r,
         Err(e) => return fail(&e),
     };
