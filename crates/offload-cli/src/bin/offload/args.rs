@@ -124,9 +124,9 @@ pub enum Sub {
         #[arg(required = true, value_name = "FILE")]
         files: Vec<String>,
     },
-    /// Drop the device code of other GPU targets (HIP, CUDA, archives, bundles)
+    /// Drop the device code of other GPU targets (HIP, CUDA, OpenMP; binaries, objects, archives)
     Prune(PruneCli),
-    /// Put a new code object in place of one entry of a HIP host binary or bundle
+    /// Put a new code object in place of one entry of a HIP or CUDA binary, bundle, .fatbin or archive
     Replace(ReplaceCli),
     /// The GPUs of this machine (KFD sysfs, NVML) and their target IDs
     Gpus {
@@ -235,6 +235,24 @@ pub struct CheckArgs {
     pub paths: Vec<String>,
 }
 
+/// The output options of the commands that rewrite a file (`prune`,
+/// `replace`).
+#[derive(Args, Debug)]
+pub struct RewriteOutput {
+    /// Check and report what would change; write nothing
+    #[arg(long)]
+    dry_run: bool,
+    /// Machine-readable report (schema in the README)
+    #[arg(long)]
+    json: bool,
+    /// Skip re-reading the output before it replaces anything
+    #[arg(long)]
+    no_verify: bool,
+    /// The output file (- for standard output)
+    #[arg(short, long, value_name = "OUT", required_unless_present = "dry_run")]
+    output: Option<String>,
+}
+
 #[derive(Args, Debug)]
 #[command(group(ArgGroup::new("targets").required(true).multiple(true)))]
 pub struct PruneCli {
@@ -253,18 +271,8 @@ pub struct PruneCli {
     /// Allow dropping every device code object of a fat binary
     #[arg(long)]
     allow_empty: bool,
-    /// Report what would be dropped; write nothing
-    #[arg(long)]
-    dry_run: bool,
-    /// Machine-readable report (schema in the README)
-    #[arg(long)]
-    json: bool,
-    /// Skip re-reading the output before it replaces anything
-    #[arg(long)]
-    no_verify: bool,
-    /// The output file (- for standard output)
-    #[arg(short, long, value_name = "OUT", required_unless_present = "dry_run")]
-    output: Option<String>,
+    #[command(flatten)]
+    out: RewriteOutput,
     /// A host binary, object, static archive, bundle, fat object or .fatbin
     #[arg(value_name = "IN")]
     input: String,
@@ -285,18 +293,8 @@ pub struct ReplaceCli {
     /// The new code object (an AMDGPU ELF file, an NVIDIA cubin or PTX)
     #[arg(long = "with", value_name = "CODE-OBJECT")]
     with: String,
-    /// Check and report; write nothing
-    #[arg(long)]
-    dry_run: bool,
-    /// Machine-readable report (schema in the README)
-    #[arg(long)]
-    json: bool,
-    /// Skip re-reading the output before it replaces anything
-    #[arg(long)]
-    no_verify: bool,
-    /// The output file (- for standard output)
-    #[arg(short, long, value_name = "OUT", required_unless_present = "dry_run")]
-    output: Option<String>,
+    #[command(flatten)]
+    out: RewriteOutput,
     /// The HIP or CUDA host binary (executable, shared library or object),
     /// bundle, .fatbin file or static archive
     #[arg(value_name = "IN")]
@@ -493,23 +491,23 @@ impl From<Sub> for Command {
                 drop: targets(p.drop),
                 keep_gpu: p.keep_gpu,
                 allow_empty: p.allow_empty,
-                dry_run: p.dry_run,
-                json: p.json,
-                verify: !p.no_verify,
+                dry_run: p.out.dry_run,
+                json: p.out.json,
+                verify: !p.out.no_verify,
                 cut: p.mode == Mode::Cut,
                 input: p.input,
-                output: p.output,
+                output: p.out.output,
             }),
             Sub::Replace(r) => Command::Replace(ReplaceArgs {
                 entry: r.entry,
                 unit: r.unit,
                 member: r.member,
                 with: r.with,
-                dry_run: r.dry_run,
-                json: r.json,
-                verify: !r.no_verify,
+                dry_run: r.out.dry_run,
+                json: r.out.json,
+                verify: !r.out.no_verify,
                 input: r.input,
-                output: r.output,
+                output: r.out.output,
             }),
             Sub::Gpus { sysfs_root, json } => Command::Gpus { sysfs_root, json },
             Sub::Size { keep, json, paths } => Command::Size { paths, keep: targets(keep), json },
