@@ -451,7 +451,7 @@ fn symbol_patches(
 }
 
 /// The first `len` bytes of `plan`, appended to `out`.
-fn append_prefix<'a>(out: &mut Plan<'a>, plan: &Plan<'a>, mut len: u64) {
+pub(crate) fn append_prefix<'a>(out: &mut Plan<'a>, plan: &Plan<'a>, mut len: u64) {
     for piece in &plan.pieces {
         if len == 0 {
             break;

@@ -244,6 +244,7 @@ fn plan_fat_object<'a>(data: &'a [u8], rules: &Rules, in_place: bool) -> Result<
 }
 
 mod verify;
+pub(crate) use verify::check_unit;
 pub use verify::verify_file;
 
 #[cfg(test)]

@@ -14,8 +14,12 @@
 
 mod check;
 mod check_cut;
+mod check_object;
 pub mod cuda;
 pub mod cut;
+pub mod cut_archive;
+pub mod cut_file;
+pub mod cut_object;
 pub mod files;
 pub mod openmp;
 mod rebuild;

@@ -40,7 +40,7 @@ fn kept<T: Copy>(old: &[T], change: &UnitChange) -> Vec<T> {
 }
 
 /// Checks one rewritten unit, which starts at `at` in `output`.
-fn check_unit(output: &[u8], at: usize, input: &[u8], change: &UnitChange) -> Result<(), PruneError> {
+pub(crate) fn check_unit(output: &[u8], at: usize, input: &[u8], change: &UnitChange) -> Result<(), PruneError> {
     let start = change.unit.offset as usize;
     let new_len = change.new_used as usize;
     let new = output.get(at..at + new_len).ok_or_else(|| fail(format!("the unit at {at:#x} lies past the end")))?;
