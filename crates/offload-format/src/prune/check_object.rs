@@ -40,7 +40,7 @@ type References = (Vec<(u16, u64)>, Vec<(usize, u64)>);
 fn references(file: &ElfFile) -> Result<References, PruneError> {
     let mut syms = Vec::new();
     let mut relocs = Vec::new();
-    for (i, sh) in file.sections.iter().enumerate() {
+    for (i, sh) in file.sections.iter().enumerate().skip(1) {
         let data = file.section_data(i).map_err(|e| fail(e.to_string()))?;
         if sh.sh_type == SHT_SYMTAB {
             syms.extend(data.chunks_exact(24).map(|s| (u16::from_le_bytes([s[6], s[7]]), u64_at(s, 8))));

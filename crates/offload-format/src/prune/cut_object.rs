@@ -135,6 +135,11 @@ pub fn plan_object_cut(data: &[u8], base: u64, units: &[UnitChange]) -> Result<O
     }
     let len = data.len() as u64;
     let shoff = u64_at(data, 40).unwrap_or(0);
+    // Every section is read back by the check: one that cannot be read is
+    // damage the cut would carry over.
+    for i in 1..file.sections.len() {
+        file.section_data(i).map_err(|e| refuse(e.to_string()))?;
+    }
 
     // Group the units by the fat binary section holding them.
     let mut sections: Vec<SectionCut> = Vec::new();

@@ -360,6 +360,8 @@ pub(crate) fn plan_units<'a>(
 }
 
 #[cfg(test)]
+mod cut_object_tests;
+#[cfg(test)]
 mod cut_tests;
 #[cfg(test)]
 mod tests;
