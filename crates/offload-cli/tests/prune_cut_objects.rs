@@ -195,6 +195,54 @@ fn cut_hip_objects_link_and_register_what_zero_mode_registers() {
     assert_eq!(hip.run("both-cut", &[&d("both-cut.o")]), zero);
 }
 
+#[test]
+fn a_cut_gpu_rdc_device_link_object_links_and_registers_what_zero_mode_registers() {
+    let Some(hip) = Hip::get() else { return };
+    let tu1 = hip.compile("tu1", &["-fgpu-rdc"]);
+    let tu2 = hip.compile("tu2", &["-fgpu-rdc"]);
+    let d = |n: &str| hip.dir.path().join(n);
+    // The device link of `--hip-link -fgpu-rdc` leaves, with -save-temps,
+    // the host objects and the object holding the one linked bundle in
+    // .hip_fatbin, with `__hip_fatbin_<cuid>` symbols defined in it.
+    let work = d("rdc");
+    std::fs::create_dir_all(&work).unwrap();
+    let archs = ["--offload-arch=gfx906", "--offload-arch=gfx90a:xnack+", "--offload-arch=gfx90a:xnack-"];
+    check(
+        Command::new(&hip.clang)
+            .current_dir(&work)
+            .args(["--hip-link", "-fgpu-rdc", "-save-temps", "-fuse-ld=lld", "-nogpulib", "--rocm-path=/nonexistent"])
+            .args(archs)
+            .args(["-o", "prog"])
+            .arg(hip.support.join("main.c"))
+            .args([&tu1, &tu2])
+            .arg(format!("-L{}", hip.dir.path().display()))
+            .args(["-lamdhip64", "-lstdc++", "-Wno-unused-command-line-argument"]),
+    );
+    let named = |suffix: &str| -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(&work)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_str().unwrap().ends_with(suffix))
+            .collect();
+        v.sort();
+        v
+    };
+    let device = named("-hip-amdgcn-amd-amdhsa.o");
+    let hosts = named("-host-x86_64-pc-linux-gnu.o");
+    assert_eq!((device.len(), hosts.len()), (1, 2), "{:?}", std::fs::read_dir(&work).unwrap().count());
+    prune("zero", "gfx90a:xnack-", &device[0], &d("rdc-zero.o"));
+    let v = prune("cut", "gfx90a:xnack-", &device[0], &d("rdc-cut.o"));
+    assert!(v["output_size"].as_u64().unwrap() < v["input_size"].as_u64().unwrap());
+    let (zero_o, cut_o) = (d("rdc-zero.o"), d("rdc-cut.o"));
+    let with = |o: &'static str| -> Vec<&Path> {
+        let last = if o == "zero" { zero_o.as_path() } else { cut_o.as_path() };
+        hosts.iter().map(PathBuf::as_path).chain([last]).collect()
+    };
+    let zero = hip.run("rdc-zero", &with("zero"));
+    assert!(zero.contains("host: 1 2") && zero.contains("gfx90a:xnack-") && !zero.contains("gfx906"), "{zero}");
+    assert_eq!(hip.run("rdc-cut", &with("cut")), zero);
+}
+
 /// The archive tests' inputs: a GNU and a BSD archive of two HIP objects
 /// and a text member, made by llvm-ar-19.
 #[test]

@@ -16,7 +16,7 @@
 //! What the rewrite does not fully understand is refused: a relocation,
 //! symbol or dynamic tag pointing inside `.hip_fatbin` other than at a
 //! fat binary's start through a known wrapper storage, a section or
-//! segment overlapping it, relocatable objects.
+//! segment overlapping it. Relocatable objects are `cut_object`'s.
 
 use super::{PruneError, Pruned};
 use crate::elf::{ElfFile, SHF_ALLOC, SHT_DYNAMIC, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB};
@@ -132,9 +132,7 @@ fn unit_alignment(map: &FileMap) -> u64 {
 /// Plans the cut of `data` (mapped as `map`, pruned as `pruned`).
 pub fn plan_cut(data: &[u8], map: &FileMap, pruned: &Pruned) -> Result<Cut, PruneError> {
     if map.relocatable {
-        return Err(refuse(
-            "relocatable objects (.o) are not cut (the linker lays .hip_fatbin out again; zero mode prunes them)",
-        ));
+        return Err(refuse("a relocatable object (.o) is cut by prune::cut_file, not as a linked binary"));
     }
     let file = ElfFile::parse(data).map_err(|e| refuse(e.to_string()))?;
     if !matches!(file.header.e_type, 2 | 3) {

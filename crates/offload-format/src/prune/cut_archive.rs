@@ -152,6 +152,9 @@ fn walk(data: &[u8]) -> Result<Layout, PruneError> {
         {
             return Err(refuse(format!("bytes between members before offset {header:#x}")));
         }
+        if offset.checked_add(size).is_none_or(|end| end > data.len() as u64) {
+            return Err(refuse(format!("the member at {header:#x} runs past the end of the archive")));
+        }
         let name = String::from_utf8_lossy(member.name()).into_owned();
         members.push((name, header, name_len.unwrap_or(0), offset, size));
     }
@@ -271,7 +274,9 @@ fn symbol_table(
         ArchiveKind::Bsd64 => (8, false, 16, 16, read(&bytes, 0, 8, false).ok_or_else(short)? / 16),
         _ => return Err(refuse(format!("a {kind:?} symbol table"))),
     };
-    if count.checked_mul(stride as u64).is_none_or(|n| n + first as u64 > size + width as u64) {
+    // Every offset field lies in the table (so the loop is bounded by it).
+    let last_end = count.checked_mul(stride as u64).and_then(|n| n.checked_add(first as u64));
+    if last_end.is_none_or(|end| end > size.saturating_add(width as u64)) {
         return Err(short());
     }
     for i in 0..count as usize {
@@ -308,7 +313,7 @@ impl ArchiveCut {
         for m in &self.members {
             let header = data.get(m.header as usize..(m.header + HEADER) as usize).unwrap_or(&[]);
             let (offset, size) = m.data;
-            if m.new_size == size {
+            if m.new_size == size || header.len() != HEADER as usize {
                 plan.borrow(header);
             } else {
                 let mut h = header.to_vec();

@@ -291,7 +291,7 @@ fn reference_patches(
                 Some(u) if sym.size == u.unit.used => u.new_used,
                 _ => sym.size,
             };
-            if new + new_size > s.new_size && new_size != 0 {
+            if new_size != 0 && new.checked_add(new_size).is_none_or(|end| end > s.new_size) {
                 return Err(refuse(format!("symbol {j} would run past the end of {}", file.display_name(s.index))));
             }
             if new_size != sym.size {
