@@ -112,6 +112,7 @@ fn what_cut_mode_cannot_rewrite_is_refused_and_leaves_the_output_alone() {
 /// clang-19, ld.lld and the stub runtime, or `None` (skip).
 struct Hip {
     clang: PathBuf,
+    lld: PathBuf,
     dir: tempfile::TempDir,
     support: PathBuf,
 }
@@ -119,7 +120,7 @@ struct Hip {
 impl Hip {
     fn get() -> Option<Hip> {
         let clang = common::llvm_tool(19, "clang")?;
-        common::llvm_tool(19, "ld.lld")?;
+        let lld = common::llvm_tool(19, "ld.lld")?;
         let zstd = Path::new("/usr/lib/x86_64-linux-gnu/libzstd.so.1");
         if !zstd.exists() {
             assert!(!common::llvm_required(), "OFFLOAD_REQUIRE_LLVM=1 but {} is missing", zstd.display());
@@ -132,7 +133,7 @@ impl Hip {
         check(
             Command::new(&clang).args(["-shared", "-fPIC", "-o", p(&stub)]).arg(support.join("hip_stub.c")).arg(zstd),
         );
-        Some(Hip { clang, dir, support })
+        Some(Hip { clang, lld, dir, support })
     }
 
     /// Compiles a HIP source to an object. `--rocm-path` points nowhere:
@@ -188,10 +189,12 @@ fn cut_hip_objects_link_and_register_what_zero_mode_registers() {
     let cut = hip.run("cut", &[&d("cut1.o"), &d("cut2.o")]);
     assert!(!zero.contains("gfx906") && zero.contains("gfx90a:xnack-") && zero.contains("host: 1 2"), "{zero}");
     assert_eq!(cut, zero, "the cut program registers exactly what the zero-mode one does");
-    // Linked together first (`ld -r`), then cut: the second fat binary
-    // moves and its wrapper's relocation addend with it.
-    check(Command::new("ld").args(["-r", "-o", p(&d("both.o")), p(&tu1), p(&tu2)]));
-    prune("cut", "gfx90a:xnack-", &d("both.o"), &d("both-cut.o"));
+    // Linked together first (`ld.lld -r`), then cut: the second fat
+    // binary moves and its wrapper's relocation addend with it.
+    check(Command::new(&hip.lld).args(["-r", "-o", p(&d("both.o")), p(&tu1), p(&tu2)]));
+    let v = prune("cut", "gfx90a:xnack-", &d("both.o"), &d("both-cut.o"));
+    let second = &v["units"][1];
+    assert!(second["new_offset"].as_u64() < second["offset"].as_u64(), "the second fat binary moved: {v}");
     assert_eq!(hip.run("both-cut", &[&d("both-cut.o")]), zero);
 }
 
