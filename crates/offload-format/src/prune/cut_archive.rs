@@ -245,6 +245,12 @@ fn rebuilt_len(units: &[UnitChange], size: u64) -> u64 {
     size - units.iter().filter(|u| u.changed()).map(|u| u.unit.extent - u.new_used).sum::<u64>()
 }
 
+/// The member whose header starts at `header` (members are in file order,
+/// so a symbol table of any size is resolved in logarithmic time each).
+fn member_at(members: &[MemberCut], header: u64) -> Option<&MemberCut> {
+    members.binary_search_by_key(&header, |m| m.header).ok().map(|i| &members[i])
+}
+
 /// The symbol table's data with every member offset moved.
 fn symbol_table(
     data: &[u8],
@@ -282,7 +288,7 @@ fn symbol_table(
     for i in 0..count as usize {
         let at = first + i * stride;
         let old = read(&bytes, at, width, big).ok_or_else(short)?;
-        let Some(m) = members.iter().find(|m| m.header == old) else {
+        let Some(m) = member_at(members, old) else {
             return Err(refuse(format!("the archive symbol table names offset {old:#x}, where no member starts")));
         };
         let new = m.new_header;
@@ -421,7 +427,7 @@ pub fn verify_archive_cut(output: &[u8], input: &[u8], pruned: &Pruned, cut: &Ar
         return Err(fail("the symbol table changed in length".into()));
     }
     for ((on, oo), (nn, no)) in old.iter().zip(&new) {
-        let moved = cut.members.iter().find(|m| m.header == *oo).map(|m| m.new_header);
+        let moved = member_at(&cut.members, *oo).map(|m| m.new_header);
         if on != nn || moved != Some(*no) {
             return Err(fail(format!("symbol {} does not lead to its member", String::from_utf8_lossy(on))));
         }
