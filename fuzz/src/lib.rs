@@ -918,6 +918,7 @@ pub fn prune_cut(data: &[u8]) {
     use offload_format::{layout::FileMap, prune};
     prune_cut_cuda(data);
     prune_cut_openmp(data);
+    prune_cut_files(data);
     let Ok(map) = FileMap::read(data) else { return };
     for targets in [&["gfx906"][..], &["gfx90a:xnack-"]] {
         let keep = targets.iter().map(|t| prune::parse_target(t).expect("a valid target")).collect();
@@ -965,6 +966,24 @@ fn prune_cut_openmp(data: &[u8]) {
         let Some(out) = plan.try_to_vec() else { continue };
         if let Err(e) = openmp::verify_cut(&out, data, &map, &planned.pruned, cut) {
             panic!("a cut OpenMP output fails its check: {e}");
+        }
+    }
+}
+
+/// Cut mode on relocatable objects and archives (`prune::cut_file`):
+/// whatever plans must write exactly the planned size and pass its own
+/// check.
+fn prune_cut_files(data: &[u8]) {
+    use offload_format::prune::{self, cut_file, files};
+    for targets in [&["gfx906", "sm_80"][..], &["gfx90a:xnack-", "compute_90"]] {
+        let keep = targets.iter().map(|t| prune::parse_target(t).expect("a valid target")).collect();
+        let rules = prune::Rules { keep, allow_empty: true, ..Default::default() };
+        let Ok((input, pruned)) = files::plan_file(data, &rules) else { continue };
+        let Ok(Some(cut)) = cut_file::plan_file_cut(data, &input, &pruned) else { continue };
+        let plan = cut.output_plan(data, &pruned);
+        let Some(out) = plan.try_to_vec() else { continue };
+        if let Err(e) = cut.verify(&out, data, &pruned) {
+            panic!("a cut object or archive fails its check: {e}");
         }
     }
 }

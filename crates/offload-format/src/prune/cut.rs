@@ -20,7 +20,7 @@
 //! What the rewrite does not fully understand is refused: a relocation,
 //! symbol or dynamic tag pointing inside `.hip_fatbin` other than at a
 //! fat binary's start through a known wrapper storage, a section or
-//! segment overlapping it, relocatable objects.
+//! segment overlapping it. Relocatable objects are `cut_object`'s.
 
 use super::{PruneError, Pruned};
 use crate::elf::{ElfFile, SHF_ALLOC, SHT_DYNAMIC, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB};
@@ -212,7 +212,7 @@ pub(crate) fn cut_section(data: &[u8], packed: &Packed, pointer_patches: Vec<Pat
     let name = packed.name;
     if packed.relocatable {
         return Err(refuse(format!(
-            "relocatable objects (.o) are not cut (the linker lays {name} out again; zero mode prunes them)"
+            "a relocatable object (.o) is cut by prune::cut_file, not as a linked binary ({name})"
         )));
     }
     let file = ElfFile::parse(data).map_err(|e| refuse(e.to_string()))?;
@@ -520,7 +520,7 @@ fn symbol_patches(
 }
 
 /// The first `len` bytes of `plan`, appended to `out`.
-fn append_prefix<'a>(out: &mut Plan<'a>, plan: &Plan<'a>, mut len: u64) {
+pub(crate) fn append_prefix<'a>(out: &mut Plan<'a>, plan: &Plan<'a>, mut len: u64) {
     for piece in &plan.pieces {
         if len == 0 {
             break;

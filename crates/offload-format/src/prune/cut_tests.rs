@@ -79,7 +79,7 @@ fn small_savings_fall_back_and_objects_are_refused() {
     let map = FileMap::read(&data).unwrap();
     let pruned = plan(&data, &map, &keep(&["gfx906"])).unwrap();
     let e = plan_cut(&data, &map, &pruned).unwrap_err().to_string();
-    assert!(e.contains("relocatable objects"), "{e}");
+    assert!(e.contains("a relocatable object"), "{e}");
 }
 
 /// Plans a cut of a damaged copy; the error text.

@@ -14,8 +14,12 @@
 
 mod check;
 mod check_cut;
+mod check_object;
 pub mod cuda;
 pub mod cut;
+pub mod cut_archive;
+pub mod cut_file;
+pub mod cut_object;
 pub mod files;
 pub mod openmp;
 mod rebuild;
@@ -357,6 +361,8 @@ pub(crate) fn plan_units<'a>(
 
 #[cfg(test)]
 mod cut_cuda_tests;
+#[cfg(test)]
+mod cut_object_tests;
 #[cfg(test)]
 mod cut_tests;
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! `offload prune`: drops the device code of unwanted GPU targets from a
-//! HIP or CUDA host binary in zero mode (linked HIP and CUDA ELF x86-64 ones also in cut mode),
+//! HIP or CUDA host binary in zero mode (linked HIP and CUDA ELF x86-64
+//! binaries, relocatable objects and archives also in cut mode),
 //! from every member of a static
 //! archive, and from raw bundles, `.fatbin` files and fat objects (the
 //! library's `prune` module does the work). The output is checked from its own bytes before it replaces
@@ -10,6 +11,7 @@ use crate::output;
 use offload_cli::io;
 use offload_format::layout::UnitKind;
 use offload_format::plan::Plan;
+use offload_format::prune::cut_file::{self, FileCut};
 use offload_format::prune::files::{self, Input};
 use offload_format::prune::{self, Cut, CutPlan, PruneError, Pruned, Rules};
 
@@ -56,6 +58,11 @@ struct UnitReport<'a> {
 /// What was (or would be) written, for the report.
 struct Written<'c> {
     cut: Option<&'c CutPlan>,
+    /// The cut of an object or archive.
+    file_cut: Option<&'c FileCut>,
+    /// `--mode cut` on an input that shrinks in any mode (a fat object,
+    /// bundle or `.fatbin` file).
+    shrunk: bool,
     input_size: u64,
     output_size: u64,
 }
@@ -77,7 +84,11 @@ fn report(path: &str, kind: &Input, pruned: &Pruned, json: bool, dry_run: bool, 
                     freed_bytes: u.freed_bytes(),
                     kept: ids(true),
                     dropped: ids(false),
-                    new_offset: written.cut.and_then(|c| c.unit_offsets.get(i).copied()).unwrap_or(u.unit.offset),
+                    new_offset: written
+                        .cut
+                        .and_then(|c| c.unit_offsets.get(i).copied())
+                        .or_else(|| written.file_cut.and_then(|c| c.unit_offset(i)))
+                        .unwrap_or(u.unit.offset),
                 }
             })
             .collect();
@@ -90,7 +101,7 @@ fn report(path: &str, kind: &Input, pruned: &Pruned, json: bool, dry_run: bool, 
             dropped_bytes: pruned.dropped_bytes(),
             freed_bytes: pruned.freed_bytes(),
             units,
-            mode: if written.cut.is_some() { "cut" } else { "zero" },
+            mode: if written.cut.is_some() || written.file_cut.is_some() || written.shrunk { "cut" } else { "zero" },
             input_size: written.input_size,
             output_size: written.output_size,
         };
@@ -126,10 +137,10 @@ fn report(path: &str, kind: &Input, pruned: &Pruned, json: bool, dry_run: bool, 
         );
     }
     let verb = if dry_run { "would rewrite" } else { "rewrote" };
-    let effect = match written.cut {
-        Some(_) => format!("the file cut from {} to {} bytes", written.input_size, written.output_size),
+    let effect = match written.cut.is_some() || written.file_cut.is_some() {
+        true => format!("the file cut from {} to {} bytes", written.input_size, written.output_size),
         // In place the freed bytes become zeros; elsewhere the output shrinks.
-        None => format!("{} bytes {}", pruned.freed_bytes(), if kind.in_place() { "zeroed" } else { "saved" }),
+        false => format!("{} bytes {}", pruned.freed_bytes(), if kind.in_place() { "zeroed" } else { "saved" }),
     };
     let what = if matches!(kind, Input::Hip(_)) { String::new() } else { format!(" ({})", kind.name()) };
     println!(
@@ -181,7 +192,14 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
         Ok(p) => p,
         Err(e) => return fail(&e),
     };
-    let cut = if args.cut {
+    // Objects and archives: cut_object / cut_archive.
+    let file_cut = match args.cut.then(|| cut_file::plan_file_cut(data, &kind, &pruned)) {
+        Some(Ok(c)) => c,
+        Some(Err(e)) => return fail(&e),
+        None => None,
+    };
+    let shrunk = args.cut && !kind.in_place();
+    let cut = if args.cut && file_cut.is_none() && !shrunk {
         let map = match &kind {
             Input::Hip(map) => map.clone(),
             Input::Cuda => match prune::cuda::linked_map(data, &pruned) {
@@ -191,7 +209,7 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
             _ => {
                 let what = kind.name();
                 return fail(&format!(
-                    "--mode cut rewrites HIP and CUDA host binaries only (this is a {what}); zero mode prunes it"
+                    "--mode cut rewrites linked HIP and CUDA host binaries, relocatable objects and archives only (this is a {what}); zero mode prunes it"
                 ));
             }
         };
@@ -209,11 +227,18 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
         None
     };
     // Borrowed pieces only: cheap to plan even for a dry run's sizes.
-    let plan = match &cut {
-        Some((_, c)) => c.output_plan(data, &pruned),
-        None => pruned.output_plan(data),
+    let plan = match (&cut, &file_cut) {
+        (Some((_, c)), _) => c.output_plan(data, &pruned),
+        (None, Some(c)) => c.output_plan(data, &pruned),
+        (None, None) => pruned.output_plan(data),
     };
-    let written = Written { cut: cut.as_ref().map(|(_, c)| c), input_size: data.len() as u64, output_size: plan.len() };
+    let written = Written {
+        cut: cut.as_ref().map(|(_, c)| c),
+        file_cut: file_cut.as_ref(),
+        shrunk,
+        input_size: data.len() as u64,
+        output_size: plan.len(),
+    };
     let Some(out_path) = args.output.as_deref().filter(|_| !args.dry_run) else {
         report(path, &kind, &pruned, args.json, true, &written);
         return 0;
@@ -229,15 +254,16 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
     if let Err(e) = staged {
         return fail(&e);
     }
-    if kind.in_place() && cut.is_none() {
+    if kind.in_place() && cut.is_none() && file_cut.is_none() {
         let freed = pruned.units.iter().filter(|u| u.changed());
         outputs.punch_holes(0, freed.map(|u| (u.unit.offset + u.new_used, u.unit.extent - u.new_used)));
     }
     if args.verify {
         let check = outputs.check_staged(0, |written| {
-            match &cut {
-                Some((map, c)) => prune::verify_cut(written, data, map, &pruned, c),
-                None => files::verify_file(written, data, &kind, &pruned),
+            match (&cut, &file_cut) {
+                (Some((map, c)), _) => prune::verify_cut(written, data, map, &pruned, c),
+                (None, Some(c)) => c.verify(written, data, &pruned),
+                (None, None) => files::verify_file(written, data, &kind, &pruned),
             }
             .map_err(|e| e.to_string())
         });
