@@ -91,15 +91,16 @@ fn folder_of_hip_libraries_names_exactly_those_lacking_the_gpu() {
     ]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
     let v = report(&o);
-    let all = set(&["gnu_rela.so", "lld_relr.so", "nopie_gnu", "rdc_ccob_lld.so", "tu1.o"]);
+    let all = set(&["gnu_rela.so", "lld_relr.so", "nopie_gnu", "rdc_ccob_lld.so", "tu1.o", "tu12_r.o"]);
     let f = failing(&v);
     assert_eq!(f["gfx906"], BTreeSet::new());
     assert_eq!(f["gfx1030"], all);
     assert_eq!(f["gfx90a:xnack+"], BTreeSet::new());
     assert_eq!(v["ok"], false);
-    assert_eq!(v["summary"]["fat_files"], 5);
-    // Two fat binaries in each of the three files built from two TUs without -fgpu-rdc.
-    assert_eq!(v["summary"]["units"], 8);
+    assert_eq!(v["summary"]["fat_files"], 6);
+    // Two fat binaries in each of the three files built from two TUs
+    // without -fgpu-rdc, and in the `ld -r` object of both TUs.
+    assert_eq!(v["summary"]["units"], 10);
     let per: Vec<(&str, u64, u64)> = v["summary"]["per_gpu"]
         .as_array()
         .unwrap()
@@ -108,7 +109,7 @@ fn folder_of_hip_libraries_names_exactly_those_lacking_the_gpu() {
             (g["gpu"].as_str().unwrap(), g["failing_files"].as_u64().unwrap(), g["failing_units"].as_u64().unwrap())
         })
         .collect();
-    assert_eq!(per, [("gfx906", 0, 0), ("gfx1030", 5, 8), ("gfx90a:xnack+", 0, 0)]);
+    assert_eq!(per, [("gfx906", 0, 0), ("gfx1030", 6, 10), ("gfx90a:xnack+", 0, 0)]);
     let unit = &v["files"][0]["units"][0];
     assert_eq!(unit["loads"][0]["object"], "hipv4-amdgcn-amd-amdhsa--gfx906");
     assert_eq!(unit["loads"][1]["object"], Value::Null);
@@ -117,11 +118,11 @@ fn folder_of_hip_libraries_names_exactly_those_lacking_the_gpu() {
     // The text: failures only, then one summary line per GPU.
     let o = offload(&["check", "--no-deps", "--gpu", "gfx906", "--gpu", "gfx1030", p(&dir)]);
     let out = text(&o.stdout);
-    assert!(out.contains("gfx906: 5 GPU libraries, 8 fat binaries: all load\n"), "{out}");
+    assert!(out.contains("gfx906: 6 GPU libraries, 10 fat binaries: all load\n"), "{out}");
     assert!(
         out.contains(
-            "gfx1030: 5 GPU libraries, 8 fat binaries: 5 libraries lack gfx1030 code: gnu_rela.so, lld_relr.so, \
-             nopie_gnu, rdc_ccob_lld.so, tu1.o (they hold gfx906, gfx90a:xnack+, gfx90a:xnack-)\n"
+            "gfx1030: 6 GPU libraries, 10 fat binaries: 6 libraries lack gfx1030 code: gnu_rela.so, lld_relr.so, \
+             nopie_gnu, rdc_ccob_lld.so, tu1.o, tu12_r.o (they hold gfx906, gfx90a:xnack+, gfx90a:xnack-)\n"
         ),
         "{out}"
     );

@@ -5,9 +5,10 @@
 //! the first 64 bytes of each fat binary and the fields of each wrapper
 //! record. Each run of `offload prune --keep gfx90a --mode M in -o out`
 //! must exit 0 with an output that is exactly what the library plans for
-//! that input, re-parses, holds the kept entries byte for byte and passes
-//! `offload verify`; or exit 1 with an `error:` line, leaving the
-//! pre-existing `out` as it was (the corpus's own checks).
+//! that input, re-parses, holds the kept entries byte for byte (zero mode)
+//! or passes the library's cut check (cut mode), and passes `offload
+//! verify`; or exit 1 with an `error:` line, leaving the pre-existing `out`
+//! as it was (the corpus's own checks).
 
 use super::{Damage, Job, Mode, OFFLOAD, damages, run_job};
 use offload_format::bundle::{binary, compressed};
@@ -18,8 +19,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 
-/// The modes to prune in ("cut" joins when the binary has it).
-pub const PRUNE_MODES: [&str; 1] = ["zero"];
+/// The modes to prune in.
+pub const PRUNE_MODES: [&str; 2] = ["zero", "cut"];
 
 /// What every run keeps.
 pub const KEEP: &str = "gfx90a";
@@ -64,7 +65,7 @@ fn targeted(data: &[u8]) -> Vec<Damage> {
 }
 
 /// Every run: a quarter of the corpus's usual damages (the ELF files are
-/// large for it) and every targeted one, in every mode.
+/// large for it) and every targeted one, in both modes.
 pub fn jobs() -> Vec<Job> {
     let mut jobs = Vec::new();
     for (name, data) in bases() {
@@ -86,8 +87,43 @@ pub fn jobs() -> Vec<Job> {
     jobs
 }
 
-/// The checks of a run that exited 0, on the input and output it left in
-/// `work`.
+/// The checks of a cut-mode run that exited 0: the output is the planned
+/// cut (or, where cutting gains too little, the zero-mode output), passes
+/// the library's own check of it, and `offload verify`.
+fn check_cut_success(work: &Path) -> Result<(), String> {
+    use offload_format::prune::{Cut, cut_file, files};
+    let input = fs::read(work.join("in")).map_err(|e| e.to_string())?;
+    let output = fs::read(work.join("out")).map_err(|e| format!("no output: {e}"))?;
+    let rules = prune::Rules { keep: vec![prune::parse_target(KEEP).unwrap()], ..Default::default() };
+    let (kind, pruned) =
+        files::plan_file(&input, &rules).map_err(|e| format!("pruned an input the library refuses: {e}"))?;
+    let refused = |e: prune::PruneError| format!("cut an input the library refuses to cut: {e}");
+    let checked = if let Some(cut) = cut_file::plan_file_cut(&input, &kind, &pruned).map_err(refused)? {
+        (output == cut.output_plan(&input, &pruned).to_vec()).then(|| cut.verify(&output, &input, &pruned))
+    } else if let files::Input::Hip(map) = &kind {
+        match prune::plan_cut(&input, map, &pruned).map_err(refused)? {
+            Cut::Planned(cut) => (output == cut.output_plan(&input, &pruned).to_vec())
+                .then(|| prune::verify_cut(&output, &input, map, &pruned, &cut)),
+            Cut::TooSmall { .. } => (output == pruned.output_plan(&input).to_vec())
+                .then(|| files::verify_file(&output, &input, &kind, &pruned)),
+        }
+    } else {
+        return Err(format!("cut a {} the library does not cut", kind.name()));
+    };
+    match checked {
+        None => return Err("the output is not the planned one".into()),
+        Some(Err(e)) => return Err(format!("the output fails the library's check: {e}")),
+        Some(Ok(())) => {}
+    }
+    let verify = Command::new(OFFLOAD).args(["verify", "out"]).current_dir(work).output().map_err(|e| e.to_string())?;
+    if !verify.status.success() {
+        return Err(format!("offload verify fails the output: {}", String::from_utf8_lossy(&verify.stdout)));
+    }
+    Ok(())
+}
+
+/// The checks of a zero-mode run that exited 0, on the input and output
+/// it left in `work`.
 fn check_success(work: &Path) -> Result<(), String> {
     let input = fs::read(work.join("in")).map_err(|e| e.to_string())?;
     let output = fs::read(work.join("out")).map_err(|e| format!("no output: {e}"))?;
@@ -140,8 +176,10 @@ fn decode(bytes: &[u8], kind: UnitKind) -> Result<Vec<u8>, String> {
 pub fn run(job: &Job, work: &Path, logs: &Path) -> Result<i32, String> {
     let code = run_job(job, work, logs, &[])?;
     if code == 0 {
-        check_success(work)
-            .map_err(|problem| format!("{} / {} / prune --mode: {problem}", job.base, job.damage.describe()))?;
+        let mode = if let super::Mode::Prune(mode) = job.mode { mode } else { "?" };
+        let checked = if mode == "cut" { check_cut_success(work) } else { check_success(work) };
+        checked
+            .map_err(|problem| format!("{} / {} / prune --mode {mode}: {problem}", job.base, job.damage.describe()))?;
     }
     Ok(code)
 }
