@@ -141,6 +141,15 @@ pub struct SectionHeader {
     pub entsize: u64,
 }
 
+impl SectionHeader {
+    /// Whether `other` is this header moved or resized: every field but
+    /// `sh_offset` and `sh_size` equal (what a rewriter that shifts or
+    /// shrinks sections may change, and nothing else).
+    pub fn same_but_placement(&self, other: &SectionHeader) -> bool {
+        SectionHeader { offset: other.offset, size: other.size, ..*self } == *other
+    }
+}
+
 /// A parsed ELF file: header and section table, borrowing the input.
 #[derive(Debug)]
 pub struct ElfFile<'a> {

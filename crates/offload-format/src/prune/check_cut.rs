@@ -164,16 +164,7 @@ fn check_sections(output: &[u8], input: &[u8], loads: &[Segment], cut: &CutPlan)
         let name = old.display_name(i);
         let is_fat = a.offset == cut.fatbin_offset && old.section_name(i).ok() == Some(cut.section_name.as_bytes());
         let size_ok = if is_fat { b.size == cut.fatbin_size } else { b.size == a.size };
-        let same = a.name == b.name
-            && a.sh_type == b.sh_type
-            && a.flags == b.flags
-            && a.addr == b.addr
-            && a.link == b.link
-            && a.info == b.info
-            && a.align == b.align
-            && a.entsize == b.entsize
-            && size_ok
-            && b.offset == cut.output_offset(a.offset);
+        let same = a.same_but_placement(b) && size_ok && b.offset == cut.output_offset(a.offset);
         if !same {
             return Err(fail(format!("the header of section {name} changed")));
         }

@@ -79,14 +79,7 @@ pub fn verify_object_cut(
         let name = old.display_name(i);
         let shrunk = cut.sections.iter().find(|s| s.index == i);
         let size = shrunk.map_or(a.size, |s| s.new_size);
-        let same = a.name == b.name
-            && a.sh_type == b.sh_type
-            && a.flags == b.flags
-            && a.addr == b.addr
-            && a.link == b.link
-            && a.info == b.info
-            && a.align == b.align
-            && a.entsize == b.entsize
+        let same = a.same_but_placement(b)
             && b.size == size
             && b.offset == cut.output_offset(a.offset)
             && (a.align <= 1 || b.sh_type == SHT_NOBITS || b.offset % a.align == a.offset % a.align);

@@ -40,6 +40,18 @@ pub struct Patch {
     pub bytes: Vec<u8>,
 }
 
+/// Appends input bytes `[from, to)` to `plan` with the `patches` (sorted,
+/// not overlapping) that start in that range applied.
+pub(crate) fn copy_patched<'a>(plan: &mut Plan<'a>, data: &'a [u8], patches: &[Patch], from: u64, to: u64) {
+    let mut at = from;
+    for p in patches.iter().filter(|p| p.offset >= from && p.offset < to) {
+        plan.borrow(data.get(at as usize..p.offset as usize).unwrap_or(&[]));
+        plan.own(p.bytes.clone());
+        at = p.offset + p.bytes.len() as u64;
+    }
+    plan.borrow(data.get(at as usize..to as usize).unwrap_or(&[]));
+}
+
 /// The layout of a cut output.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CutPlan {
@@ -546,17 +558,6 @@ impl CutPlan {
         if input >= self.old_fatbin_end { input - self.removed } else { input }
     }
 
-    /// Input bytes `[from, to)` with the patches in that range applied.
-    fn copy_patched<'a>(&self, plan: &mut Plan<'a>, data: &'a [u8], from: u64, to: u64) {
-        let mut at = from;
-        for p in self.patches.iter().filter(|p| p.offset >= from && p.offset < to) {
-            plan.borrow(data.get(at as usize..p.offset as usize).unwrap_or(&[]));
-            plan.own(p.bytes.clone());
-            at = p.offset + p.bytes.len() as u64;
-        }
-        plan.borrow(data.get(at as usize..to as usize).unwrap_or(&[]));
-    }
-
     /// The output file: borrowed input ranges, the rebuilt fat binaries,
     /// the new program header table and the patched fields.
     pub fn output_plan<'a>(&self, data: &'a [u8], pruned: &Pruned<'a>) -> Plan<'a> {
@@ -581,7 +582,7 @@ impl CutPlan {
         mut unit: impl FnMut(usize, &mut Plan<'a>) -> u64,
     ) -> Plan<'a> {
         let mut plan = Plan::new();
-        self.copy_patched(&mut plan, data, 0, self.fatbin_offset);
+        copy_patched(&mut plan, data, &self.patches, 0, self.fatbin_offset);
         let mut at = self.fatbin_offset;
         for (i, &offset) in self.unit_offsets.iter().enumerate() {
             plan.zeros(offset.saturating_sub(at));
@@ -593,7 +594,7 @@ impl CutPlan {
         plan.own(table);
         plan.zeros(self.resume_output - table_end);
         plan.zeros(self.old_fatbin_end - self.resume_input);
-        self.copy_patched(&mut plan, data, self.old_fatbin_end, data.len() as u64);
+        copy_patched(&mut plan, data, &self.patches, self.old_fatbin_end, data.len() as u64);
         plan
     }
 }

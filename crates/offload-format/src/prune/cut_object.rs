@@ -23,7 +23,7 @@
 //! applied to it (other than `R_*_NONE`), compact relocations, extended
 //! section indices, and any section sharing its bytes.
 
-use super::cut::Patch;
+use super::cut::{Patch, copy_patched};
 use super::{PruneError, UnitChange};
 use crate::elf::{ElfFile, SHN_XINDEX, SHT_DYNSYM, SHT_NOBITS, SHT_REL, SHT_RELA, SHT_SYMTAB};
 use crate::plan::Plan;
@@ -368,16 +368,6 @@ impl ObjectCut {
         self.sections.iter().find_map(|s| s.moves.iter().find(|m| m.0 == k).map(|m| s.offset + m.2))
     }
 
-    fn copy_patched<'a>(&self, plan: &mut Plan<'a>, data: &'a [u8], from: u64, to: u64) {
-        let mut at = from;
-        for p in self.patches.iter().filter(|p| p.offset >= from && p.offset < to) {
-            plan.borrow(data.get(at as usize..p.offset as usize).unwrap_or(&[]));
-            plan.own(p.bytes.clone());
-            at = p.offset + p.bytes.len() as u64;
-        }
-        plan.borrow(data.get(at as usize..to as usize).unwrap_or(&[]));
-    }
-
     /// The output object: the input with each shrinking section's fat
     /// binaries packed and the bytes after it moved down. `data` is the
     /// object, `base` and `units` as given to [`plan_object_cut`].
@@ -385,7 +375,7 @@ impl ObjectCut {
         let mut plan = Plan::new();
         let mut at = 0u64;
         for s in &self.sections {
-            self.copy_patched(&mut plan, data, at, s.offset);
+            copy_patched(&mut plan, data, &self.patches, at, s.offset);
             let mut written = 0u64;
             for &(k, _, new) in &s.moves {
                 let change = &units[k];
@@ -402,7 +392,7 @@ impl ObjectCut {
             plan.zeros(s.old_size - s.removed - written);
             at = s.offset + s.old_size;
         }
-        self.copy_patched(&mut plan, data, at, data.len() as u64);
+        copy_patched(&mut plan, data, &self.patches, at, data.len() as u64);
         plan
     }
 }
