@@ -146,6 +146,34 @@ fn the_early_host_copy_writes_what_the_plan_says() {
     assert!(compared >= 5, "only {compared} inputs could be compared");
 }
 
+/// `--compression-level` sets the level of the recompressed bundles (LLVM's
+/// zstd 3 otherwise): other compressed bytes, the same code objects.
+#[test]
+fn the_compression_level_of_rebuilt_bundles_can_be_chosen() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = fixture("rdc_ccob_lld.so");
+    let mut outputs = Vec::new();
+    for level in [None, Some("1"), Some("19")] {
+        let out = dir.path().join(format!("out{}", level.unwrap_or("")));
+        let mut args = vec!["prune", "--keep", "gfx906"];
+        args.extend(level.iter().flat_map(|l| ["--compression-level", l]));
+        args.extend([p(&input), "-o", p(&out)]);
+        let o = offload(&args);
+        assert!(o.status.success(), "{level:?}: {}", stderr(&o));
+        let extract = dir.path().join(format!("x{}", level.unwrap_or("")));
+        let x = offload(&["extract", "--target-id", "gfx906", "-o", p(&extract), p(&out)]);
+        assert!(x.status.success(), "{level:?}: {}", stderr(&x));
+        outputs.push((std::fs::read(&out).unwrap(), std::fs::read(&extract).unwrap()));
+    }
+    assert_ne!(outputs[0].0, outputs[1].0, "level 1 compresses otherwise than level 3");
+    assert_ne!(outputs[1].0, outputs[2].0, "level 19 compresses otherwise than level 1");
+    assert!(outputs.iter().all(|(_, code)| *code == outputs[0].1), "the same gfx906 code object in all three");
+    for bad in ["0", "23", "x"] {
+        let o = offload(&["prune", "--keep", "gfx906", "--compression-level", bad, p(&input), "-o", "x"]);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {}", stderr(&o));
+    }
+}
+
 #[test]
 fn cut_mode_shrinks_the_file_warns_and_reports_sizes() {
     let dir = tempfile::tempdir().unwrap();

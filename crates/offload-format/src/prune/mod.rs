@@ -338,7 +338,7 @@ pub(crate) fn plan_units<'a>(
     // The units are rebuilt in parallel (decompressing and recompressing
     // is most of the work), each worker holding one decompressed unit at a
     // time: memory is bounded by a few units, never by the file.
-    for ((i, _), rebuilt) in work.iter().zip(rebuild::all(data, &changes, &work)) {
+    for ((i, _), rebuilt) in work.iter().zip(rebuild::all(data, &changes, &work, rules.compression_level)) {
         let change = &mut changes[*i];
         let unit = change.unit;
         let rebuilt = rebuilt?;

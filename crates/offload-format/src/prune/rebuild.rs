@@ -43,6 +43,7 @@ pub(super) fn all<'a>(
     data: &'a [u8],
     units: &[UnitChange<'a>],
     work: &[(usize, Vec<bool>)],
+    level: Option<i32>,
 ) -> Vec<Result<Rebuilt<'a>, PruneError>> {
     // Going by the sizes the headers declare (the decoder never trusts
     // them for memory beyond its plausibility bound).
@@ -50,11 +51,17 @@ pub(super) fn all<'a>(
     let workers = worker_count(0, work.len(), largest);
     run_jobs(work.len(), workers, |bufs: &mut Buffers, j| {
         let (i, keep) = &work[j];
-        one(data, &units[*i].unit, keep, bufs)
+        one(data, &units[*i].unit, keep, level, bufs)
     })
 }
 
-fn one<'a>(data: &'a [u8], unit: &FatBinary, keep: &[bool], bufs: &mut Buffers) -> Result<Rebuilt<'a>, PruneError> {
+fn one<'a>(
+    data: &'a [u8],
+    unit: &FatBinary,
+    keep: &[bool],
+    level: Option<i32>,
+    bufs: &mut Buffers,
+) -> Result<Rebuilt<'a>, PruneError> {
     let bytes = unit_bytes(data, unit)?;
     let fail = |reason: String| PruneError::Unit { offset: unit.offset, reason };
     let kept_of = |list: &[binary::BinaryEntry<'a>]| -> Vec<(&'a [u8], &'a [u8])> {
@@ -87,7 +94,7 @@ fn one<'a>(data: &'a [u8], unit: &FatBinary, keep: &[bool], bufs: &mut Buffers) 
             let method = blob.header.method;
             let opts = compressed::CompressOptions {
                 method,
-                level: if method == compressed::Method::Zstd { 3 } else { 6 },
+                level: level.unwrap_or(if method == compressed::Method::Zstd { 3 } else { 6 }),
                 version: version.max(2),
                 threads: 0,
             };

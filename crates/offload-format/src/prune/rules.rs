@@ -13,7 +13,8 @@ use crate::inspect::select::{Gpu, Runtime, select};
 use crate::inspect::{Bytes, CodeObject, Format, Location, Payload};
 use crate::target_id::parse_format;
 
-/// What to keep and drop.
+/// What to keep and drop, and how rebuilt compressed bundles are
+/// compressed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Rules {
     /// Canonical target IDs (`gfx90a`, `gfx90a:xnack+`, `gfx9-generic`).
@@ -25,6 +26,9 @@ pub struct Rules {
     pub keep_gpu: Vec<Gpu>,
     /// Let a fat binary lose all its device code.
     pub allow_empty: bool,
+    /// The zstd (or zlib) level of recompressed bundles; `None` is LLVM's
+    /// default, zstd level 3 (zlib 6), with long-distance matching.
+    pub compression_level: Option<i32>,
 }
 
 /// The canonical form of a `--keep`/`--drop` target; `amdgcnspirv` names

@@ -271,6 +271,9 @@ pub struct PruneCli {
     /// Allow dropping every device code object of a fat binary
     #[arg(long)]
     allow_empty: bool,
+    /// Level for recompressed bundles: zstd 1-22, zlib 1-9 (default: zstd 3, zlib 6, as LLVM)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(1..=22))]
+    compression_level: Option<i32>,
     #[command(flatten)]
     out: RewriteOutput,
     /// A host binary, object, static archive, bundle, fat object or .fatbin
@@ -379,6 +382,7 @@ pub struct PruneArgs {
     pub drop: Vec<String>,
     pub keep_gpu: Vec<Gpu>,
     pub allow_empty: bool,
+    pub compression_level: Option<i32>,
     pub dry_run: bool,
     pub json: bool,
     pub verify: bool,
@@ -491,6 +495,7 @@ impl From<Sub> for Command {
                 drop: targets(p.drop),
                 keep_gpu: p.keep_gpu,
                 allow_empty: p.allow_empty,
+                compression_level: p.compression_level,
                 dry_run: p.out.dry_run,
                 json: p.out.json,
                 verify: !p.out.no_verify,

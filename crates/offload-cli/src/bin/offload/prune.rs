@@ -158,6 +158,7 @@ fn rules(args: &PruneArgs) -> Result<Rules, PruneError> {
         drop: parse(&args.drop)?,
         keep_gpu: args.keep_gpu.clone(),
         allow_empty: args.allow_empty,
+        compression_level: args.compression_level,
     })
 }
 
