@@ -127,7 +127,7 @@ pub enum ReplaceError {
         why: String,
     },
     /// The ELF layout cannot take a new segment (why).
-    #[error("cannot move .hip_fatbin to a new segment: {0}")]
+    #[error("cannot move the fat binary section to a new segment: {0}")]
     Segments(String),
     /// An archive that cannot be read (why).
     #[error("{0}")]

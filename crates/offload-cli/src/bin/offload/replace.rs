@@ -125,7 +125,8 @@ fn report(path: &str, r: &Replaced, json: bool, dry_run: bool) {
         Placement::Rewritten => println!("  the bundle file is rebuilt ({} bytes)", r.output().len()),
         Placement::NewSegment { offset, addr, .. } => {
             println!(
-                "  it did not fit in place: .hip_fatbin moved to a new segment at offset {offset:#x} (address {addr:#x}); the file is {} bytes",
+                "  it did not fit in place: {} moved to a new segment at offset {offset:#x} (address {addr:#x}); the file is {} bytes",
+                if cuda { ".nv_fatbin" } else { ".hip_fatbin" },
                 r.output().len()
             );
         }
