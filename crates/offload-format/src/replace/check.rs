@@ -43,6 +43,9 @@ pub fn verify(output: &[u8], input: &[u8], replaced: &Replaced, object: &[u8]) -
     if replaced.member.is_some() {
         return super::archive::verify(output, input, replaced, object);
     }
+    if replaced.input == InputKind::OpenMp {
+        return super::openmp::verify(output, input, replaced, object);
+    }
     if replaced.unit.kind == crate::layout::UnitKind::Cuda {
         return super::cuda::verify(output, input, replaced, object);
     }

@@ -2,7 +2,8 @@
 //! host binary (ELF x86-64 executable, shared library or object) or of a
 //! raw bundle file (prune-spec §6 "offload replace"), or of one entry of a
 //! CUDA fat binary (`.nv_fatbin`/`__nv_relfatbin`
-//! sections and `.fatbin` files).
+//! sections and `.fatbin` files), or of one OpenMP image of
+//! `.llvm.offloading` ([`openmp`]).
 //!
 //! The entry is named by its bundle entry ID or by its target ID; where
 //! several fat binaries hold it, a unit index picks one. The new object
@@ -24,6 +25,7 @@ mod cuda;
 mod cuda_grow;
 mod cuda_object;
 pub mod object;
+mod openmp;
 mod rebuild;
 mod segment;
 
@@ -44,6 +46,9 @@ pub enum ReplaceError {
     /// The input's offload layout cannot be read.
     #[error(transparent)]
     Layout(#[from] LayoutError),
+    /// The input's OpenMP layout cannot be read.
+    #[error(transparent)]
+    OpenMp(#[from] crate::layout::openmp::OpenMpError),
     /// A fat binary that cannot be read or rebuilt.
     #[error(transparent)]
     Unit(#[from] PruneError),
@@ -185,6 +190,10 @@ pub enum InputKind {
     FatbinFile,
     /// A static archive; [`Replaced::member`] says which member changed.
     Archive,
+    /// A linked ELF x86-64 OpenMP offloading program or library: the unit
+    /// is one OffloadBinary of `.llvm.offloading` (its [`FatBinary`] has
+    /// kind `Object`), the entry its image.
+    OpenMp,
 }
 
 /// The archive member a replacement happened in.
@@ -450,6 +459,9 @@ pub fn plan_in<'a>(
     }
     if cuda::applies(data, wanted) {
         return cuda::plan(data, object, wanted, unit);
+    }
+    if openmp::applies(data) {
+        return openmp::plan(data, object, wanted, unit);
     }
     let (input, map, units) = units_of(data)?;
     let (unit_index, entry_index, entry_id) = find_entry(data, &units, wanted, unit)?;
