@@ -15,7 +15,7 @@
 //! The fat binary is rebuilt as `prune` rebuilds it (same order, same
 //! payload alignment, compressed bundles recompressed with their version).
 //! Where the result fits the old extent it is written in place and the
-//! slack zeroed; otherwise `.hip_fatbin` moves to a new PT_LOAD at the end
+//! slack zeroed; otherwise `.hip_fatbin` (or a linked file's `.nv_fatbin`) moves to a new PT_LOAD at the end
 //! of the file with the program header table (prune-spec §4 (c)), see
 //! [`segment`]. [`verify`] re-reads the output before it is written.
 
@@ -214,9 +214,9 @@ pub struct ArchiveMember {
 pub enum Placement {
     /// At its old offset; the rest of its old extent is zero.
     InPlace,
-    /// `.hip_fatbin` moved to a new PT_LOAD.
+    /// The fat binary section (`.hip_fatbin` or `.nv_fatbin`) moved to a new PT_LOAD.
     NewSegment {
-        /// File offset of the new `.hip_fatbin`.
+        /// File offset of the moved section.
         offset: u64,
         /// Its address.
         addr: u64,
@@ -268,7 +268,7 @@ pub struct Replaced<'a> {
     /// File offset of every fat binary in the output (same order).
     pub new_unit_offsets: Vec<u64>,
     /// Ranges of the output (file offset, length) that are zeros: the
-    /// slack of a fat binary rewritten in place, or the old `.hip_fatbin`
+    /// slack of a fat binary rewritten in place, or the old fat binary section
     /// and the padding before a new segment. A writer may punch them out.
     pub zeroed: Vec<(u64, u64)>,
     output: Plan<'a>,
