@@ -15,9 +15,9 @@
 //! The fat binary is rebuilt as `prune` rebuilds it (same order, same
 //! payload alignment, compressed bundles recompressed with their version).
 //! Where the result fits the old extent it is written in place and the
-//! slack zeroed; otherwise `.hip_fatbin` (or a linked file's `.nv_fatbin`) moves to a new PT_LOAD at the end
-//! of the file with the program header table (prune-spec §4 (c)), see
-//! [`segment`]. [`verify`] re-reads the output before it is written.
+//! slack zeroed; otherwise `.hip_fatbin` (or a linked file's `.nv_fatbin`)
+//! moves to a new PT_LOAD at the end of the file with the program header
+//! table (prune-spec §4 (c)), see [`segment`]. [`verify`] re-reads the output before it is written.
 
 mod archive;
 mod check;
