@@ -868,7 +868,8 @@ fn kept_entries_are_the_inputs(input: &[u8], output: &[u8], pruned: &offload_for
 
 /// `offload replace`'s library side: the first AMDGPU code object of any
 /// input, grown a little (in place) and a lot (a new segment), and the
-/// first CUDA cubin or PTX (changed in place, and grown), put back in
+/// first CUDA cubin or PTX (changed in place, and grown), and the first
+/// OpenMP image (changed, and one byte shorter), put back in
 /// their entry's place are refused or give an output that passes the
 /// check the CLI runs before committing. Archives go through the same
 /// calls (the member is picked by its entry).
@@ -908,6 +909,20 @@ pub fn replace(data: &[u8]) {
         let mut grown = old.to_vec();
         grown.extend_from_slice(if grown.starts_with(b"\x7fELF") { &[0; 64] } else { b"\n// more\n" });
         check(&grown, &object.id);
+    }
+    // An OpenMP image (x86_64 host-offload or AMDGPU) with its last byte
+    // changed, and one byte shorter (ImageEnd moves; most such ELF files
+    // are refused as truncated, which is the point of checking).
+    if let Some(object) = inv.objects.iter().find(|o| o.image_kind.is_some() && o.offload_kind == "openmp")
+        && let Ok(old) = inv.bytes(object)
+        && old.len() <= 1 << 20
+    {
+        let mut changed = old.to_vec();
+        if let Some(last) = changed.last_mut() {
+            *last ^= 1;
+        }
+        check(&changed, &object.id);
+        check(&old[..old.len().saturating_sub(1)], &object.id);
     }
 }
 

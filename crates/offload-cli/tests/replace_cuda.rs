@@ -7,7 +7,11 @@
 //! old bytes for every other; the replaced object must still link. A cubin
 //! for another SM, one without the kernel, and PTX in place of a cubin are
 //! refused with exit 1, leaving the output alone. A larger cubin moves an
-//! object's `.nv_fatbin` to the end of the file, and the object still links. In a static archive the
+//! object's `.nv_fatbin` to the end of the file, and the object still links;
+//! in a shared library and an executable `.nv_fatbin` moves to a new
+//! segment, and the programs, run against the stub runtime
+//! `cuda_support/cudart_stub.c`, register the new cubin (also after
+//! `llvm-strip-19`; `llvm-readelf-19` has no warnings). In a static archive the
 //! member is named (`--member`) when several hold the entry. The tools come from
 //! `scripts/install-cuda-tools.sh`; without them the tests skip with a
 //! message, unless `OFFLOAD_REQUIRE_CUDA=1` (CI).
@@ -256,8 +260,131 @@ fn a_larger_cubin_moves_the_objects_section_and_the_object_still_links() {
     assert!(o.status.success(), "nvcc: {}", stderr(&o));
     let linked = dumped(&work.path().join("exe"));
     assert!(linked.iter().any(|(k, a, b)| k == "elf" && a == "sm_80" && *b == new), "the executable holds it");
-    // The linked library's fat binary has no room and cannot move yet.
-    let o = replace(&dir.join("libk.so"), "sm_80", Some("1"), &with, &work.path().join("libk.so"));
-    assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("not supported yet"), "{}", stderr(&o));
+}
+
+/// Builds, in `dir`, programs that run without a GPU: the stub runtime
+/// `libcudart.so` (`cuda_support/cudart_stub.c`), `libk.so` (kern.cu) and
+/// `main_so` linked against it, `exe` (main.cu and kern.cu), and
+/// `big80.cubin`, a larger sm_80 build of the same kernel.
+fn build_runnable(dir: &Path) {
+    let stub = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cuda_support/cudart_stub.c");
+    let script = format!(
+        r#"set -euo pipefail
+nvcc="{bin}/nvcc"
+cat > kern.cu <<'CU'
+__global__ void scale(float *x, float a, int n) {{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] *= a;
+}}
+void launch_scale(float *x, float a, int n) {{ scale<<<1, 32>>>(x, a, n); }}
+CU
+cat > kern3.cu <<'CU'
+__global__ void scale(float *x, float a, int n) {{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) {{ float v = x[i]; for (int k = 0; k < n; ++k) v = v * a + __sinf(v + k); x[i] = v; }}
+}}
+CU
+cat > main.cu <<'CU'
+#include <cstdio>
+#include <stdexcept>
+void launch_scale(float *, float, int);
+int main() {{
+  launch_scale(nullptr, 2.0f, 0);
+  try {{ throw std::runtime_error("caught"); }} catch (const std::exception &e) {{ std::printf("%s\n", e.what()); }}
+  return 0;
+}}
+CU
+gcc -shared -fPIC -O1 -o libcudart.so "{stub}"
+"$nvcc" -Xcompiler -fPIC -shared -cudart none kern.cu {MULTI} -o libk.so
+"$nvcc" -cudart none main.cu {MULTI} -L. -lk -lcudart -Xlinker -rpath='$ORIGIN' -o main_so
+"$nvcc" -cudart none main.cu kern.cu {MULTI} -L. -lcudart -Xlinker -rpath='$ORIGIN' -o exe
+"$nvcc" -cubin kern3.cu -arch=sm_80 -o big80.cubin
+"#,
+        bin = cuda_bin().display(),
+        stub = stub.display()
+    );
+    let out = common::run(Command::new("bash").arg("-c").arg(script).current_dir(dir));
+    assert!(out.status.success(), "build failed: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Runs `program` (the stub runtime beside it); its trace.
+fn trace(program: &Path) -> String {
+    let out = common::run(&mut Command::new(program));
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{}: {text}\n{}", program.display(), stderr(&out));
+    assert!(text.ends_with("launch\ncaught\n"), "{}: {text}", program.display());
+    text
+}
+
+/// The trace lines that differ between `before` and `after` (which have as
+/// many lines), as (before, after) pairs.
+fn changed_lines<'a>(before: &'a str, after: &'a str) -> Vec<(&'a str, &'a str)> {
+    assert_eq!(before.lines().count(), after.lines().count(), "{before}\n---\n{after}");
+    before.lines().zip(after.lines()).filter(|(a, b)| a != b).collect()
+}
+
+#[test]
+fn a_larger_cubin_moves_nv_fatbin_of_linked_files_to_a_new_segment_and_they_still_register_it() {
+    let bin = cuda_bin();
+    if !tools_present("CUDA replace tests", &[bin.join("nvcc"), bin.join("cuobjdump")]) {
+        return;
+    }
+    let (Some(readelf), Some(strip)) = (common::llvm_tool(19, "llvm-readelf"), common::llvm_tool(19, "llvm-strip"))
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    build_runnable(dir.path());
+    let new_dir = dir.path().join("new");
+    std::fs::create_dir_all(&new_dir).unwrap();
+    for file in ["libcudart.so", "main_so"] {
+        std::fs::copy(dir.path().join(file), new_dir.join(file)).unwrap();
+    }
+    let with = dir.path().join("big80.cubin");
+    let new = std::fs::read(&with).unwrap();
+    // Without libcudart_static there is no device-linked fat binary: kern.cu's
+    // is the library's only one and follows main.cu's in the executable.
+    for (name, unit, program) in [("libk.so", "0", "main_so"), ("exe", "1", "exe")] {
+        let (input, output) = (dir.path().join(name), new_dir.join(name));
+        let before = trace(&dir.path().join(program));
+        let args =
+            ["replace", "--json", "--entry", "sm_80", "--unit", unit, "--with", p(&with), p(&input), "-o", p(&output)];
+        let o = offload(&args);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(report["placement"], "new-segment", "{name}: {report}");
+        assert!(stderr(&o).contains("not GNU strip"), "{name}: {}", stderr(&o));
+        let (old_len, new_len) = (std::fs::metadata(&input).unwrap().len(), std::fs::metadata(&output).unwrap().len());
+        assert_eq!(report["output_size"].as_u64(), Some(new_len), "{name}");
+        assert!(new_len > old_len, "{name}: the file grows by the new segment");
+        eprintln!("{name}: {old_len} -> {new_len} bytes, .nv_fatbin at {}", report["fatbin_offset"]);
+        // cuobjdump: the new cubin in that entry, every other entry as it was.
+        assert_only_replaced(&input, &output, "elf", "sm_80", &new);
+        let re = common::run(Command::new(&readelf).args(["-lS", "--dyn-relocations", p(&output)]));
+        assert!(re.status.success() && re.stderr.is_empty(), "{name}: {}", stderr(&re));
+        let v = offload(&["verify", p(&output)]);
+        assert!(v.status.success(), "{name}: offload verify: {}", String::from_utf8_lossy(&v.stdout));
+        // The runtime follows the moved pointer to the rebuilt fat binary:
+        // only its size and its sm_80 entry's size change in the trace.
+        let after = trace(&new_dir.join(program));
+        let changed = changed_lines(&before, &after);
+        assert_eq!(changed.len(), 2, "{name}:\n{before}\n---\n{after}");
+        assert!(changed[0].1.starts_with("register: fatbin"), "{name}: {changed:?}");
+        let size = |line: &str| -> u64 {
+            let rest = line.strip_prefix("register: entry elf sm_80 ").unwrap_or_else(|| panic!("{name}: {line}"));
+            rest.strip_suffix(" bytes").unwrap().parse().unwrap()
+        };
+        let (old_size, new_size) = (size(changed[1].0), size(changed[1].1));
+        assert!(new_size >= new.len() as u64 && new_size > old_size, "{name}: {changed:?}, cubin {}", new.len());
+        // llvm-strip keeps the output working.
+        let stripped = new_dir.join(format!("stripped-{name}"));
+        let s = common::run(Command::new(&strip).arg(p(&output)).arg("-o").arg(&stripped));
+        assert!(s.status.success(), "{name}: {}", stderr(&s));
+        if name == "exe" {
+            assert_eq!(trace(&stripped), after, "{name}: the llvm-stripped output runs differently");
+        } else {
+            std::fs::rename(&stripped, &output).unwrap();
+            assert_eq!(trace(&new_dir.join(program)), after, "{name}: the llvm-stripped library runs differently");
+        }
+    }
 }

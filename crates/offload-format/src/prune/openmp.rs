@@ -97,7 +97,7 @@ pub fn as_triple(text: &str) -> Option<Triple> {
 
 /// Same architecture, OS and environment; vendors differ in spelling
 /// (`x86_64-pc-linux-gnu` and `x86_64-unknown-linux-gnu` are one target).
-fn same_target(a: &Triple, b: &Triple) -> bool {
+pub(crate) fn same_target(a: &Triple, b: &Triple) -> bool {
     a.arch() == b.arch() && a.os() == b.os() && a.environment() == b.environment()
 }
 
@@ -206,8 +206,9 @@ impl OpenMpPruned {
     }
 }
 
-/// Gives `dest` the run-time value `value`, the way `dest` is stored.
-fn set_word(dest: &Word, value: u64, edits: &mut Vec<(u64, Edit)>) -> Result<(), OpenMpPruneError> {
+/// Gives `dest` the run-time value `value`, the way `dest` is stored: the
+/// one writer of table words (`replace` uses it too).
+pub(crate) fn set_word(dest: &Word, value: u64, edits: &mut Vec<(u64, Edit)>) -> Result<(), OpenMpPruneError> {
     if dest.value == value {
         return Ok(());
     }

@@ -12,7 +12,7 @@
 use super::{InputKind, Placement, ReplaceError, Replaced, units_of};
 use crate::bundle::binary;
 use crate::elf::{ElfFile, SHF_ALLOC, SHT_DYNSYM, SHT_RELA, SHT_SYMTAB};
-use crate::layout::FatBinary;
+use crate::layout::{FatBinary, FatbinSection, FileMap};
 use crate::prune::{Contents, read_contents};
 
 fn fail(msg: String) -> ReplaceError {
@@ -42,6 +42,9 @@ fn bytes_at(data: &[u8], offset: u64, len: u64) -> Option<&[u8]> {
 pub fn verify(output: &[u8], input: &[u8], replaced: &Replaced, object: &[u8]) -> Result<(), ReplaceError> {
     if replaced.member.is_some() {
         return super::archive::verify(output, input, replaced, object);
+    }
+    if replaced.input == InputKind::OpenMp {
+        return super::openmp::verify(output, input, replaced, object);
     }
     if replaced.unit.kind == crate::layout::UnitKind::Cuda {
         return super::cuda::verify(output, input, replaced, object);
@@ -107,21 +110,29 @@ pub fn verify(output: &[u8], input: &[u8], replaced: &Replaced, object: &[u8]) -
         }
         Placement::NewSegment { .. } if replaced.input == InputKind::Linked => {
             let Some(old_map) = &old_map else { return Err(fail("no file map".into())) };
-            let zeroed = bytes_at(output, old_map.fatbin_offset, old_map.fatbin_size);
-            if zeroed.is_none_or(|z| z.iter().any(|&b| b != 0)) {
-                return Err(fail("the old .hip_fatbin bytes are not zero".into()));
-            }
-            sections_kept(output, input)?;
-            super::segment::segments_sound(output).map_err(fail)
+            moved_section_sound(output, input, old_map)
         }
         Placement::NewSegment { .. } => Err(fail("a new segment in a file without segments".into())),
         Placement::MovedSection { .. } => Err(fail("a moved section in a HIP file".into())),
     }
 }
 
+/// The checks of a fat binary section moved to a new segment (HIP or
+/// CUDA, as `old_map` says): its old bytes are zero, every other allocated
+/// section keeps its place and bytes, the segments are sound.
+pub(super) fn moved_section_sound(output: &[u8], input: &[u8], old_map: &FileMap) -> Result<(), ReplaceError> {
+    let zeroed = bytes_at(output, old_map.fatbin_offset, old_map.fatbin_size);
+    if zeroed.is_none_or(|z| z.iter().any(|&b| b != 0)) {
+        return Err(fail(format!("the old {} bytes are not zero", old_map.section.name())));
+    }
+    sections_kept(output, input, old_map.section)?;
+    super::segment::segments_sound(output).map_err(fail)
+}
+
 /// Every allocated section but the ones whose pointers move keeps its
 /// place and bytes.
-fn sections_kept(output: &[u8], input: &[u8]) -> Result<(), ReplaceError> {
+fn sections_kept(output: &[u8], input: &[u8], section: FatbinSection) -> Result<(), ReplaceError> {
+    let (fat_name, wrapper_name) = (section.name().as_bytes(), section.wrapper_section().as_bytes());
     let a = ElfFile::parse(output).map_err(|e| fail(e.to_string()))?;
     let b = ElfFile::parse(input).map_err(|e| fail(e.to_string()))?;
     if a.sections.len() != b.sections.len() {
@@ -129,10 +140,9 @@ fn sections_kept(output: &[u8], input: &[u8]) -> Result<(), ReplaceError> {
     }
     for (i, (x, y)) in a.sections.iter().zip(&b.sections).enumerate() {
         let name = b.section_name(i).unwrap_or(b"");
-        let pointers = matches!(x.sh_type, SHT_RELA | SHT_DYNSYM | SHT_SYMTAB)
-            || name == b".hip_fatbin"
-            || name == b".hipFatBinSegment";
-        if y.flags & SHF_ALLOC == 0 || name == b".hip_fatbin" {
+        let pointers =
+            matches!(x.sh_type, SHT_RELA | SHT_DYNSYM | SHT_SYMTAB) || name == fat_name || name == wrapper_name;
+        if y.flags & SHF_ALLOC == 0 || name == fat_name {
             continue;
         }
         if x.addr != y.addr || x.offset != y.offset || x.size != y.size {

@@ -14,15 +14,15 @@
 //! relocations, which point at fat binary starts, stay valid; a standalone
 //! `.fatbin` is rewritten back to back. In a relocatable object a fat
 //! binary that grows past its place moves with its section to the end of
-//! the file ([`cuda_grow`]); in a linked file it is refused for now (moving
-//! it needs its registration pointers redirected, which only the HIP path
-//! does).
+//! the file ([`cuda_grow`]); in a linked file `.nv_fatbin` moves to a new
+//! PT_LOAD and the `.nvFatBinSegment` pointers follow, exactly as HIP's
+//! `.hip_fatbin` does ([`segment`]).
 
 use super::{InputKind, Placement, ReplaceError, Replaced, pick_entry};
-use super::{cuda_grow, cuda_object};
+use super::{cuda_grow, cuda_object, segment};
 use crate::cuda::{self, EntryKind, FATBIN_MAGIC_BYTES, write};
 use crate::elf::ElfFile;
-use crate::layout::FatBinary;
+use crate::layout::{FatBinary, FileMap};
 use crate::plan::Plan;
 use crate::prune::{PruneError, Rules, UnitChange, cuda as prune_cuda};
 
@@ -166,8 +166,8 @@ pub(super) fn plan<'a>(
     let mut rebuilt = rebuild(write::replacement_entry(&entry, code, checked.version))?;
     let mut stored_uncompressed = entry.header.codec().is_some();
     // Stored uncompressed, a compressed entry's new code rarely fits a
-    // linked file's fat binary, which cannot move yet: compressed again
-    // with the entry's own codec, it usually does.
+    // linked file's fat binary: compressed again with the entry's own
+    // codec it usually does, and in place beats a new segment.
     if stored_uncompressed
         && rebuilt.len() > fat.extent
         && input == InputKind::Linked
@@ -219,8 +219,16 @@ pub(super) fn plan<'a>(
         return Ok(replaced);
     }
     if needed > fat.extent {
-        let why = "moving a CUDA fat binary of a linked file to a new segment is not supported yet";
-        return Err(ReplaceError::DoesNotFit { needed, extent: fat.extent, why: why.into() });
+        let moved = move_to_segment(data, &fat, needed, rebuilt)?;
+        for (offset, new_offset) in moved.unit_offsets {
+            if let Some(u) = units.iter().position(|u| u.offset == offset) {
+                replaced.new_unit_offsets[u] = new_offset;
+            }
+        }
+        replaced.placement = moved.placement;
+        replaced.zeroed = moved.zeroed;
+        replaced.output = moved.output;
+        return Ok(replaced);
     }
     let mut out = Plan::borrowed(data.get(..start).unwrap_or(&[]));
     out.pieces.extend(rebuilt.pieces);
@@ -229,6 +237,40 @@ pub(super) fn plan<'a>(
     replaced.output = out;
     replaced.zeroed = vec![(fat.offset + needed, fat.extent - needed)];
     Ok(replaced)
+}
+
+/// A linked file's `.nv_fatbin` moved to a new segment: the output, each
+/// moved unit's (old, new) file offset, the placement and zeroed ranges.
+struct MovedUnits<'a> {
+    output: Plan<'a>,
+    unit_offsets: Vec<(u64, u64)>,
+    placement: Placement,
+    zeroed: Vec<(u64, u64)>,
+}
+
+/// Moves the `.nv_fatbin` holding `fat` to a new PT_LOAD with `rebuilt`
+/// in its place, through the mover HIP uses ([`segment::move_fatbin`]);
+/// the wrapper records of `.nvFatBinSegment` follow it. A fat binary of
+/// `__nv_relfatbin` (relocatable device code, linked by nvlink at run
+/// time) is refused: nothing known points at it by a wrapper record.
+fn move_to_segment<'a>(
+    data: &'a [u8],
+    fat: &FatBinary,
+    needed: u64,
+    rebuilt: Plan<'a>,
+) -> Result<MovedUnits<'a>, ReplaceError> {
+    let refuse = |why: String| ReplaceError::DoesNotFit { needed, extent: fat.extent, why };
+    let map = FileMap::read_cuda(data).map_err(|e| refuse(format!("its section cannot move: {e}")))?;
+    let Some(r) = map.units.iter().position(|u| u.offset == fat.offset) else {
+        return Err(refuse("only a fat binary of .nv_fatbin can move to a new segment".into()));
+    };
+    if let Some(record) = map.dangling().first() {
+        let w = &map.wrappers[*record];
+        return Err(ReplaceError::Dangling { record: *record, offset: w.offset, pointer: w.pointer });
+    }
+    let moved = segment::move_fatbin(data, &map, r, rebuilt)?;
+    let unit_offsets = map.units.iter().map(|u| u.offset).zip(moved.unit_offsets).collect();
+    Ok(MovedUnits { output: moved.output, unit_offsets, placement: moved.placement, zeroed: moved.zeroed })
 }
 
 fn fail(msg: String) -> ReplaceError {
@@ -283,6 +325,15 @@ pub(super) fn verify(output: &[u8], input: &[u8], replaced: &Replaced, object: &
     }
     if new_entry.header.kind != old_entry.header.kind || new_entry.header.arch() != old_entry.header.arch() {
         return Err(fail("the replaced entry's kind or architecture changed".into()));
+    }
+    if let Placement::NewSegment { .. } = replaced.placement {
+        let (before, after) =
+            (FileMap::read_cuda(input)?, FileMap::read_cuda(output).map_err(|e| fail(e.to_string()))?);
+        let targets = |m: &FileMap| m.wrappers.iter().map(|w| w.target).collect::<Vec<_>>();
+        if targets(&before) != targets(&after) {
+            return Err(fail("a wrapper record leads to another fat binary".into()));
+        }
+        super::check::moved_section_sound(output, input, &before)?;
     }
     if let Placement::MovedSection { offset } = replaced.placement {
         let new_range = (offset, (output.len() as u64).saturating_sub(offset));

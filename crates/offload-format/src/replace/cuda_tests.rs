@@ -1,11 +1,13 @@
 //! CUDA `replace` on the nvcc-made fixtures of the CLI crate
 //! (`offload-cli/tests/fixtures/cuda/COMMANDS.md`): a cubin replaced in
 //! place in an object and a shared library, standalone `.fatbin` files
-//! rewritten (stored and zstd-compressed entries), PTX replaced, and the
-//! refusals (wrong SM, missing kernel, not a cubin, concatenated entry).
+//! rewritten (stored and zstd-compressed entries), a grown fat binary moved
+//! (an object's section, a library's `.nv_fatbin` to a new segment), PTX
+//! replaced, and the refusals (wrong SM, missing kernel, not a cubin, concatenated entry).
 
 use super::super::{Placement, ReplaceError, plan, verify};
 use crate::cuda::{EntryKind, code_object_bytes, fat_binaries};
+use crate::layout::FileMap;
 
 fn fixture(name: &str) -> Vec<u8> {
     let path = format!("{}/../offload-cli/tests/fixtures/cuda/{name}", env!("CARGO_MANIFEST_DIR"));
@@ -109,7 +111,7 @@ fn a_cubin_of_an_object_and_a_library_is_replaced_in_place() {
 }
 
 #[test]
-fn a_larger_cubin_rewrites_a_fatbin_file_moves_an_objects_section_and_is_refused_in_a_library() {
+fn a_larger_cubin_rewrites_a_fatbin_file_moves_an_objects_section_and_a_librarys_segment() {
     let new = grown(&fixture("kern.cubin"), 4096);
     let data = fixture("kern_nocompress.fatbin");
     let (out, placement) = replace_ok(&data, &new, "sm_80", EntryKind::Elf, "sm_80");
@@ -123,11 +125,27 @@ fn a_larger_cubin_rewrites_a_fatbin_file_moves_an_objects_section_and_is_refused
     let elf = crate::elf::ElfFile::parse(&out).unwrap();
     let fatbin = (1..elf.sections.len()).find(|&i| elf.section_name(i).unwrap() == b".nv_fatbin").unwrap();
     assert_eq!(elf.sections[fatbin].offset, offset);
-    // A library has segments and registration pointers: not yet.
+    // A library: .nv_fatbin moves to a new PT_LOAD, the wrapper pointers
+    // follow it to the rebuilt fat binary.
     let lib = fixture("libsmall.so");
     let new75 = grown(&code(&lib, EntryKind::Elf, "sm_75"), 4096);
-    let err = plan(&lib, &new75, "sm_75", None).unwrap_err();
-    assert!(matches!(err, ReplaceError::DoesNotFit { .. }), "{err}");
+    let (out, placement) = replace_ok(&lib, &new75, "sm_75", EntryKind::Elf, "sm_75");
+    let Placement::NewSegment { offset, addr, segment_offset } = placement else { panic!("{placement:?}") };
+    assert!(segment_offset >= lib.len() as u64 && offset > segment_offset && out.len() as u64 > offset + 4096);
+    let (before, after) = (FileMap::read_cuda(&lib).unwrap(), FileMap::read_cuda(&out).unwrap());
+    assert_eq!((after.fatbin_offset, after.fatbin_addr), (offset, addr));
+    assert!(!after.wrappers.is_empty() && after.wrappers.len() == before.wrappers.len());
+    for (a, b) in after.wrappers.iter().zip(&before.wrappers) {
+        assert_eq!(a.target, b.target, "each record leads to the same fat binary");
+        let crate::layout::Target::Unit(u) = a.target else { panic!("{a:?}") };
+        assert_eq!(a.pointer, addr + after.units[u].section_offset);
+    }
+    let loads = crate::layout::segments::read(&out).unwrap().1;
+    let last = loads.iter().rfind(|p| p.kind == crate::layout::segments::PT_LOAD).unwrap();
+    assert_eq!((last.offset, last.filesz), (segment_offset, out.len() as u64 - segment_offset));
+    // The old section's bytes are zero.
+    let old = &out[before.fatbin_offset as usize..][..before.fatbin_size as usize];
+    assert!(old.iter().all(|&b| b == 0));
 }
 
 #[test]
@@ -233,4 +251,21 @@ fn mutated_inputs_give_errors_or_outputs_that_pass_the_check() {
             }
         }
     }
+    // A library whose grown sm_75 cubin moves .nv_fatbin to a new segment.
+    let lib = fixture("libsmall.so");
+    let grown75 = grown(&code(&lib, EntryKind::Elf, "sm_75"), 4096);
+    let mut moved = 0;
+    for _ in 0..300 {
+        let mut bad = lib.clone();
+        for _ in 0..1 + next() % 3 {
+            let at = (next() % bad.len() as u64) as usize;
+            bad[at] = next() as u8;
+        }
+        if let Ok(r) = plan(&bad, &grown75, "sm_75", None) {
+            let out = r.output().to_vec();
+            verify(&out, &bad, &r, &grown75).unwrap_or_else(|e| panic!("libsmall.so: {e}"));
+            moved += usize::from(matches!(r.placement, Placement::NewSegment { .. }));
+        }
+    }
+    assert!(moved > 100, "most mutations leave a movable file ({moved} of 300)");
 }

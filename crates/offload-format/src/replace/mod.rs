@@ -2,7 +2,8 @@
 //! host binary (ELF x86-64 executable, shared library or object) or of a
 //! raw bundle file (prune-spec §6 "offload replace"), or of one entry of a
 //! CUDA fat binary (`.nv_fatbin`/`__nv_relfatbin`
-//! sections and `.fatbin` files).
+//! sections and `.fatbin` files), or of one OpenMP image of
+//! `.llvm.offloading` ([`openmp`]).
 //!
 //! The entry is named by its bundle entry ID or by its target ID; where
 //! several fat binaries hold it, a unit index picks one. The new object
@@ -14,9 +15,9 @@
 //! The fat binary is rebuilt as `prune` rebuilds it (same order, same
 //! payload alignment, compressed bundles recompressed with their version).
 //! Where the result fits the old extent it is written in place and the
-//! slack zeroed; otherwise `.hip_fatbin` moves to a new PT_LOAD at the end
-//! of the file with the program header table (prune-spec §4 (c)), see
-//! [`segment`]. [`verify`] re-reads the output before it is written.
+//! slack zeroed; otherwise `.hip_fatbin` (or a linked file's `.nv_fatbin`)
+//! moves to a new PT_LOAD at the end of the file with the program header
+//! table (prune-spec §4 (c)), see [`segment`]. [`verify`] re-reads the output before it is written.
 
 mod archive;
 mod check;
@@ -24,6 +25,7 @@ mod cuda;
 mod cuda_grow;
 mod cuda_object;
 pub mod object;
+mod openmp;
 mod rebuild;
 mod segment;
 
@@ -44,6 +46,9 @@ pub enum ReplaceError {
     /// The input's offload layout cannot be read.
     #[error(transparent)]
     Layout(#[from] LayoutError),
+    /// The input's OpenMP layout cannot be read.
+    #[error(transparent)]
+    OpenMp(#[from] crate::layout::openmp::OpenMpError),
     /// A fat binary that cannot be read or rebuilt.
     #[error(transparent)]
     Unit(#[from] PruneError),
@@ -127,7 +132,7 @@ pub enum ReplaceError {
         why: String,
     },
     /// The ELF layout cannot take a new segment (why).
-    #[error("cannot move .hip_fatbin to a new segment: {0}")]
+    #[error("cannot move the fat binary section to a new segment: {0}")]
     Segments(String),
     /// An archive that cannot be read (why).
     #[error("{0}")]
@@ -185,6 +190,10 @@ pub enum InputKind {
     FatbinFile,
     /// A static archive; [`Replaced::member`] says which member changed.
     Archive,
+    /// A linked ELF x86-64 OpenMP offloading program or library: the unit
+    /// is one OffloadBinary of `.llvm.offloading` (its [`FatBinary`] has
+    /// kind `Object`), the entry its image.
+    OpenMp,
 }
 
 /// The archive member a replacement happened in.
@@ -205,9 +214,9 @@ pub struct ArchiveMember {
 pub enum Placement {
     /// At its old offset; the rest of its old extent is zero.
     InPlace,
-    /// `.hip_fatbin` moved to a new PT_LOAD.
+    /// The fat binary section (`.hip_fatbin` or `.nv_fatbin`) moved to a new PT_LOAD.
     NewSegment {
-        /// File offset of the new `.hip_fatbin`.
+        /// File offset of the moved section.
         offset: u64,
         /// Its address.
         addr: u64,
@@ -259,7 +268,7 @@ pub struct Replaced<'a> {
     /// File offset of every fat binary in the output (same order).
     pub new_unit_offsets: Vec<u64>,
     /// Ranges of the output (file offset, length) that are zeros: the
-    /// slack of a fat binary rewritten in place, or the old `.hip_fatbin`
+    /// slack of a fat binary rewritten in place, or the old fat binary section
     /// and the padding before a new segment. A writer may punch them out.
     pub zeroed: Vec<(u64, u64)>,
     output: Plan<'a>,
@@ -450,6 +459,9 @@ pub fn plan_in<'a>(
     }
     if cuda::applies(data, wanted) {
         return cuda::plan(data, object, wanted, unit);
+    }
+    if openmp::applies(data) {
+        return openmp::plan(data, object, wanted, unit);
     }
     let (input, map, units) = units_of(data)?;
     let (unit_index, entry_index, entry_id) = find_entry(data, &units, wanted, unit)?;

@@ -1,10 +1,13 @@
-//! Moving `.hip_fatbin` to a new PT_LOAD at the end of the file when a
-//! rebuilt fat binary outgrows its place (prune-spec §4 (c)).
+//! Moving a linked file's fat binary section (HIP's `.hip_fatbin` or
+//! CUDA's `.nv_fatbin`, whichever the file map describes) to a new PT_LOAD
+//! at the end of the file when a rebuilt fat binary outgrows its place
+//! (prune-spec §4 (c)). One mover for both: the two differ only in the
+//! section names and the wrapper magic, which the map already carries.
 //!
 //! The whole section moves, not only the fat binary that grew: every tool
 //! that reads HIP host binaries (ours, `llvm-objdump --offloading`, kpack)
-//! finds fat binaries through the one section named `.hip_fatbin`, and the
-//! file map refuses two. The other fat binaries keep their bytes and their
+//! or CUDA ones (`cuobjdump`) finds fat binaries through the one section of
+//! that name, and the file map refuses two. The other fat binaries keep their bytes and their
 //! alignment. The new segment is read-only and holds the program header
 //! table (one entry longer) followed by the section; it starts at a file
 //! offset `o` and address `o + (p_vaddr - p_offset of the first PT_LOAD)`,
@@ -13,7 +16,7 @@
 //! redirected: the wrapper pointers by the file map's one pointer writer
 //! (`FileMap::pointer_edits`: `R_X86_64_RELATIVE` addends and GNU ld's
 //! copies in place, RELR and absolute words, symbol values), and the
-//! values of every other symbol of `.hip_fatbin` in `.dynsym` and
+//! values of every other symbol of the section in `.dynsym` and
 //! `.symtab`. A relocation into the section that is not a wrapper's is
 //! refused. The old bytes of the section are zeroed; its file range stays
 //! mapped.
@@ -68,7 +71,7 @@ pub(super) fn relaid<'a>(
     (out, offsets)
 }
 
-/// The result of moving `.hip_fatbin`.
+/// The result of moving the fat binary section.
 pub(super) struct Moved<'a> {
     pub placement: Placement,
     pub unit_offsets: Vec<u64>,
@@ -117,8 +120,8 @@ impl Edits {
     }
 }
 
-/// Moves `.hip_fatbin` of `data` (mapped by `map`) to a new segment, with
-/// unit `r` replaced by `rebuilt`.
+/// Moves the fat binary section of `data` (mapped by `map`: `.hip_fatbin`
+/// or `.nv_fatbin`) to a new segment, with unit `r` replaced by `rebuilt`.
 pub(super) fn move_fatbin<'a>(
     data: &'a [u8],
     map: &FileMap,
@@ -126,6 +129,7 @@ pub(super) fn move_fatbin<'a>(
     rebuilt: Plan<'a>,
 ) -> Result<Moved<'a>, ReplaceError> {
     let refuse = |why: String| ReplaceError::Segments(why);
+    let (fat_name, wrapper_name) = (map.section.name(), map.section.wrapper_section());
     let elf = ElfFile::parse(data).map_err(|e| refuse(e.to_string()))?;
     if !matches!(elf.header.e_type, 2 | 3) {
         return Err(refuse("only executables and shared libraries have segments".into()));
@@ -182,11 +186,11 @@ pub(super) fn move_fatbin<'a>(
     let fatbin_rel = table_len.div_ceil(4096) * 4096;
 
     let fat_index = (1..elf.sections.len())
-        .find(|&i| elf.section_name(i).ok() == Some(b".hip_fatbin".as_slice()))
-        .ok_or_else(|| refuse("no .hip_fatbin section".into()))?;
+        .find(|&i| elf.section_name(i).ok() == Some(fat_name.as_bytes()))
+        .ok_or_else(|| refuse(format!("no {fat_name} section")))?;
     let region = data
         .get(map.fatbin_offset as usize..(map.fatbin_offset + map.fatbin_size) as usize)
-        .ok_or_else(|| refuse(".hip_fatbin lies outside the file".into()))?;
+        .ok_or_else(|| refuse(format!("{fat_name} lies outside the file")))?;
     let (content, offsets) = relaid(region, map.fatbin_offset, &map.units, r, rebuilt);
     let new_size = content.len();
     // Every address and offset below lies in the new segment.
@@ -212,7 +216,7 @@ pub(super) fn move_fatbin<'a>(
         }
     };
     let unmovable = |what: String, a: u64| {
-        refuse(format!("{what} points at {a:#x}, inside the replaced fat binary or outside .hip_fatbin"))
+        refuse(format!("{what} points at {a:#x}, inside the replaced fat binary or outside {fat_name}"))
     };
 
     let wrapper_words: Vec<u64> = map.wrappers.iter().map(|w| w.addr.wrapping_add(8)).collect();
@@ -251,7 +255,7 @@ pub(super) fn move_fatbin<'a>(
                 // (kpack checks the same); anything else is not understood.
                 if !wrapper_words.contains(&r_offset) {
                     return Err(refuse(format!(
-                        "relocation {i} of section {index} (at {r_offset:#x}) points into .hip_fatbin but is not a wrapper record's pointer"
+                        "relocation {i} of section {index} (at {r_offset:#x}) points into {fat_name} but is not a wrapper record's pointer"
                     )));
                 }
                 // The wrapper pointers themselves are rewritten below.
@@ -260,13 +264,13 @@ pub(super) fn move_fatbin<'a>(
     }
     let mut new_pointers = Vec::with_capacity(map.wrappers.len());
     for (record, w) in map.wrappers.iter().enumerate() {
-        // The symbols of .hip_fatbin move; one of another section whose
+        // The symbols of the section move; one of another section whose
         // value happens to lie in it (a damaged file) would not.
         if let Storage::Symbolic { symbol, section, .. } = &w.storage
             && usize::from(*section) != fat_index
         {
             return Err(refuse(format!(
-                "wrapper record {record} points through symbol '{symbol}', which is not defined in .hip_fatbin"
+                "wrapper record {record} points through symbol '{symbol}', which is not defined in {fat_name}"
             )));
         }
         new_pointers.push(moved(w.pointer).ok_or_else(|| unmovable(format!("wrapper record {record}"), w.pointer))?);
@@ -285,8 +289,8 @@ pub(super) fn move_fatbin<'a>(
     for (index, sh) in elf.sections.iter().enumerate() {
         let name = elf.section_name(index).unwrap_or(b"");
         let expected = matches!(sh.sh_type, SHT_RELA | SHT_SYMTAB | SHT_DYNSYM)
-            || name == b".hip_fatbin"
-            || name == b".hipFatBinSegment";
+            || name == fat_name.as_bytes()
+            || name == wrapper_name.as_bytes();
         if sh.flags & SHF_ALLOC == 0 || sh.sh_type == crate::elf::SHT_NOBITS || expected || sh.size == 0 {
             continue;
         }

@@ -1,5 +1,6 @@
 //! `offload replace`: puts a new code object in place of one entry of a
-//! HIP host binary or bundle file, or of a CUDA fat binary (the library's
+//! HIP host binary or bundle file, of a CUDA fat binary or of an OpenMP
+//! image (the library's
 //! `replace` module does the work). The output is checked from its own bytes before it replaces
 //! anything, and written atomically; the input is never modified.
 
@@ -8,7 +9,7 @@ use crate::output;
 use offload_cli::io;
 use offload_format::inspect::{self, Options, Severity};
 use offload_format::layout::UnitKind;
-use offload_format::replace::{self, Placement, Replaced};
+use offload_format::replace::{self, InputKind, Placement, Replaced};
 
 /// `replace --json`: the report (key order is the schema's).
 #[derive(serde::Serialize)]
@@ -37,6 +38,9 @@ struct Report<'a> {
 }
 
 fn format_name(r: &Replaced) -> String {
+    if r.input == InputKind::OpenMp {
+        return "offload-binary".into();
+    }
     match (r.unit.kind, r.new_version) {
         (UnitKind::Bundle, _) => "bundle".into(),
         (UnitKind::Compressed { version: old }, Some(new)) if new != old => format!("compressed v{old}->v{new}"),
@@ -107,6 +111,7 @@ fn report(path: &str, r: &Replaced, json: bool, dry_run: bool) {
     let flags =
         if ptx { String::new() } else { format!(" (e_flags {:#x} -> {:#x})", r.object.old_flags, r.object.new_flags) };
     let symbols = match (cuda, ptx) {
+        _ if r.input == InputKind::OpenMp && r.object.processor == "x86_64" => "functions and objects defined",
         (_, true) => ".entry kernels declared",
         (true, false) => "kernels and variables defined",
         _ => "kernel descriptors and variables defined",
@@ -125,7 +130,8 @@ fn report(path: &str, r: &Replaced, json: bool, dry_run: bool) {
         Placement::Rewritten => println!("  the bundle file is rebuilt ({} bytes)", r.output().len()),
         Placement::NewSegment { offset, addr, .. } => {
             println!(
-                "  it did not fit in place: .hip_fatbin moved to a new segment at offset {offset:#x} (address {addr:#x}); the file is {} bytes",
+                "  it did not fit in place: {} moved to a new segment at offset {offset:#x} (address {addr:#x}); the file is {} bytes",
+                if cuda { ".nv_fatbin" } else { ".hip_fatbin" },
                 r.output().len()
             );
         }
