@@ -459,7 +459,14 @@ impl Outputs {
     /// zero mode stages a copy of its input with the fat binary sections
     /// zeroed while it rebuilds them, then fills in only those sections.
     /// Zero pieces are skipped (the bytes are zeros already).
-    pub fn fill_zeroed(&mut self, handle: usize, plan: &Plan, ranges: &[(u64, u64)]) -> Result<(), OutputError> {
+    /// Pieces that lie in a mapped input are kernel copies.
+    pub fn fill_zeroed(
+        &mut self,
+        handle: usize,
+        plan: &Plan,
+        ranges: &[(u64, u64)],
+        inputs: &[&Input],
+    ) -> Result<(), OutputError> {
         let mut at = 0u64;
         for piece in &plan.pieces {
             let end = at.saturating_add(piece.len());
@@ -470,7 +477,14 @@ impl Outputs {
                 }
                 let (from, to) = ((start - at) as usize, (stop - at) as usize);
                 match piece {
-                    Piece::Bytes(bytes) => self.write_at(handle, start, bytes.get(from..to).unwrap_or(&[]))?,
+                    Piece::Bytes(bytes) => {
+                        let part = bytes.get(from..to).unwrap_or(&[]);
+                        let copied = match (inputs.iter().find_map(|i| i.locate(part)), self.staged_file(handle)) {
+                            (Some((src, offset)), Some(out)) => copy_range(src, offset, out, start, part.len()),
+                            _ => 0,
+                        };
+                        self.write_at(handle, start + copied as u64, part.get(copied..).unwrap_or(&[]))?;
+                    }
                     Piece::Fill { byte: 0, .. } => {}
                     Piece::Fill { byte, .. } => {
                         let run = vec![*byte; (to - from).min(1 << 16)];
@@ -524,6 +538,38 @@ impl Outputs {
         }
         Ok(())
     }
+}
+
+/// Copies `len` bytes at `offset` of `src` to `at` in `out` in the kernel
+/// (`copy_file_range` with both offsets given: the descriptors' positions
+/// stay); returns how many bytes were copied before the kernel declined
+/// (the caller writes the rest).
+fn copy_range(src: &File, offset: u64, out: &File, at: u64, len: usize) -> usize {
+    let mut done = 0usize;
+    while done < len {
+        let (Ok(mut off_in), Ok(mut off_out)) =
+            (libc::loff_t::try_from(offset + done as u64), libc::loff_t::try_from(at + done as u64))
+        else {
+            break;
+        };
+        // SAFETY: both descriptors are open for the call; the kernel reads
+        // `src` at `off_in` and writes `out` at `off_out`.
+        let n = unsafe {
+            libc::copy_file_range(
+                src.as_raw_fd(),
+                &mut off_in,
+                out.as_raw_fd(),
+                &mut off_out,
+                (len - done).min(1 << 30),
+                0,
+            )
+        };
+        if n <= 0 {
+            break;
+        }
+        done += n as usize;
+    }
+    done
 }
 
 /// Starts writing a staged file's pages back to disk, without waiting.
@@ -803,7 +849,7 @@ mod tests {
         }
         let mut outs = Outputs::new();
         outs.stage(out.to_str().unwrap(), &Plan::borrowed(&skeleton), &[]).unwrap();
-        outs.fill_zeroed(0, &plan, &ranges).unwrap();
+        outs.fill_zeroed(0, &plan, &ranges, &[]).unwrap();
         outs.commit().unwrap();
         assert_eq!(fs::read(&out).unwrap(), full);
     }
@@ -900,6 +946,27 @@ mod tests {
         let data: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
         fs::write(&src, &data).unwrap();
         Input::open(src.to_str().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn filling_zeroed_ranges_copies_from_the_mapped_input() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = patterned_input(dir.path(), 300_000);
+        let bytes = input.bytes();
+        // The output: the input with 100,000 bytes at 50,000 zeroed, then
+        // the first 60,000 of them filled back from the input.
+        let mut plan = Plan::borrowed(&bytes[..110_000]);
+        plan.zeros(40_000);
+        plan.borrow(&bytes[150_000..]);
+        let mut skeleton = Plan::borrowed(&bytes[..50_000]);
+        skeleton.zeros(100_000);
+        skeleton.borrow(&bytes[150_000..]);
+        let out = dir.path().join("filled");
+        let mut outs = Outputs::new();
+        outs.stage(out.to_str().unwrap(), &skeleton, &[&input]).unwrap();
+        outs.fill_zeroed(0, &plan, &[(50_000, 100_000)], &[&input]).unwrap();
+        outs.commit().unwrap();
+        assert_eq!(fs::read(&out).unwrap(), plan.to_vec());
     }
 
     #[test]

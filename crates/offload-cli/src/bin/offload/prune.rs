@@ -248,7 +248,7 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
     let staged = match early {
         Some(HostCopy { staged, zeroed }) if cut.is_none() && copy_fits(&kind, &pruned, &zeroed, &plan, data) => {
             outputs.adopt(staged);
-            outputs.fill_zeroed(0, &plan, &zeroed)
+            outputs.fill_zeroed(0, &plan, &zeroed, &[&input])
         }
         _ => outputs.stage(out_path, &plan, &[&input]),
     };
