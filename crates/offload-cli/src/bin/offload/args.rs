@@ -126,7 +126,7 @@ pub enum Sub {
     },
     /// Drop the device code of other GPU targets (HIP, CUDA, OpenMP; binaries, objects, archives)
     Prune(PruneCli),
-    /// Put a new code object in place of one entry of a HIP or CUDA binary, bundle, .fatbin or archive
+    /// Put a new code object in place of one entry of a HIP, CUDA or OpenMP binary, bundle, .fatbin or archive
     Replace(ReplaceCli),
     /// The GPUs of this machine (KFD sysfs, NVML) and their target IDs
     Gpus {
@@ -298,7 +298,7 @@ pub struct ReplaceCli {
     with: String,
     #[command(flatten)]
     out: RewriteOutput,
-    /// The HIP or CUDA host binary (executable, shared library or object),
+    /// The HIP, CUDA or OpenMP host binary (executable, shared library or object),
     /// bundle, .fatbin file or static archive
     #[arg(value_name = "IN")]
     input: String,
