@@ -256,7 +256,7 @@ pub struct RewriteOutput {
 #[derive(Args, Debug)]
 #[command(group(ArgGroup::new("targets").required(true).multiple(true)))]
 pub struct PruneCli {
-    /// Targets to keep: gfx90a, sm_80 (cubin), compute_80 (PTX), lto_80 (comma-separated, repeatable)
+    /// Targets to keep: gfx90a, sm_80 (cubin), compute_80 (PTX), lto_80, x86_64-pc-linux-gnu (an OpenMP image); comma-separated, repeatable
     #[arg(long, value_name = "T[,T...]", value_delimiter = ',', group = "targets")]
     keep: Vec<String>,
     /// Targets to drop (comma-separated, repeatable)
