@@ -844,13 +844,19 @@ fn jobs() -> Vec<Job> {
     jobs
 }
 
-#[test]
-fn hostile_inputs_end_in_success_or_a_clear_error() {
-    // OFFLOAD_HOSTILE_FILTER=<text> runs only the files whose description
-    // contains <text> (to reproduce one failure quickly).
-    let filter = std::env::var("OFFLOAD_HOSTILE_FILTER").unwrap_or_default();
-    let jobs: Vec<Job> = jobs().into_iter().filter(|j| j.base.contains(&filter)).collect();
-    let dev = fixture("objects/dev-gfx906.o");
+/// What a run of the corpus gave: runs that exited 0 and 1, the problems
+/// found, and how it ran.
+struct Totals {
+    ok: usize,
+    errors: usize,
+    failures: Vec<String>,
+    threads: usize,
+    elapsed: std::time::Duration,
+}
+
+/// Runs every job with `run(job, work, logs)` on up to four threads, each
+/// with its own work and log folders.
+fn run_all(jobs: &[Job], run: impl Fn(&Job, &Path, &Path) -> Result<i32, String> + Sync) -> Totals {
     let root = tempfile::tempdir().unwrap();
     let next = AtomicUsize::new(0);
     let failures = Mutex::new(Vec::new());
@@ -860,7 +866,7 @@ fn hostile_inputs_end_in_success_or_a_clear_error() {
     let started = Instant::now();
     std::thread::scope(|s| {
         for t in 0..threads {
-            let (jobs, next, failures, exits, dev) = (&jobs, &next, &failures, &exits, &dev);
+            let (next, failures, exits, run) = (&next, &failures, &exits, &run);
             let work = root.path().join(format!("work{t}"));
             let logs = root.path().join(format!("logs{t}"));
             fs::create_dir_all(&logs).unwrap();
@@ -868,7 +874,7 @@ fn hostile_inputs_end_in_success_or_a_clear_error() {
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(job) = jobs.get(i) else { break };
-                    match run_job(job, &work, &logs, dev) {
+                    match run(job, &work, &logs) {
                         Ok(code) => exits.lock().unwrap()[code as usize] += 1,
                         Err(problem) => failures.lock().unwrap().push(problem),
                     }
@@ -876,21 +882,37 @@ fn hostile_inputs_end_in_success_or_a_clear_error() {
             });
         }
     });
-    let failures = failures.into_inner().unwrap();
     let [ok, errors] = exits.into_inner().unwrap();
+    Totals { ok, errors, failures: failures.into_inner().unwrap(), threads, elapsed: started.elapsed() }
+}
+
+/// Fails with the first problems found, if any.
+fn assert_no_problems(totals: &Totals, runs: usize) {
+    let failures = &totals.failures;
+    assert!(
+        failures.is_empty(),
+        "{} of {runs} runs went wrong:\n{}",
+        failures.len(),
+        failures[..failures.len().min(30)].join("\n")
+    );
+}
+
+#[test]
+fn hostile_inputs_end_in_success_or_a_clear_error() {
+    // OFFLOAD_HOSTILE_FILTER=<text> runs only the files whose description
+    // contains <text> (to reproduce one failure quickly).
+    let filter = std::env::var("OFFLOAD_HOSTILE_FILTER").unwrap_or_default();
+    let jobs: Vec<Job> = jobs().into_iter().filter(|j| j.base.contains(&filter)).collect();
+    let dev = fixture("objects/dev-gfx906.o");
+    let t = run_all(&jobs, |job, work, logs| run_job(job, work, logs, &dev));
+    let (ok, errors, threads) = (t.ok, t.errors, t.threads);
     eprintln!(
         "hostile corpus: {} runs in {:.1?} on {threads} threads: {ok} succeeded, {errors} failed cleanly, {} problems",
         jobs.len(),
-        started.elapsed(),
-        failures.len()
+        t.elapsed,
+        t.failures.len()
     );
-    assert!(
-        failures.is_empty(),
-        "{} of {} runs went wrong:\n{}",
-        failures.len(),
-        jobs.len(),
-        failures[..failures.len().min(30)].join("\n")
-    );
+    assert_no_problems(&t, jobs.len());
     // Both outcomes occur: the damage is neither all ignored nor all fatal.
     assert!(ok > 0 && errors > 0, "{ok} successes, {errors} errors");
 }
@@ -899,45 +921,15 @@ fn hostile_inputs_end_in_success_or_a_clear_error() {
 fn hostile_inputs_prune_cleanly() {
     let filter = std::env::var("OFFLOAD_HOSTILE_FILTER").unwrap_or_default();
     let jobs: Vec<Job> = prune::jobs().into_iter().filter(|j| j.base.contains(&filter)).collect();
-    let root = tempfile::tempdir().unwrap();
-    let next = AtomicUsize::new(0);
-    let failures = Mutex::new(Vec::new());
-    let exits = Mutex::new([0usize; 2]);
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(2, 4);
-    let started = Instant::now();
-    std::thread::scope(|s| {
-        for t in 0..threads {
-            let (jobs, next, failures, exits) = (&jobs, &next, &failures, &exits);
-            let work = root.path().join(format!("work{t}"));
-            let logs = root.path().join(format!("logs{t}"));
-            fs::create_dir_all(&logs).unwrap();
-            s.spawn(move || {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(job) = jobs.get(i) else { break };
-                    match prune::run(job, &work, &logs) {
-                        Ok(code) => exits.lock().unwrap()[code as usize] += 1,
-                        Err(problem) => failures.lock().unwrap().push(problem),
-                    }
-                }
-            });
-        }
-    });
-    let failures = failures.into_inner().unwrap();
-    let [ok, errors] = exits.into_inner().unwrap();
+    let t = run_all(&jobs, prune::run);
+    let (ok, errors, threads) = (t.ok, t.errors, t.threads);
     eprintln!(
         "hostile prune corpus: {} runs in {:.1?} on {threads} threads: {ok} pruned, {errors} refused cleanly, {} problems",
         jobs.len(),
-        started.elapsed(),
-        failures.len()
+        t.elapsed,
+        t.failures.len()
     );
-    assert!(
-        failures.is_empty(),
-        "{} of {} runs went wrong:\n{}",
-        failures.len(),
-        jobs.len(),
-        failures[..failures.len().min(30)].join("\n")
-    );
+    assert_no_problems(&t, jobs.len());
     // Both outcomes occur: damage outside the fat binaries prunes, damage
     // to their headers and records is refused.
     assert!(ok > 0 && errors > 0, "{ok} pruned, {errors} refused");
