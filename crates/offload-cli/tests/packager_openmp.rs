@@ -13,7 +13,6 @@ mod common;
 use offload_format::offload_binary::{ImageKind, OffloadBinary, OffloadKind, container};
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
 use std::process::Command;
 
 const PROGRAM: &str = r#"
@@ -34,25 +33,10 @@ int main(void) {
 }
 "#;
 
-fn omp_runtime() -> Option<PathBuf> {
-    let dir = std::env::var_os("OFFLOAD_OMP19_LIB").map(PathBuf::from).unwrap_or_else(|| "/opt/omp19/lib".into());
-    let needed = ["libomp.so", "libomptarget.so", "libomptarget.devicertl.a"];
-    if needed.iter().all(|f| dir.join(f).exists()) {
-        return Some(dir);
-    }
-    assert!(
-        !common::llvm_required(),
-        "OFFLOAD_REQUIRE_LLVM=1 but LLVM 19's OpenMP runtime is missing in {}; run scripts/install-reference-llvm.sh",
-        dir.display()
-    );
-    eprintln!("skipping: LLVM 19's OpenMP runtime not found in {}", dir.display());
-    None
-}
-
 #[test]
 fn openmp_offload_build_uses_our_packager_and_runs_on_device_0() {
     let (Some(clang), Some(llvm_packager), Some(omp)) =
-        (common::llvm_tool(19, "clang"), common::llvm_tool(19, "clang-offload-packager"), omp_runtime())
+        (common::llvm_tool(19, "clang"), common::llvm_tool(19, "clang-offload-packager"), common::omp19_runtime(false))
     else {
         return;
     };

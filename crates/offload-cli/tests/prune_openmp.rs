@@ -20,21 +20,6 @@ use std::process::{Command, Output};
 
 const MAIN: &str = "#include <stdio.h>\nlong offload_sum(int);\nint main(void) {\n  long s = offload_sum(1000);\n  printf(\"sum=%ld\\n\", s);\n  return s == 500500 ? 0 : 1;\n}\n";
 
-fn omp_runtime() -> Option<PathBuf> {
-    let dir = std::env::var_os("OFFLOAD_OMP19_LIB").map(PathBuf::from).unwrap_or_else(|| "/opt/omp19/lib".into());
-    let needed = ["libomp.so", "libomptarget.so", "libomptarget.devicertl.a"];
-    if needed.iter().all(|f| dir.join(f).exists()) && Path::new("/usr/bin/ld.bfd").exists() {
-        return Some(dir);
-    }
-    assert!(
-        !common::llvm_required(),
-        "OFFLOAD_REQUIRE_LLVM=1 but LLVM 19's OpenMP runtime (in {}) or GNU ld is missing; run scripts/install-reference-llvm.sh",
-        dir.display()
-    );
-    eprintln!("skipping: LLVM 19's OpenMP runtime not found in {} (or no GNU ld)", dir.display());
-    None
-}
-
 fn source() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../offload-format/tests/fixtures/prune/omp/omp.c")
 }
@@ -158,7 +143,7 @@ fn listed(file: &Path) -> Vec<(String, String)> {
 #[test]
 fn pruned_openmp_programs_run_on_the_host_plugin_until_its_image_is_dropped() {
     let (Some(clang), Some(_lld), Some(omp)) =
-        (common::llvm_tool(19, "clang"), common::llvm_tool(19, "ld.lld"), omp_runtime())
+        (common::llvm_tool(19, "clang"), common::llvm_tool(19, "ld.lld"), common::omp19_runtime(true))
     else {
         return;
     };
@@ -323,7 +308,7 @@ fn objdump_offloading(objdump: &Path, file: &Path) -> Vec<(String, String)> {
 #[test]
 fn cut_openmp_programs_run_on_the_host_plugin_until_its_image_is_dropped() {
     let (Some(clang), Some(_lld), Some(omp)) =
-        (common::llvm_tool(19, "clang"), common::llvm_tool(19, "ld.lld"), omp_runtime())
+        (common::llvm_tool(19, "clang"), common::llvm_tool(19, "ld.lld"), common::omp19_runtime(true))
     else {
         return;
     };

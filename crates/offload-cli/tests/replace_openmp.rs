@@ -21,7 +21,7 @@ mod common;
 
 use offload_format::layout::openmp::OpenMpMap;
 use offload_format::offload_binary::OffloadBinary;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 /// The kernel sums `SCALE * i` for i in 1..=1000: 500500 times SCALE.
@@ -51,24 +51,6 @@ const FLAGS: [&str; 6] = [
     "-march=gfx90a",
     "-nogpulib",
 ];
-
-fn omp_runtime() -> Option<PathBuf> {
-    let dir = std::env::var_os("OFFLOAD_OMP19_LIB").map(PathBuf::from).unwrap_or_else(|| "/opt/omp19/lib".into());
-    let needed = ["libomp.so", "libomptarget.so", "libomptarget.devicertl.a"];
-    if needed.iter().all(|f| dir.join(f).exists()) && Path::new("/usr/bin/ld.bfd").exists() {
-        return Some(dir);
-    }
-    assert!(
-        !common::llvm_required(),
-        "OFFLOAD_REQUIRE_LLVM=1 but LLVM 19's OpenMP runtime (in {}) or GNU ld is missing; run scripts/install-reference-llvm.sh",
-        dir.display()
-    );
-    eprintln!(
-        "SKIPPING the OpenMP replace tests: LLVM 19's OpenMP runtime not found in {} (or no GNU ld)",
-        dir.display()
-    );
-    None
-}
 
 fn check(cmd: &mut Command) -> Output {
     let out = common::run(cmd);
@@ -147,7 +129,7 @@ fn replace(input: &Path, entry: &str, with: &Path, out: &Path) -> Output {
 #[test]
 fn a_rebuilt_x86_64_image_replaces_the_old_one_and_the_program_runs_it() {
     let (Some(clang), Some(_lld), Some(omp)) =
-        (common::llvm_tool(19, "clang"), common::llvm_tool(19, "ld.lld"), omp_runtime())
+        (common::llvm_tool(19, "clang"), common::llvm_tool(19, "ld.lld"), common::omp19_runtime(true))
     else {
         return;
     };
@@ -208,7 +190,7 @@ fn a_rebuilt_x86_64_image_replaces_the_old_one_and_the_program_runs_it() {
 #[test]
 fn an_image_for_another_machine_or_without_the_kernel_is_refused() {
     let (Some(clang), Some(_lld), Some(omp)) =
-        (common::llvm_tool(19, "clang"), common::llvm_tool(19, "ld.lld"), omp_runtime())
+        (common::llvm_tool(19, "clang"), common::llvm_tool(19, "ld.lld"), common::omp19_runtime(true))
     else {
         return;
     };

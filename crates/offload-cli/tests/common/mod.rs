@@ -39,6 +39,26 @@ pub fn llvm_tool(version: u32, name: &str) -> Option<PathBuf> {
     None
 }
 
+/// LLVM 19's OpenMP runtime folder (`OFFLOAD_OMP19_LIB`, or /opt/omp19/lib
+/// where scripts/install-reference-llvm.sh puts it), and GNU ld beside it
+/// when `gnu_ld`; `None` (with a message) when missing and not required.
+pub fn omp19_runtime(gnu_ld: bool) -> Option<PathBuf> {
+    let dir = std::env::var_os("OFFLOAD_OMP19_LIB").map(PathBuf::from).unwrap_or_else(|| "/opt/omp19/lib".into());
+    let needed = ["libomp.so", "libomptarget.so", "libomptarget.devicertl.a"];
+    let ld = !gnu_ld || std::path::Path::new("/usr/bin/ld.bfd").exists();
+    if needed.iter().all(|f| dir.join(f).exists()) && ld {
+        return Some(dir);
+    }
+    let what = if gnu_ld { " (or GNU ld)" } else { "" };
+    assert!(
+        !llvm_required(),
+        "OFFLOAD_REQUIRE_LLVM=1 but LLVM 19's OpenMP runtime in {}{what} is missing; run scripts/install-reference-llvm.sh",
+        dir.display()
+    );
+    eprintln!("skipping: LLVM 19's OpenMP runtime not found in {}{what}", dir.display());
+    None
+}
+
 /// Runs a command and returns its output; panics only if it cannot start.
 pub fn run(cmd: &mut Command) -> Output {
     cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
