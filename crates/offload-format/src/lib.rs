@@ -111,6 +111,8 @@ pub mod bundler;
 pub mod check;
 pub mod coff;
 pub mod cuda;
+#[cfg(test)]
+mod damage;
 pub mod elf;
 pub mod gpus;
 pub mod inspect;

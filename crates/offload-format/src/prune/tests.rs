@@ -228,16 +228,8 @@ fn version_1_compressed_bundles_come_back_as_version_2() {
 fn damaged_inputs_are_refused_or_pruned_into_outputs_that_pass_the_check() {
     for name in ["gnu_rela.so", "rdc_ccob_lld.so", "tu1.o"] {
         let data = fixture(name);
-        let (mut seed, mut pruned) = (0x2545_f491_4f6c_dd1du64, 0);
-        for round in 0..400 {
-            let mut d = data.clone();
-            for _ in 0..1 + round % 3 {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                let at = (seed % d.len() as u64) as usize;
-                d[at] = (seed >> 40) as u8;
-            }
+        let mut pruned = 0;
+        for (round, d) in crate::damage::damaged_copies(&data, 0x2545_f491_4f6c_dd1d, 400) {
             let Ok(map) = FileMap::read(&d) else { continue };
             let Ok(p) = plan(&d, &map, &keep(&["gfx90a"])) else { continue };
             let out = p.output_plan(&d).to_vec();
