@@ -7,6 +7,7 @@
 //! `offload select --json` and `offload list --json` per member).
 
 mod common;
+mod inspect_support;
 
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -285,27 +286,13 @@ fn every_local_gpu_is_checked_and_none_means_exit_2() {
     assert!(text(&o.stderr).contains("no GPU found on this machine; name one with --gpu"), "{}", text(&o.stderr));
 }
 
-/// An AMDGPU code object header (code object v5) with these `e_flags`.
-fn code_object(flags: u32) -> Vec<u8> {
-    let mut h = vec![0u8; 64];
-    h[..4].copy_from_slice(b"\x7fELF");
-    h[4] = 2;
-    h[5] = 1;
-    h[6] = 1;
-    h[7] = 64;
-    h[8] = 3;
-    h[18..20].copy_from_slice(&224u16.to_le_bytes());
-    h[48..52].copy_from_slice(&flags.to_le_bytes());
-    h
-}
-
 #[test]
 fn standalone_code_objects_serve_gpus_and_host_files_are_only_counted() {
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     // gfx1030 (EF_AMDGPU_MACH 0x36) and gfx906 with xnack any (0x52f).
-    fs::write(d.join("kernels-gfx1030.hsaco"), code_object(0x36)).unwrap();
-    fs::write(d.join("kernels-gfx906.co"), code_object(0x52f)).unwrap();
+    fs::write(d.join("kernels-gfx1030.hsaco"), inspect_support::elf(0x36, "")).unwrap();
+    fs::write(d.join("kernels-gfx906.co"), inspect_support::elf(0x52f, "")).unwrap();
     fs::copy(std::env::current_exe().unwrap(), d.join("host-only")).unwrap();
     let o = offload(&["check", "--json", "--gpu", "gfx1030", p(d)]);
     assert_eq!(o.status.code(), Some(0), "standalone code objects are not failures: {}", text(&o.stderr));
