@@ -251,21 +251,35 @@ pub use verify::verify_file;
 mod tests;
 
 /// The file ranges `(offset, len)` of the sections that can hold the fat
-/// binaries a zero-mode prune rewrites (`.hip_fatbin`, `.nv_fatbin`,
-/// `__nv_relfatbin`), sorted; empty for anything but an ELF file holding
-/// one. Every byte outside them is copied unchanged by zero mode, so a
-/// writer may copy those bytes before [`plan_file`] has decided anything.
+/// binaries a zero-mode prune rewrites ([`super::cut_object::FAT_SECTIONS`]),
+/// sorted, overlapping ones joined (a hostile file's sections may overlap);
+/// empty for anything but an ELF file holding one. Every byte outside them
+/// is copied unchanged by zero mode, so a writer may copy those bytes before
+/// [`plan_file`] has decided anything.
 pub fn device_sections(data: &[u8]) -> Vec<(u64, u64)> {
+    use super::cut_object::FAT_SECTIONS;
     let Ok(file) = ElfFile::parse(data) else { return Vec::new() };
-    let names: [&[u8]; 3] = [b".hip_fatbin", b".nv_fatbin", b"__nv_relfatbin"];
-    let mut ranges: Vec<(u64, u64)> = (1..file.sections.len())
-        .filter(|&i| file.section_name(i).is_ok_and(|n| names.contains(&n)))
+    let ranges = (1..file.sections.len())
+        .filter(|&i| file.section_name(i).is_ok_and(|n| FAT_SECTIONS.contains(&n)))
         .filter_map(|i| {
             let sh = file.sections.get(i)?;
             let in_file = sh.sh_type != elf::SHT_NOBITS && sh.offset.checked_add(sh.size)? <= data.len() as u64;
             in_file.then_some((sh.offset, sh.size))
         })
         .collect();
+    joined(ranges)
+}
+
+/// Sorted ranges with the overlapping and touching ones joined (their ends
+/// are known not to overflow).
+fn joined(mut ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
     ranges.sort_unstable();
-    ranges
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
+    for (offset, len) in ranges {
+        match out.last_mut() {
+            Some((o, l)) if offset <= *o + *l => *l = (*l).max(offset + len - *o),
+            _ => out.push((offset, len)),
+        }
+    }
+    out
 }

@@ -314,7 +314,7 @@ fn plan_copying_host_bytes<'a>(
     input: &io::Input,
     out_path: Option<&str>,
 ) -> (Result<(Input, Pruned<'a>), PruneError>, Option<HostCopy>) {
-    let zeroed = out_path.map(|_| merged(files::device_sections(data))).unwrap_or_default();
+    let zeroed = out_path.map(|_| files::device_sections(data)).unwrap_or_default();
     let Some(out_path) = out_path.filter(|_| !zeroed.is_empty()) else {
         return (files::plan_file(data, rules), None);
     };
@@ -349,20 +349,6 @@ fn copy_fits(kind: &Input, pruned: &Pruned, zeroed: &[(u64, u64)], plan: &Plan, 
         && pruned.units.iter().filter(|u| u.changed()).all(|u| inside(u.unit.offset, u.unit.extent))
 }
 
-/// Sorted ranges with the overlapping ones joined (a hostile file's
-/// sections may overlap).
-fn merged(mut ranges: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
-    ranges.sort_unstable();
-    let mut out: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
-    for (offset, len) in ranges {
-        match out.last_mut() {
-            Some((o, l)) if offset <= *o + *l => *l = (*l).max(offset + len - *o),
-            _ => out.push((offset, len)),
-        }
-    }
-    out
-}
-
 /// Gives the output the input's permission bits: a pruned executable or
 /// library must stay executable (staged outputs get the default mode).
 pub(crate) fn keep_mode(input: &str, output: &str) {
@@ -373,17 +359,5 @@ pub(crate) fn keep_mode(input: &str, output: &str) {
     let (Ok(src), Ok(dst)) = (std::fs::metadata(input), std::fs::metadata(output)) else { return };
     if dst.is_file() && src.permissions().mode() != dst.permissions().mode() {
         let _ = std::fs::set_permissions(output, std::fs::Permissions::from_mode(src.permissions().mode() & 0o7777));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::merged;
-
-    #[test]
-    fn overlapping_and_touching_ranges_join() {
-        assert_eq!(merged(vec![(50, 10), (0, 10), (5, 10), (15, 5), (58, 1)]), [(0, 20), (50, 10)]);
-        assert_eq!(merged(vec![(0, 100), (10, 5)]), [(0, 100)]);
-        assert!(merged(Vec::new()).is_empty());
     }
 }

@@ -88,3 +88,10 @@ fn raw_files_shrink_and_archives_keep_their_size() {
     let (input, _) = plan_file(&data, &Rules { keep: vec!["gfx906".into()], ..Default::default() }).unwrap();
     assert_eq!(input, Input::Archive { members: 1, untouched: vec!["newdrv.o".into()] });
 }
+
+#[test]
+fn overlapping_and_touching_ranges_join() {
+    assert_eq!(super::joined(vec![(50, 10), (0, 10), (5, 10), (15, 5), (58, 1)]), [(0, 20), (50, 10)]);
+    assert_eq!(super::joined(vec![(0, 100), (10, 5)]), [(0, 100)]);
+    assert!(super::joined(Vec::new()).is_empty());
+}
