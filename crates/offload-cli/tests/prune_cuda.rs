@@ -12,7 +12,7 @@ mod common;
 mod cuda_support;
 mod inspect_support;
 
-use cuda_support::{cuda_bin, cuobjdump_entries, cuobjdump_extract, tools_present};
+use cuda_support::{cuda_bin, tools_present};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -82,25 +82,6 @@ fn prune(args: &[&str], input: &Path, out: &Path) {
     assert!(o.status.success(), "{}: {}", input.display(), String::from_utf8_lossy(&o.stderr));
 }
 
-/// (kind, arch, bytes) of every cubin and PTX cuobjdump extracts, in its
-/// order.
-fn dumped(file: &Path) -> Vec<(String, String, Vec<u8>)> {
-    let entries = cuobjdump_entries(file);
-    let dir = tempfile::tempdir().unwrap();
-    let (elf, ptx) = cuobjdump_extract(file, dir.path());
-    let (mut elf, mut ptx) = (elf.into_iter(), ptx.into_iter());
-    let mut out = Vec::new();
-    for e in entries {
-        let bytes = match e.kind.as_str() {
-            "elf" => elf.next(),
-            "ptx" => ptx.next(),
-            _ => continue,
-        };
-        out.push((e.kind, e.arch, bytes.unwrap_or_else(|| panic!("{}: cuobjdump extracted too few", file.display()))));
-    }
-    out
-}
-
 #[test]
 fn cuobjdump_sees_exactly_the_kept_entries_byte_identical() {
     let Some(dir) = corpus() else { return };
@@ -109,8 +90,8 @@ fn cuobjdump_sees_exactly_the_kept_entries_byte_identical() {
         let input = dir.join(name);
         let out = out_dir.path().join(name);
         prune(&["--keep", "sm_80,compute_90"], &input, &out);
-        let before = dumped(&input);
-        let after = dumped(&out);
+        let before = cuda_support::cuobjdump_dumped(&input);
+        let after = cuda_support::cuobjdump_dumped(&out);
         let wanted: Vec<_> = before
             .iter()
             .filter(|(kind, arch, _)| (kind == "elf" && arch == "sm_80") || (kind == "ptx" && arch == "sm_90"))
@@ -135,7 +116,8 @@ fn keep_gpu_keeps_what_the_driver_loads() {
     let out = out_dir.path().join("obj.o");
     // sm_86 has no cubin of its own: the driver loads the sm_80 one.
     prune(&["--keep-gpu", "sm_86"], &dir.join("obj.o"), &out);
-    let kinds: Vec<(String, String)> = dumped(&out).into_iter().map(|(k, a, _)| (k, a)).collect();
+    let kinds: Vec<(String, String)> =
+        cuda_support::cuobjdump_dumped(&out).into_iter().map(|(k, a, _)| (k, a)).collect();
     assert_eq!(kinds, [("elf".to_string(), "sm_80".to_string())]);
     // Leaving a fat binary empty is refused, and nothing is written.
     let refused = out_dir.path().join("none.o");
@@ -162,9 +144,12 @@ fn pruned_objects_still_link() {
     let o =
         nvcc(&[p(&w("main.o")), p(&w("obj.o")), "-gencode", "arch=compute_80,code=sm_80", "-o", "exe"], work.path());
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let entries = dumped(&w("exe"));
+    let entries = cuda_support::cuobjdump_dumped(&w("exe"));
     assert!(entries.iter().all(|(k, a, _)| (k == "elf" && a == "sm_80") || (k == "ptx" && a == "sm_90")));
-    let cubin_of_obj = dumped(&dir.join("obj.o")).into_iter().find(|(k, a, _)| k == "elf" && a == "sm_80").unwrap();
+    let cubin_of_obj = cuda_support::cuobjdump_dumped(&dir.join("obj.o"))
+        .into_iter()
+        .find(|(k, a, _)| k == "elf" && a == "sm_80")
+        .unwrap();
     assert!(entries.contains(&cubin_of_obj), "the object's sm_80 cubin is in the executable unchanged");
     // Relocatable device code: nvlink links the pruned objects for sm_80,
     // and finds no sm_75 code in them any more.
@@ -172,7 +157,7 @@ fn pruned_objects_still_link() {
     let rdc = [p(&main_rdc), p(&rdc_o)];
     let o = nvcc(&["-rdc=true", rdc[0], rdc[1], "-arch=sm_80", "-o", "exe_rdc"], work.path());
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let linked = dumped(&w("exe_rdc"));
+    let linked = cuda_support::cuobjdump_dumped(&w("exe_rdc"));
     assert!(linked.iter().any(|(k, a, _)| k == "elf" && a == "sm_80"), "{:?}", linked.len());
     let o = nvcc(&["-rdc=true", rdc[0], rdc[1], "-arch=sm_75", "-o", "exe_75"], work.path());
     let said = String::from_utf8_lossy(&o.stderr);

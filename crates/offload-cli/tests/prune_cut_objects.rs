@@ -311,24 +311,6 @@ fn cuda_tools() -> Option<(PathBuf, PathBuf)> {
     cuda_support::tools_present("CUDA cut-mode tests", &tools).then(|| (tools[0].clone(), tools[1].clone()))
 }
 
-/// (kind, arch, bytes) of every cubin and PTX cuobjdump extracts.
-fn dumped(file: &Path) -> Vec<(String, String, Vec<u8>)> {
-    let entries = cuda_support::cuobjdump_entries(file);
-    let dir = tempfile::tempdir().unwrap();
-    let (elf, ptx) = cuda_support::cuobjdump_extract(file, dir.path());
-    let (mut elf, mut ptx) = (elf.into_iter(), ptx.into_iter());
-    let mut out = Vec::new();
-    for e in entries {
-        let bytes = match e.kind.as_str() {
-            "elf" => elf.next(),
-            "ptx" => ptx.next(),
-            _ => continue,
-        };
-        out.push((e.kind, e.arch, bytes.unwrap_or_else(|| panic!("{}: cuobjdump extracted too few", file.display()))));
-    }
-    out
-}
-
 #[test]
 fn cut_cuda_objects_and_archives_hold_exactly_the_kept_entries_and_link() {
     let Some((nvcc, _)) = cuda_tools() else { return };
@@ -365,14 +347,18 @@ ar rcs libk.a obj.o rdc.o
         let v = prune("cut", keep, input, &out);
         assert_eq!(v["mode"], "cut", "{name}");
         assert!(size(&out) < size(input), "{name}: {} -> {}", size(input), size(&out));
-        let before = dumped(input);
+        let before = cuda_support::cuobjdump_dumped(input);
         let wanted: Vec<_> = before
             .iter()
             .filter(|(kind, arch, _)| (kind == "elf" && arch == "sm_80") || (kind == "ptx" && arch == "sm_90"))
             .cloned()
             .collect();
         assert!(!wanted.is_empty() && wanted.len() < before.len(), "{name}");
-        assert_eq!(dumped(&out), wanted, "{name}: cuobjdump lists exactly the kept entries, byte for byte");
+        assert_eq!(
+            cuda_support::cuobjdump_dumped(&out),
+            wanted,
+            "{name}: cuobjdump lists exactly the kept entries, byte for byte"
+        );
         let zero = d(&format!("zero-{name}"));
         prune("zero", keep, input, &zero);
         eprintln!("{name}: {} bytes, zero mode {}, cut {}", size(input), size(&zero), size(&out));
@@ -387,7 +373,7 @@ ar rcs libk.a obj.o rdc.o
         "exe",
     ]));
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(dumped(&d("exe")).iter().any(|(k, a, _)| k == "elf" && a == "sm_80"));
+    assert!(cuda_support::cuobjdump_dumped(&d("exe")).iter().any(|(k, a, _)| k == "elf" && a == "sm_80"));
     let o = common::run(Command::new(&nvcc).current_dir(dir.path()).args([
         "-rdc=true",
         p(&d("main.o")),

@@ -20,7 +20,7 @@ mod common;
 mod cuda_support;
 mod inspect_support;
 
-use cuda_support::{cuda_bin, cuobjdump_entries, cuobjdump_extract, tools_present};
+use cuda_support::{cuda_bin, tools_present};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -102,25 +102,6 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// (kind, arch, bytes) of every cubin and PTX cuobjdump extracts, in its
-/// order.
-fn dumped(file: &Path) -> Vec<(String, String, Vec<u8>)> {
-    let entries = cuobjdump_entries(file);
-    let dir = tempfile::tempdir().unwrap();
-    let (elf, ptx) = cuobjdump_extract(file, dir.path());
-    let (mut elf, mut ptx) = (elf.into_iter(), ptx.into_iter());
-    let mut out = Vec::new();
-    for e in entries {
-        let bytes = match e.kind.as_str() {
-            "elf" => elf.next(),
-            "ptx" => ptx.next(),
-            _ => continue,
-        };
-        out.push((e.kind, e.arch, bytes.unwrap_or_else(|| panic!("{}: cuobjdump extracted too few", file.display()))));
-    }
-    out
-}
-
 /// Replaces `entry` of `input` (in fat binary `unit`) by `with` into `out`.
 fn replace(input: &Path, entry: &str, unit: Option<&str>, with: &Path, out: &Path) -> Output {
     let mut args = vec!["replace", "--entry", entry, "--with", p(with), p(input), "-o", p(out)];
@@ -133,7 +114,7 @@ fn replace(input: &Path, entry: &str, unit: Option<&str>, with: &Path, out: &Pat
 /// cuobjdump sees the same entries in `out` as in `input`, all with the
 /// same bytes except one, a (`kind`, sm_`arch`) entry, which holds `new`.
 fn assert_only_replaced(input: &Path, out: &Path, kind: &str, arch: &str, new: &[u8]) {
-    let (before, after) = (dumped(input), dumped(out));
+    let (before, after) = (cuda_support::cuobjdump_dumped(input), cuda_support::cuobjdump_dumped(out));
     let name = input.display();
     assert_eq!(before.len(), after.len(), "{name}: cuobjdump lists as many entries");
     let changed: Vec<usize> = (0..before.len()).filter(|&i| before[i] != after[i]).collect();
@@ -190,7 +171,7 @@ fn the_replaced_object_still_links_and_the_executable_holds_the_new_cubin() {
     let o = common::run(Command::new(cuda_bin().join("nvcc")).args(args).current_dir(work.path()));
     assert!(o.status.success(), "nvcc: {}", stderr(&o));
     let new = std::fs::read(dir.join("new80.cubin")).unwrap();
-    let linked = dumped(&work.path().join("exe"));
+    let linked = cuda_support::cuobjdump_dumped(&work.path().join("exe"));
     assert!(linked.iter().any(|(k, a, b)| k == "elf" && a == "sm_80" && *b == new), "the executable holds it");
 }
 
@@ -239,7 +220,7 @@ fn in_an_archive_the_member_is_named_and_the_archive_still_links() {
     let args = [p(&main), p(&out), "-gencode", "arch=compute_80,code=sm_80", "-o", "exe"];
     let o = common::run(Command::new(cuda_bin().join("nvcc")).args(args).current_dir(work.path()));
     assert!(o.status.success(), "nvcc: {}", stderr(&o));
-    let linked = dumped(&work.path().join("exe"));
+    let linked = cuda_support::cuobjdump_dumped(&work.path().join("exe"));
     assert!(linked.iter().any(|(k, a, b)| k == "elf" && a == "sm_80" && *b == new), "the executable holds it");
 }
 
@@ -258,7 +239,7 @@ fn a_larger_cubin_moves_the_objects_section_and_the_object_still_links() {
     let args = [p(&main), p(&out), "-gencode", "arch=compute_80,code=sm_80", "-o", "exe"];
     let o = common::run(Command::new(cuda_bin().join("nvcc")).args(args).current_dir(work.path()));
     assert!(o.status.success(), "nvcc: {}", stderr(&o));
-    let linked = dumped(&work.path().join("exe"));
+    let linked = cuda_support::cuobjdump_dumped(&work.path().join("exe"));
     assert!(linked.iter().any(|(k, a, b)| k == "elf" && a == "sm_80" && *b == new), "the executable holds it");
 }
 

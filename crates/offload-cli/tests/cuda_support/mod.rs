@@ -91,6 +91,25 @@ pub fn cuobjdump_entries(file: &Path) -> Vec<Dumped> {
     entries
 }
 
+/// (kind, arch, bytes) of every cubin and PTX cuobjdump extracts from
+/// `file`, in its order.
+pub fn cuobjdump_dumped(file: &Path) -> Vec<(String, String, Vec<u8>)> {
+    let entries = cuobjdump_entries(file);
+    let dir = tempfile::tempdir().unwrap();
+    let (elf, ptx) = cuobjdump_extract(file, dir.path());
+    let (mut elf, mut ptx) = (elf.into_iter(), ptx.into_iter());
+    let mut out = Vec::new();
+    for e in entries {
+        let bytes = match e.kind.as_str() {
+            "elf" => elf.next(),
+            "ptx" => ptx.next(),
+            _ => continue,
+        };
+        out.push((e.kind, e.arch, bytes.unwrap_or_else(|| panic!("{}: cuobjdump extracted too few", file.display()))));
+    }
+    out
+}
+
 pub fn list(file: &Path) -> Vec<Value> {
     let out = offload(&["list", "--json", file.to_str().unwrap()]);
     assert!(out.status.success(), "{}: {}", file.display(), String::from_utf8_lossy(&out.stderr));
