@@ -1,6 +1,6 @@
 #![no_main]
 
-use offload_format::package::Kind;
+use offload_inspect::package::Kind;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     // The first byte picks the compression, the rest is the stream.

@@ -1,5 +1,5 @@
 #![no_main]
 
-use offload_format::package::Kind;
+use offload_inspect::package::Kind;
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| offload_fuzz::package_walk(Some(Kind::Tar), data));

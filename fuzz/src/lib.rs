@@ -774,7 +774,7 @@ fn small_declarations(data: &[u8]) -> bool {
 /// `list` runs it and deep as `verify` does, then selection for a few GPUs
 /// and the bytes of every code object (what `extract` writes).
 pub fn inspect_scan(data: &[u8]) {
-    use offload_format::inspect::{self, Options, select};
+    use offload_inspect::{self, Options, select};
     for deep in [false, true] {
         if deep && !small_declarations(data) {
             continue;
@@ -813,7 +813,8 @@ pub fn inspect_scan(data: &[u8]) {
 /// is refused with an error or pruned into an output that passes the
 /// check the CLI runs before committing.
 pub fn prune_zero(data: &[u8]) {
-    use offload_format::{layout::FileMap, prune};
+    use offload_inspect::layout::FileMap;
+    use offload_rewrite::prune;
     let Ok(map) = FileMap::read(data) else { return };
     let _ = (map.unreferenced(), map.dangling());
     for targets in [&["gfx90a"][..], &["gfx906", "gfx942:xnack-"]] {
@@ -838,9 +839,9 @@ pub fn prune_zero(data: &[u8]) {
 /// recompressed; here every rewritten unit is decoded again from the output
 /// and from the input, independently, and must hold exactly the kept
 /// entries, byte for byte.
-fn kept_entries_are_the_inputs(input: &[u8], output: &[u8], pruned: &offload_format::prune::Pruned) {
+fn kept_entries_are_the_inputs(input: &[u8], output: &[u8], pruned: &offload_rewrite::prune::Pruned) {
     use offload_format::bundle::{binary, compressed};
-    use offload_format::layout::UnitKind;
+    use offload_inspect::layout::UnitKind;
     fn decode(bytes: &[u8], kind: UnitKind) -> Vec<u8> {
         match kind {
             UnitKind::Bundle => bytes.to_vec(),
@@ -874,7 +875,8 @@ fn kept_entries_are_the_inputs(input: &[u8], output: &[u8], pruned: &offload_for
 /// check the CLI runs before committing. Archives go through the same
 /// calls (the member is picked by its entry).
 pub fn replace(data: &[u8]) {
-    use offload_format::{inspect, replace};
+    use offload_rewrite::replace;
+    use offload_inspect as inspect;
     let inv = inspect::scan(data, "fuzz", &Default::default());
     let check = |new: &[u8], id: &str| {
         for unit in [None, Some(0), Some(1)] {
@@ -930,7 +932,8 @@ pub fn replace(data: &[u8]) {
 /// mode, or an output that passes the cut check. HIP (`.hip_fatbin`),
 /// linked CUDA (`.nv_fatbin`) and OpenMP (`.llvm.offloading`) inputs.
 pub fn prune_cut(data: &[u8]) {
-    use offload_format::{layout::FileMap, prune};
+    use offload_inspect::layout::FileMap;
+    use offload_rewrite::prune;
     prune_cut_cuda(data);
     prune_cut_openmp(data);
     prune_cut_files(data);
@@ -952,7 +955,7 @@ pub fn prune_cut(data: &[u8]) {
 /// The CUDA side of [`prune_cut`]: the zero-mode plan, the linked map,
 /// then the same cutter and check.
 fn prune_cut_cuda(data: &[u8]) {
-    use offload_format::prune::{self, files};
+    use offload_rewrite::prune::{self, files};
     let rules =
         prune::Rules { keep: vec![prune::parse_target("sm_80").expect("a valid target")], ..Default::default() };
     let Ok((files::Input::Cuda, pruned)) = files::plan_file(data, &rules) else { return };
@@ -968,8 +971,8 @@ fn prune_cut_cuda(data: &[u8]) {
 
 /// The OpenMP side of [`prune_cut`].
 fn prune_cut_openmp(data: &[u8]) {
-    use offload_format::layout::openmp::OpenMpMap;
-    use offload_format::prune::{self, openmp};
+    use offload_inspect::layout::openmp::OpenMpMap;
+    use offload_rewrite::prune::{self, openmp};
     let Ok(map) = OpenMpMap::read(data) else { return };
     for keep in ["gfx90a", "x86_64-pc-linux-gnu"] {
         let rules =
@@ -989,7 +992,7 @@ fn prune_cut_openmp(data: &[u8]) {
 /// whatever plans must write exactly the planned size and pass its own
 /// check.
 fn prune_cut_files(data: &[u8]) {
-    use offload_format::prune::{self, cut_file, files};
+    use offload_rewrite::prune::{self, cut_file, files};
     for targets in [&["gfx906", "sm_80"][..], &["gfx90a:xnack-", "compute_90"]] {
         let keep = targets.iter().map(|t| prune::parse_target(t).expect("a valid target")).collect();
         let rules = prune::Rules { keep, allow_empty: true, ..Default::default() };
@@ -1110,9 +1113,9 @@ pub fn cuda_lz4(data: &[u8]) {
 /// member with an offset is exactly the input's bytes there; every problem
 /// names what is wrong; rebasing a scan of each member keeps offsets inside
 /// the input.
-pub fn package_walk(kind: Option<offload_format::package::Kind>, data: &[u8]) {
-    use offload_format::inspect::{self, Options};
-    use offload_format::package::{self, Event, Limits};
+pub fn package_walk(kind: Option<offload_inspect::package::Kind>, data: &[u8]) {
+    use offload_inspect::{self, Options};
+    use offload_inspect::package::{self, Event, Limits};
     let limits = Limits { max_depth: 3, in_memory: 64 << 10, max_member: 16 << 20, ..Limits::default() };
     let mut visit = |event: Event<'_>| match event {
         Event::Member(m) => {

@@ -4,8 +4,8 @@
 use crate::status::{Failure, OFFLOAD_ERROR_FORMAT, OFFLOAD_ERROR_IO};
 use crate::strings::c_string;
 use crate::types::{offload_code_object, offload_diagnostic};
-use offload_cli::io::{Input, error_text};
-use offload_format::inspect::{CodeObject, Inventory, Options, Severity, scan};
+use offload_inspect::{CodeObject, Inventory, Options, Severity, scan};
+use offload_io::{Input, error_text};
 use std::borrow::Cow;
 use std::ffi::CString;
 

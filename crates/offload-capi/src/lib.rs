@@ -9,6 +9,10 @@
 //! Scanning, selection and decompression are `offload_format`'s; this crate
 //! only adapts them.
 
+// A C API is unsafe at its edge (raw pointers from C callers); every block
+// states what the caller must guarantee.
+#![allow(unsafe_code)]
+
 mod inventory;
 mod status;
 mod strings;
@@ -19,7 +23,7 @@ pub use status::offload_status;
 pub use types::{offload_code_object, offload_diagnostic};
 
 use offload_format::bundle::compressed;
-use offload_format::inspect::select::{Gpu, Runtime, select};
+use offload_inspect::select::{Gpu, Runtime, select};
 use status::{Failure, guard, guard_value};
 use std::ffi::c_char;
 
@@ -379,8 +383,8 @@ pub unsafe extern "C" fn offload_decompress(
 /// `buf` is NULL or a live buffer.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn offload_buffer_data(buf: *const offload_buffer) -> *const u8 {
-    // SAFETY: a non-NULL buffer came from this library and is not freed.
     guard_value("offload_buffer_data", std::ptr::null(), || {
+        // SAFETY: a non-NULL buffer came from this library and is not freed.
         unsafe { buf.as_ref() }.map_or(std::ptr::null(), |b| b.bytes.as_ptr())
     })
 }

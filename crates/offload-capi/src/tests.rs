@@ -17,6 +17,8 @@ fn exercise(data: &[u8], flags: u32) -> usize {
     let st = unsafe { offload_scan_buffer(data.as_ptr(), data.len(), flags, &mut inv) };
     assert_eq!(st, offload_status::OFFLOAD_OK);
     let mut copied = 0;
+    // SAFETY: `inv` is the live inventory made above; each record is read
+    // into a zeroed struct and its strings are read while `inv` lives.
     unsafe {
         for i in 0..offload_inventory_count(inv) {
             let mut co = std::mem::zeroed::<offload_code_object>();

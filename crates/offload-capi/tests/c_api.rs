@@ -185,7 +185,7 @@ fn list_example_on_a_file_without_code_objects_prints_nothing() {
 /// The bytes of code object `index` of `file`, from the library.
 fn library_bytes(file: &str, index: usize) -> Vec<u8> {
     let data = std::fs::read(repo().join(file)).expect("read input");
-    let inv = offload_format::inspect::scan(&data, "x", &offload_format::inspect::Options::default());
+    let inv = offload_inspect::scan(&data, "x", &offload_inspect::Options::default());
     let object = inv.objects.get(index).expect("index in range");
     inv.bytes(object).expect("bytes").into_owned()
 }

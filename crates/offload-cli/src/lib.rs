@@ -1,9 +1,10 @@
 //! Shared plumbing for the offload-binutils command-line tools: an LLVM-style
-//! option parser, file I/O policy (mapped inputs, atomic outputs) and
-//! diagnostics. Nothing about a file format lives here.
+//! option parser ([`cl`]), LLVM's diagnostics ([`diag`]) and `-time-trace`
+//! style timers ([`timers`]), and chunked reading of standard input
+//! ([`stream`]). File I/O is `offload-io`'s; nothing about a file format
+//! lives here.
 
 pub mod cl;
 pub mod diag;
-pub mod io;
-pub mod report;
 pub mod stream;
+pub mod timers;

@@ -3,6 +3,9 @@
 //! that cannot be written, an output that is a folder, a symbolic link, and
 //! `-` for standard output all behave.
 
+// Tests set resource limits and signals through libc.
+#![allow(unsafe_code)]
+
 mod common;
 
 use std::fs;

@@ -1,5 +1,5 @@
 //! `offload check`: on the HIP fixtures (built for gfx906, gfx90a:xnack+
-//! and gfx90a:xnack-, see `offload-format/tests/fixtures/prune/make.sh`),
+//! and gfx90a:xnack-, see `offload-testkit/fixtures/prune/make.sh`),
 //! on a program that loads one of them through its RPATH (compared with
 //! what glibc's own loader resolves, `LD_TRACE_LOADED_OBJECTS=1`), on the
 //! GPUs of a sysfs tree, on standalone code objects and host-only files,
@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn prune_fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../offload-format/tests/fixtures/prune").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../offload-testkit/fixtures/prune").join(name)
 }
 
 fn offload(args: &[&str]) -> Output {
@@ -249,7 +249,7 @@ fn programs_are_followed_as_the_loader_follows_them() {
 }
 
 fn kfd(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../offload-format/tests/fixtures/kfd").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../offload-testkit/fixtures/kfd").join(name)
 }
 
 /// A sysfs tree with a CPU node and one node per model (as `gpus_cli` writes them).

@@ -1,5 +1,5 @@
 //! `offload gpus` against KFD trees the tests write from the recorded node
-//! files in `offload-format/tests/fixtures/kfd`: the table, `--json`,
+//! files in `offload-testkit/fixtures/kfd`: the table, `--json`,
 //! `--sysfs-root` versus `OFFLOAD_SYSFS_ROOT`, the override note, and the
 //! exit statuses.
 
@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../offload-format/tests/fixtures/kfd").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../offload-testkit/fixtures/kfd").join(name)
 }
 
 /// A root with a CPU node 0, one node per model, and `noretry`.

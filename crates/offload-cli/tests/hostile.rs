@@ -24,6 +24,9 @@
 //! `OFFLOAD_HOSTILE_FILTER=text` runs only the files whose description
 //! contains `text`.
 
+// Tests set resource limits and signals through libc.
+#![allow(unsafe_code)]
+
 mod common;
 mod package_support;
 #[path = "hostile_support/prune.rs"]

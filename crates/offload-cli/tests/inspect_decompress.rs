@@ -3,6 +3,9 @@
 //! those of decoding them one by one (same files, same diagnostics in the
 //! same order, nothing written on failure).
 
+// Tests set resource limits and signals through libc.
+#![allow(unsafe_code)]
+
 mod common;
 mod inspect_support;
 

@@ -86,7 +86,7 @@ fn list_schema_is_stable() {
     // The URI names the file by its absolute path, which depends on the
     // checkout: the golden file says @DIR@ for the fixtures folder.
     let golden = std::fs::read_to_string(dir().join("libscale.so.list.json")).unwrap();
-    let here = offload_format::inspect::uri::encode_path(dir().to_str().unwrap().as_bytes());
+    let here = offload_inspect::uri::encode_path(dir().to_str().unwrap().as_bytes());
     let printed = String::from_utf8(out.stdout).unwrap().replace(&format!("file://{here}/"), "file://@DIR@/");
     assert_eq!(printed, golden);
     let text = String::from_utf8(offload_here(&["list", "libscale.so"]).stdout).unwrap();

@@ -3,6 +3,9 @@
 //! resident memory of the listing process stays a few megabytes. Measured
 //! with `wait4`, which reports the child's own peak RSS; no timing.
 
+// Tests set resource limits and signals through libc.
+#![allow(unsafe_code)]
+
 mod common;
 mod inspect_support;
 

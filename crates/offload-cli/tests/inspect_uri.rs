@@ -7,7 +7,7 @@ mod inspect_support;
 mod uri_support;
 
 use inspect_support::{json, n, offload, s};
-use offload_format::inspect::uri::{encode_path, file_uri};
+use offload_inspect::uri::{encode_path, file_uri};
 use std::path::{Path, PathBuf};
 use uri_support::{printed_keys, round_trip};
 
@@ -31,7 +31,7 @@ fn every_uri_extracts_to_the_bytes_extract_writes() {
         files.push(common::fixtures().join("cuda").join(f));
     }
     for f in ["gnu_rela.so", "lld_relr.so", "nopie_gnu", "rdc_ccob_lld.so", "tu1.o"] {
-        files.push(root.join("crates/offload-format/tests/fixtures/prune").join(f));
+        files.push(root.join("crates/offload-testkit/fixtures/prune").join(f));
     }
     let (mut same, mut compressed) = (0, 0);
     for (i, file) in files.iter().enumerate() {

@@ -4,6 +4,9 @@
 //! samples and fixtures; locations, offsets, select, verify and extract are
 //! checked against the same commands on the unpacked files.
 
+// Tests set resource limits and signals through libc.
+#![allow(unsafe_code)]
+
 mod common;
 mod inspect_support;
 mod package_support;
@@ -75,7 +78,7 @@ fn listed(path: &Path) -> Vec<Value> {
         assert_eq!(s(r, "file"), path.to_str().unwrap());
         r["file"] = Value::Null;
         if let Some(uri) = r["uri"].as_str() {
-            let here = offload_format::inspect::uri::encode_path(path.to_str().unwrap().as_bytes());
+            let here = offload_inspect::uri::encode_path(path.to_str().unwrap().as_bytes());
             let range = uri.strip_prefix(&format!("file://{here}")).unwrap_or_else(|| panic!("{uri}"));
             r["uri"] = Value::from(range);
         }

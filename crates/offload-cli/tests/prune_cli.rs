@@ -1,5 +1,5 @@
 //! `offload prune` on the clang-built HIP fixtures of the library crate
-//! (`offload-format/tests/fixtures/prune`): exit statuses, atomic output,
+//! (`offload-testkit/fixtures/prune`): exit statuses, atomic output,
 //! and that `list`/`verify` read the result. `prune_live.rs` builds and
 //! runs programs.
 

@@ -26,7 +26,7 @@ fn p(path: &Path) -> &str {
 }
 
 fn prune_fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../offload-format/tests/fixtures/prune").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../offload-testkit/fixtures/prune").join(name)
 }
 
 fn check(cmd: &mut Command) -> Output {

@@ -21,7 +21,7 @@ use std::process::{Command, Output};
 const MAIN: &str = "#include <stdio.h>\nlong offload_sum(int);\nint main(void) {\n  long s = offload_sum(1000);\n  printf(\"sum=%ld\\n\", s);\n  return s == 500500 ? 0 : 1;\n}\n";
 
 fn source() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../offload-format/tests/fixtures/prune/omp/omp.c")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../offload-testkit/fixtures/prune/omp/omp.c")
 }
 
 fn check(cmd: &mut Command) -> Output {

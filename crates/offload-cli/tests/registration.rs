@@ -9,11 +9,11 @@ mod common;
 mod inspect_support;
 
 use inspect_support::offload;
-use offload_format::layout::FileMap;
+use offload_inspect::layout::FileMap;
 use std::path::{Path, PathBuf};
 
 fn prune_fixture(name: &str) -> Vec<u8> {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../offload-format/tests/fixtures/prune").join(name);
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../offload-testkit/fixtures/prune").join(name);
     std::fs::read(p).unwrap()
 }
 

@@ -1,5 +1,5 @@
 //! `offload replace` on the clang-built HIP fixtures of the library crate
-//! (`offload-format/tests/fixtures/prune`): in place and new-segment
+//! (`offload-testkit/fixtures/prune`): in place and new-segment
 //! outputs that `list`/`verify` read, JSON reports, refusals with exit 1
 //! that leave existing files alone, and usage errors with exit 2.
 //! `replace_live.rs` builds and runs programs.
@@ -150,7 +150,7 @@ fn replaces_inside_a_raw_bundle_and_over_its_own_input() {
     let input = fixture("rdc_ccob_lld.so");
     let bytes = std::fs::read(&input).unwrap();
     // The compressed bundle of the -fgpu-rdc library, as a file of its own.
-    let unit = offload_format::layout::FileMap::read(&bytes).unwrap().units[0];
+    let unit = offload_inspect::layout::FileMap::read(&bytes).unwrap().units[0];
     let raw = dir.path().join("bundle.ccob");
     std::fs::write(&raw, &bytes[unit.offset as usize..(unit.offset + unit.used) as usize]).unwrap();
     let with = dir.path().join("co");

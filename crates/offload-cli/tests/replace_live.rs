@@ -214,7 +214,7 @@ fn replace_and_check(t: &mut Programs, name: &str, recipe: Recipe) {
 
         // comgr picks the new object for its target.
         let bytes = std::fs::read(&out).unwrap();
-        let map = offload_format::layout::FileMap::read(&bytes).unwrap();
+        let map = offload_inspect::layout::FileMap::read(&bytes).unwrap();
         let unit = map.units[0];
         if let (Some(comgr), false) = (&comgr, compress) {
             let bundle = &bytes[unit.offset as usize..(unit.offset + unit.used) as usize];

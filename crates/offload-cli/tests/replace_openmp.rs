@@ -19,8 +19,8 @@
 
 mod common;
 
-use offload_format::layout::openmp::OpenMpMap;
 use offload_format::offload_binary::OffloadBinary;
+use offload_inspect::layout::openmp::OpenMpMap;
 use std::path::Path;
 use std::process::{Command, Output};
 

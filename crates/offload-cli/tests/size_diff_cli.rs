@@ -24,7 +24,7 @@ fn inspect_fixture(name: &str) -> PathBuf {
 }
 
 fn prune_fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../offload-format/tests/fixtures/prune").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../offload-testkit/fixtures/prune").join(name)
 }
 
 fn p(path: &Path) -> &str {

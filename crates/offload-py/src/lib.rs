@@ -8,8 +8,8 @@ mod formats;
 mod records;
 mod source;
 
-use offload_format::inspect::select::{Gpu, Runtime, Verdict, select as judge};
-use offload_format::inspect::{CodeObject as Found, Inventory, Options, Severity, scan as scan_bytes};
+use offload_inspect::select::{Gpu, Runtime, Verdict, select as judge};
+use offload_inspect::{CodeObject as Found, Inventory, Options, Severity, scan as scan_bytes};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use records::{CodeObject, Diagnostic};

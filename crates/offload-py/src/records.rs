@@ -1,7 +1,7 @@
 //! The Python classes for results: a code object (the fields of `offload
 //! list --json`, plus select's verdict) and a verify finding.
 
-use offload_format::inspect::{CodeObject as Found, Diagnostic as Finding};
+use offload_inspect::{CodeObject as Found, Diagnostic as Finding};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -41,8 +41,8 @@ impl CodeObject {
     /// The record of `o`, found in `scanned` (the bytes of `file`).
     pub fn new(file: Option<&str>, index: usize, o: &Found, scanned: &[u8]) -> CodeObject {
         let uri = file.filter(|f| *f != "-").and_then(|f| {
-            let (offset, size) = offload_format::inspect::uri::range(o, scanned)?;
-            offload_format::inspect::uri::for_path(std::path::Path::new(f), offset, size)
+            let (offset, size) = offload_inspect::uri::range(o, scanned)?;
+            offload_inspect::uri::for_path(std::path::Path::new(f), offset, size)
         });
         CodeObject {
             file: file.map(str::to_string),

@@ -2,7 +2,7 @@
 //! errors they raise, built so that the work itself runs without the GIL:
 //! everything here is `Send` and holds no Python object.
 
-use offload_cli::io::{Input, error_text};
+use offload_io::{Input, error_text};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes};
 use std::path::PathBuf;

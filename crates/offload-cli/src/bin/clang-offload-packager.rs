@@ -3,11 +3,11 @@
 
 use offload_cli::cl::{OptSpec, Outcome, PositionalSpec, ToolSpec};
 use offload_cli::diag;
-use offload_cli::io::{Input, Outputs, error_text};
 use offload_format::offload_binary::archive::write_gnu_archive;
 use offload_format::offload_binary::container::{self, Package};
 use offload_format::offload_binary::{Binaries, Image, ImageArgs, ImageKind, OffloadBinary, RecordOrder, write_plan};
 use offload_format::plan::Plan;
+use offload_io::{Input, Outputs, error_text};
 use std::io::Write;
 use std::process::ExitCode;
 

@@ -8,9 +8,9 @@
 
 use offload_cli::cl::{OptSpec, PositionalSpec, ToolSpec};
 use offload_cli::diag;
-use offload_cli::io::{Input, Outputs, error_text};
 use offload_format::plan::Plan;
 use offload_format::wrapper::{bitcode, module, text};
+use offload_io::{Input, Outputs, error_text};
 use std::process::ExitCode;
 
 const OPTIONS: &[OptSpec] = &[

@@ -1,5 +1,5 @@
 //! `offload prune` in the hostile corpus: the clang-built HIP host binaries
-//! of `offload-format/tests/fixtures/prune` (GNU ld and lld, RELA and RELR,
+//! of `offload-testkit/fixtures/prune` (GNU ld and lld, RELA and RELR,
 //! non-PIE, `-fgpu-rdc` with compressed bundles, an object file), damaged
 //! the corpus's usual ways plus where pruning looks: every 64-bit field of
 //! the first 64 bytes of each fat binary and the fields of each wrapper
@@ -12,8 +12,8 @@
 
 use super::{Damage, Job, Mode, OFFLOAD, damages, run_job};
 use offload_format::bundle::{binary, compressed};
-use offload_format::layout::{FileMap, UnitKind};
-use offload_format::prune;
+use offload_inspect::layout::{FileMap, UnitKind};
+use offload_rewrite::prune;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -27,7 +27,7 @@ pub const KEEP: &str = "gfx90a";
 
 /// The prune fixtures, by base name.
 pub fn bases() -> Vec<(&'static str, Vec<u8>)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../offload-format/tests/fixtures/prune");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../offload-testkit/fixtures/prune");
     [
         ("prune: gnu_rela.so", "gnu_rela.so"),
         ("prune: lld_relr.so", "lld_relr.so"),
@@ -91,7 +91,7 @@ pub fn jobs() -> Vec<Job> {
 /// cut (or, where cutting gains too little, the zero-mode output), passes
 /// the library's own check of it, and `offload verify`.
 fn check_cut_success(work: &Path) -> Result<(), String> {
-    use offload_format::prune::{Cut, cut_file, files};
+    use offload_rewrite::prune::{Cut, cut_file, files};
     let input = fs::read(work.join("in")).map_err(|e| e.to_string())?;
     let output = fs::read(work.join("out")).map_err(|e| format!("no output: {e}"))?;
     let rules = prune::Rules { keep: vec![prune::parse_target(KEEP).unwrap()], ..Default::default() };

@@ -18,7 +18,7 @@ pub fn offload(args: &[&str]) -> Output {
 
 /// A clang-built HIP fixture of the library crate (`fixtures/prune/make.sh`).
 pub fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../offload-format/tests/fixtures/prune").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../offload-testkit/fixtures/prune").join(name)
 }
 
 /// A command's standard error, as text.

@@ -9,7 +9,8 @@
 pub mod archive;
 pub mod binary;
 pub mod compressed;
-pub(crate) mod md5_pair;
+#[doc(hidden)]
+pub mod md5_pair;
 pub mod object;
 pub mod text;
 

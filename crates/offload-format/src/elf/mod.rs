@@ -313,7 +313,7 @@ impl<'a> ElfFile<'a> {
 }
 
 /// The NUL-terminated string at `offset` of a string table that ends in NUL.
-pub(crate) fn c_string(table: &[u8], offset: u32) -> Option<&[u8]> {
+pub fn c_string(table: &[u8], offset: u32) -> Option<&[u8]> {
     let rest = table.get(offset as usize..)?;
     let end = memchr::memchr(0, rest)?;
     Some(&rest[..end])

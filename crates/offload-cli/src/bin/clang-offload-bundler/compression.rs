@@ -2,11 +2,11 @@
 //! compress / decompress steps with LLVM's `-verbose` statistics.
 
 use offload_cli::cl::Parsed;
-use offload_cli::io::Input;
-use offload_cli::report::{TimerGroup, with_commas};
+use offload_cli::timers::{TimerGroup, with_commas};
 use offload_format::bundle::compressed::{CompressOptions, Method};
 use offload_format::bundler::{self, DecompressionInfo};
 use offload_format::plan::Plan;
+use offload_io::Input;
 use std::borrow::Cow;
 use std::time::Duration;
 
@@ -115,7 +115,7 @@ pub fn compress(
         version: env.format_version,
         threads: opts.uint("compression-threads").unwrap_or(0),
     };
-    let bundle = offload_cli::io::materialize(&plan, inputs).map_err(|e| offload_cli::io::error_text(&e))?;
+    let bundle = offload_io::materialize(&plan, inputs).map_err(|e| offload_io::error_text(&e))?;
     let (result, wall) = timers.time("Compression time", || bundler::compress(&bundle, &options));
     let c = result.map_err(|e| e.to_string())?;
     if verbose {

@@ -6,10 +6,10 @@ mod streaming;
 use compression::{EnvSettings, compress, decompress};
 use offload_cli::cl::{OptSpec, ToolSpec, ValueKind};
 use offload_cli::diag;
-use offload_cli::io::{Input, Outputs, error_text};
-use offload_cli::report::TimerGroup;
+use offload_cli::timers::TimerGroup;
 use offload_format::bundle::FileType;
 use offload_format::bundler::{self, Request, UnbundleOptions};
+use offload_io::{Input, Outputs, error_text};
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -161,7 +161,7 @@ fn run(argv0: &str, opts: &offload_cli::cl::Parsed, env: &EnvSettings, timers: &
         let bytes = decompress(&input, verbose, timers)?;
         let file_type = bundler::file_type(&request.file_type).map_err(|e| e.to_string())?;
         let plans = if file_type == FileType::Archive {
-            let thin = |name: &[u8]| offload_cli::io::read_thin_member(&inputs[0], name);
+            let thin = |name: &[u8]| offload_io::read_thin_member(&inputs[0], name);
             bundler::unbundle_archive(
                 &targets,
                 input.bytes(),

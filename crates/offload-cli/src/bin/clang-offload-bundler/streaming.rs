@@ -5,12 +5,12 @@
 //! and the hash is computed on one core while the other decompresses.
 
 use crate::compression::print_decompression_stats;
-use offload_cli::io::Outputs;
-use offload_cli::report::TimerGroup;
 use offload_cli::stream::{StreamError, for_each_chunk, peek};
+use offload_cli::timers::TimerGroup;
 use offload_format::bundle::compressed::{self, Blob, CompressedError};
 use offload_format::bundle::{FileType, binary};
 use offload_format::bundler::{self, BundlerError, DecompressionInfo, Fill, Targets, UnbundleOptions};
+use offload_io::Outputs;
 
 fn fail(e: CompressedError) -> String {
     BundlerError::Decompress(e).to_string()

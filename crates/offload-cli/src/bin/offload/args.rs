@@ -4,7 +4,7 @@
 //! form the commands run from.
 
 use clap::{ArgGroup, Args, CommandFactory, Parser, Subcommand, ValueEnum};
-use offload_format::inspect::select::{Gpu, Runtime};
+use offload_inspect::select::{Gpu, Runtime};
 
 /// `offload --version` prints `offload (offload-binutils) VERSION`.
 pub const VERSION: &str = concat!("(offload-binutils) ", env!("CARGO_PKG_VERSION"));

@@ -1,17 +1,17 @@
 //! `offload check`: whether each GPU loads code from every fat binary of
 //! the programs, libraries, folders and packages given, and from the
 //! libraries programs need (found as the dynamic loader finds them). The
-//! rules live in `offload_format::check`; this file walks the inputs and
+//! rules live in `offload_host::check`; this file walks the inputs and
 //! prints.
 
 use crate::args::CheckArgs;
 use crate::inputs;
 use crate::output::{self, Colors, Paint};
-use offload_format::check::deps::{self, Search};
-use offload_format::check::{FileCheck, Role, Summary, dynamic, judge};
-use offload_format::gpus::{self, Environment, Probe};
-use offload_format::inspect::Options;
-use offload_format::inspect::select::Gpu;
+use offload_host::check::deps::{self, Search};
+use offload_host::check::{FileCheck, Role, Summary, dynamic, judge};
+use offload_host::gpus::{self, Environment, Probe};
+use offload_inspect::Options;
+use offload_inspect::select::Gpu;
 use serde::Serialize;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -250,7 +250,7 @@ fn is_program(path: &str) -> bool {
     if path == "-" || p.is_dir() {
         return false;
     }
-    let Ok(input) = offload_cli::io::Input::open(path) else { return false };
+    let Ok(input) = offload_io::Input::open(path) else { return false };
     let bytes = input.bytes();
     dynamic::abi(bytes).is_some_and(|a| a.machine != offload_format::elf::EM_AMDGPU && a.machine != 190)
         && dynamic::is_loadable(bytes)
@@ -492,7 +492,7 @@ fn print_text(argv0: &str, gpus: &[Gpu], f: &Findings, verbose: bool, colors: Co
     if !f.missing.is_empty() {
         also.push(colors.paint(&plural(f.missing.len(), "missing library", "missing libraries"), Paint::Red));
     }
-    let unread = f.problems.iter().filter(|p| p.severity == offload_format::inspect::Severity::Error).count();
+    let unread = f.problems.iter().filter(|p| p.severity == offload_inspect::Severity::Error).count();
     if unread > 0 {
         also.push(colors.paint(&plural(unread, "file not read", "files not read"), Paint::Red));
     }

@@ -5,8 +5,8 @@
 
 use crate::inputs;
 use crate::output;
-use offload_format::inspect::Options;
-use offload_format::report::diff::{Change, Diff, Entry, Status, Summary, diff, entries};
+use offload_inspect::Options;
+use offload_inspect::report::diff::{Change, Diff, Entry, Status, Summary, diff, entries};
 use serde::Serialize;
 use std::path::Path;
 

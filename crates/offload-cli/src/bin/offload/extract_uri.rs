@@ -1,5 +1,5 @@
 //! `offload extract URI...`: the bytes ROCm code-object URIs name
-//! (`file://PATH#offset=N&size=M`, see `offload_format::inspect::uri`).
+//! (`file://PATH#offset=N&size=M`, see `offload_inspect::uri`).
 //!
 //! A range holding a code object (or anything else `list` finds code in:
 //! a bundle, an OffloadBinary, a CUDA fat binary, an object, an archive) is
@@ -10,11 +10,10 @@
 //! names them. All outputs are written, or none.
 
 use crate::output::{self, Object, Value};
-use offload_cli::io;
 use offload_format::bundle::{binary, compressed};
-use offload_format::inspect::decode::visit_objects;
-use offload_format::inspect::{Options, scan, uri};
 use offload_format::plan::Plan;
+use offload_inspect::decode::visit_objects;
+use offload_inspect::{Options, scan, uri};
 use std::sync::Mutex;
 
 /// One output: the JSON record and the text line.
@@ -28,12 +27,12 @@ enum Failure {
     /// A message for `offload: error: ...`.
     Message(String),
     /// A staging failure.
-    Output(io::OutputError),
+    Output(offload_io::OutputError),
 }
 
 pub fn run(argv0: &str, uris: &[String], output: Option<String>, dir: Option<String>, json: bool) -> u8 {
     let dir = dir.unwrap_or_else(|| ".".into());
-    let mut outputs = io::Outputs::new();
+    let mut outputs = offload_io::Outputs::new();
     let mut written = Vec::new();
     for text in uris {
         let result = one(argv0, text, output.as_deref(), &dir, &mut outputs, &mut written);
@@ -68,7 +67,7 @@ pub fn run(argv0: &str, uris: &[String], output: Option<String>, dir: Option<Str
     0
 }
 
-/// The path a URI names, as the text `io::Input::open` takes.
+/// The path a URI names, as the text `offload_io::Input::open` takes.
 fn path_text(text: &str, path: Vec<u8>) -> Result<String, Failure> {
     String::from_utf8(path)
         .map_err(|_| Failure::Message(format!("'{text}': the path is not UTF-8, which is not supported")))
@@ -97,12 +96,13 @@ fn one(
     text: &str,
     output: Option<&str>,
     dir: &str,
-    outputs: &mut io::Outputs,
+    outputs: &mut offload_io::Outputs,
     written: &mut Vec<Written>,
 ) -> Result<(), Failure> {
     let parsed = uri::parse(text).map_err(|e| Failure::Message(e.to_string()))?;
     let path = path_text(text, parsed.path)?;
-    let input = io::Input::open(&path).map_err(|e| Failure::Message(format!("'{path}': {}", io::error_text(&e))))?;
+    let input = offload_io::Input::open(&path)
+        .map_err(|e| Failure::Message(format!("'{path}': {}", offload_io::error_text(&e))))?;
     let data = input.bytes();
     let len = data.len() as u64;
     let size = parsed.size.unwrap_or(len.saturating_sub(parsed.offset));
@@ -139,7 +139,8 @@ fn one(
         )));
     }
     let dest = output.map_or_else(|| format!("{dir}/{base}.co"), str::to_string);
-    let staged = io::Outputs::stage_detached(&dest, &Plan::borrowed(bytes), &[&input]).map_err(Failure::Output)?;
+    let staged =
+        offload_io::Outputs::stage_detached(&dest, &Plan::borrowed(bytes), &[&input]).map_err(Failure::Output)?;
     outputs.adopt(staged);
     written.push(Written { object: record(None, &dest), line: format!("{dest}\t-\t{text}") });
     Ok(())
@@ -154,8 +155,8 @@ fn inside_compressed(
     base: &str,
     output: Option<&str>,
     dir: &str,
-    input: &io::Input,
-    outputs: &mut io::Outputs,
+    input: &offload_io::Input,
+    outputs: &mut offload_io::Outputs,
     written: &mut Vec<Written>,
     record: &dyn Fn(Option<&str>, &str) -> Object,
 ) -> Result<(), Failure> {
@@ -165,14 +166,16 @@ fn inside_compressed(
     if wanted.is_empty() {
         return Err(Failure::Message(format!("'{text}': the compressed bundle there holds no code object")));
     }
-    let staged: Vec<Mutex<Option<(String, io::StagedOutput)>>> = wanted.iter().map(|_| Mutex::new(None)).collect();
+    let staged: Vec<Mutex<Option<(String, offload_io::StagedOutput)>>> =
+        wanted.iter().map(|_| Mutex::new(None)).collect();
     let visited = visit_objects(&inv, &wanted, 0, |i, got| {
         let got = got.map_err(|e| Failure::Message(format!("'{text}': '{}': {e}", inv.objects[i].id)))?;
         let dest = match output {
             Some(o) => o.to_string(),
             None => format!("{dir}/{}", crate::output_name(base, i, &inv.objects[i].id, got)),
         };
-        let out = io::Outputs::stage_detached(&dest, &Plan::borrowed(got), &[input]).map_err(Failure::Output)?;
+        let out =
+            offload_io::Outputs::stage_detached(&dest, &Plan::borrowed(got), &[input]).map_err(Failure::Output)?;
         if let Some(slot) = wanted.binary_search(&i).ok().and_then(|p| staged.get(p))
             && let Ok(mut slot) = slot.lock()
         {

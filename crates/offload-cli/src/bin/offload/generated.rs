@@ -3,7 +3,6 @@
 
 use crate::args::Cli;
 use clap::CommandFactory;
-use offload_cli::io;
 use offload_format::plan::Plan;
 use std::path::Path;
 
@@ -52,7 +51,7 @@ pub fn man(argv0: &str, dir: Option<&Path>) -> u8 {
             }
         };
     };
-    let mut outputs = io::Outputs::new();
+    let mut outputs = offload_io::Outputs::new();
     for (name, bytes) in &pages {
         let path = dir.join(name).to_string_lossy().into_owned();
         if let Err(e) = outputs.stage(&path, &Plan::borrowed(bytes), &[]) {

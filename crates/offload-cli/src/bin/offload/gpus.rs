@@ -1,8 +1,8 @@
 //! `offload gpus`: the GPUs of this machine as the runtimes will see them
-//! (detection lives in `offload_format::gpus`; this file only prints).
+//! (detection lives in `offload_host::gpus`; this file only prints).
 
 use crate::output;
-use offload_format::gpus::{self, Environment, LocalGpu, Probe, Setting};
+use offload_host::gpus::{self, Environment, LocalGpu, Probe, Setting};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 

@@ -1,13 +1,12 @@
 //! What the commands scan for one path given on the command line: the file
 //! itself; each member of a package (zip, wheel, tar, deb, conda) that may
 //! hold code; or, for a folder, each file below it (each its own `file`,
-//! packages opened too). See `offload_format::package`.
+//! packages opened too). See `offload_inspect::package`.
 
 use crate::output::{self, Object};
 use crate::progress::Progress;
-use offload_cli::io;
-use offload_format::inspect::{CodeObject, Inventory, Options, Severity, Step, scan, uri};
-use offload_format::package::{self, Event, HEAD_LEN, Limits};
+use offload_inspect::package::{self, Event, HEAD_LEN, Limits};
+use offload_inspect::{CodeObject, Inventory, Options, Severity, Step, scan, uri};
 use std::cell::{Cell, OnceCell};
 use std::path::Path;
 
@@ -18,7 +17,7 @@ pub struct Item<'a> {
     pub bytes: &'a [u8],
     /// The mapped file `bytes` come from when they are stored there as is
     /// (extraction copies them with the kernel).
-    pub input: &'a io::Input,
+    pub input: &'a offload_io::Input,
     prefix: &'a [Step],
     base: Option<u64>,
     /// Fat binaries found in the file's items so far: units are numbered
@@ -101,7 +100,12 @@ pub fn has_errors(problems: &[Problem]) -> bool {
 }
 
 fn unreadable(file: &str, e: &std::io::Error) -> Problem {
-    Problem { file: file.into(), severity: Severity::Error, location: String::new(), message: io::error_text(e) }
+    Problem {
+        file: file.into(),
+        severity: Severity::Error,
+        location: String::new(),
+        message: offload_io::error_text(e),
+    }
 }
 
 /// Calls `visit` for each thing to scan in `path`, one at a time, and
@@ -117,11 +121,11 @@ pub fn each(path: &str, progress: bool, visit: &mut dyn FnMut(&Item<'_>)) -> Vec
                     file: e.path.display().to_string(),
                     severity: Severity::Error,
                     location: String::new(),
-                    message: io::error_text(&e.error),
+                    message: offload_io::error_text(&e.error),
                 }),
                 Ok(file) => {
                     let file = file.to_string_lossy();
-                    match io::Input::open(&file) {
+                    match offload_io::Input::open(&file) {
                         Err(e) => problems.push(unreadable(&file, &e)),
                         Ok(input) if package::interesting(head(input.bytes())) => {
                             bar.clear();
@@ -135,7 +139,7 @@ pub fn each(path: &str, progress: bool, visit: &mut dyn FnMut(&Item<'_>)) -> Vec
         }
         return problems;
     }
-    match io::Input::open(path) {
+    match offload_io::Input::open(path) {
         Err(e) => problems.push(unreadable(path, &e)),
         Ok(input) => one(path, &input, Some(Progress::new(path, progress)), visit, &mut problems),
     }
@@ -149,7 +153,7 @@ fn head(bytes: &[u8]) -> &[u8] {
 /// One file: a package is walked, anything else scanned as it is.
 fn one(
     file: &str,
-    input: &io::Input,
+    input: &offload_io::Input,
     mut bar: Option<Progress>,
     visit: &mut dyn FnMut(&Item<'_>),
     problems: &mut Vec<Problem>,
@@ -170,7 +174,7 @@ fn one(
     }
     let found = |e: package::PackageError| {
         let location =
-            if e.at.is_empty() { String::new() } else { offload_format::inspect::Location(e.at.clone()).to_string() };
+            if e.at.is_empty() { String::new() } else { offload_inspect::Location(e.at.clone()).to_string() };
         Problem { file: file.into(), severity: e.severity(), location, message: e.kind.to_string() }
     };
     let result = package::walk(bytes, &Limits::default(), &mut |event| match event {

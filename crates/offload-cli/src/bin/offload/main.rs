@@ -18,11 +18,11 @@ mod size;
 
 use args::{Command, Filter};
 use clap::CommandFactory;
-use offload_cli::{diag, io};
-use offload_format::inspect::decode::visit_objects;
-use offload_format::inspect::select::{Gpu, Runtime, Selection, Tier, Verdict, select};
-use offload_format::inspect::{BytesError, Inventory, Options, Severity};
+use offload_cli::diag;
 use offload_format::plan::Plan;
+use offload_inspect::decode::visit_objects;
+use offload_inspect::select::{Gpu, Runtime, Selection, Tier, Verdict, select};
+use offload_inspect::{BytesError, Inventory, Options, Severity};
 use output::{Colors, Object, Paint, Value};
 use std::process::ExitCode;
 use std::sync::Mutex;
@@ -33,6 +33,7 @@ fn main() -> ExitCode {
     // failed write into a panic inside `println!`.
     // SAFETY: setting a signal disposition to its default before any
     // thread starts has no memory-safety preconditions.
+    #[allow(unsafe_code)]
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
@@ -356,7 +357,7 @@ pub(crate) fn output_name(file: &str, index: usize, id: &str, bytes: &[u8]) -> S
 /// Why `extract` stopped.
 enum ExtractError {
     Bytes(BytesError),
-    Output(io::OutputError),
+    Output(offload_io::OutputError),
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -372,10 +373,10 @@ fn extract(
 ) -> u8 {
     let canonical = |t: &str| {
         let triple = if t.starts_with("sm_") { "nvptx64-nvidia-cuda" } else { "amdgcn-amd-amdhsa" };
-        offload_format::inspect::id::canonical_target_id(triple, t).unwrap_or_else(|_| t.to_string())
+        offload_inspect::id::canonical_target_id(triple, t).unwrap_or_else(|_| t.to_string())
     };
     let dir = dir.unwrap_or_else(|| ".".into());
-    let mut outputs = io::Outputs::new();
+    let mut outputs = offload_io::Outputs::new();
     // Staged outputs: the JSON object and the text line of each.
     let mut written: Vec<(Object, String)> = Vec::new();
     // Code objects in the items before this one (`--index` counts across a
@@ -412,14 +413,15 @@ fn extract(
         // Each bundle is decompressed once, on one of several threads, and
         // its objects are staged as soon as it is: memory holds one
         // decompressed bundle per thread, never all of them.
-        let staged: Vec<Mutex<Option<(String, io::StagedOutput)>>> = wanted.iter().map(|_| Mutex::new(None)).collect();
+        let staged: Vec<Mutex<Option<(String, offload_io::StagedOutput)>>> =
+            wanted.iter().map(|_| Mutex::new(None)).collect();
         let visited = visit_objects(&inv, &wanted, 0, |i, bytes| {
             let bytes = bytes.map_err(ExtractError::Bytes)?;
             let dest = match &output {
                 Some(o) => o.clone(),
                 None => format!("{dir}/{}", output_name(path, before + i, &inv.objects[i].id, bytes)),
             };
-            let out = io::Outputs::stage_detached(&dest, &Plan::borrowed(bytes), &[item.input])
+            let out = offload_io::Outputs::stage_detached(&dest, &Plan::borrowed(bytes), &[item.input])
                 .map_err(ExtractError::Output)?;
             if let Some(slot) = wanted.binary_search(&i).ok().and_then(|p| staged.get(p))
                 && let Ok(mut slot) = slot.lock()

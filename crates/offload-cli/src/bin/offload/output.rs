@@ -4,7 +4,7 @@
 //! [`Colors`] says so.
 
 use crate::args::ColorChoice;
-use offload_format::inspect::CodeObject;
+use offload_inspect::CodeObject;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::ser::{CharEscape, Formatter};
 use std::io;

@@ -8,12 +8,11 @@
 
 use crate::args::PruneArgs;
 use crate::output;
-use offload_cli::io;
-use offload_format::layout::UnitKind;
 use offload_format::plan::Plan;
-use offload_format::prune::cut_file::{self, FileCut};
-use offload_format::prune::files::{self, Input};
-use offload_format::prune::{self, Cut, CutPlan, PruneError, Pruned, Rules};
+use offload_inspect::layout::UnitKind;
+use offload_rewrite::prune::cut_file::{self, FileCut};
+use offload_rewrite::prune::files::{self, Input};
+use offload_rewrite::prune::{self, Cut, CutPlan, PruneError, Pruned, Rules};
 
 fn kind_name(kind: UnitKind, version: Option<u16>) -> String {
     match (kind, version) {
@@ -172,15 +171,15 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
         }
     };
     let path = &args.input;
-    let input = match io::Input::open(path) {
+    let input = match offload_io::Input::open(path) {
         Ok(i) => i,
         Err(e) => {
-            eprintln!("{argv0}: error: '{path}': {}", io::error_text(&e));
+            eprintln!("{argv0}: error: '{path}': {}", offload_io::error_text(&e));
             return 1;
         }
     };
     let data = input.bytes();
-    if offload_format::layout::openmp::is_openmp_host(data) {
+    if offload_inspect::layout::openmp::is_openmp_host(data) {
         return crate::prune_openmp::run(argv0, args, &rules, &input);
     }
     let fail = |e: &dyn std::fmt::Display| {
@@ -244,7 +243,7 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
         report(path, &kind, &pruned, args.json, true, &written);
         return 0;
     };
-    let mut outputs = io::Outputs::new();
+    let mut outputs = offload_io::Outputs::new();
     let staged = match early {
         Some(HostCopy { staged, zeroed }) if cut.is_none() && copy_fits(&kind, &pruned, &zeroed, &plan, data) => {
             outputs.adopt(staged);
@@ -296,7 +295,7 @@ pub(crate) fn warn_cut(out_path: &str) {
 /// An output staged ahead of the plan: the input with the `zeroed` ranges
 /// (its fat binary sections) as zeros.
 struct HostCopy {
-    staged: io::StagedOutput,
+    staged: offload_io::StagedOutput,
     zeroed: Vec<(u64, u64)>,
 }
 
@@ -311,7 +310,7 @@ struct HostCopy {
 fn plan_copying_host_bytes<'a>(
     data: &'a [u8],
     rules: &Rules,
-    input: &io::Input,
+    input: &offload_io::Input,
     out_path: Option<&str>,
 ) -> (Result<(Input, Pruned<'a>), PruneError>, Option<HostCopy>) {
     let zeroed = out_path.map(|_| files::device_sections(data)).unwrap_or_default();
@@ -329,7 +328,7 @@ fn plan_copying_host_bytes<'a>(
                 at = offset + len;
             }
             skeleton.borrow(data.get(at as usize..).unwrap_or(&[]));
-            io::Outputs::stage_detached(out_path, &skeleton, &[input]).ok()
+            offload_io::Outputs::stage_detached(out_path, &skeleton, &[input]).ok()
         });
         let planned = files::plan_file(data, rules);
         (planned, copier.join().ok().flatten())

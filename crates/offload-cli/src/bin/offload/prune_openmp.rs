@@ -7,10 +7,9 @@
 
 use crate::args::PruneArgs;
 use crate::output;
-use offload_cli::io;
-use offload_format::layout::openmp::OpenMpMap;
-use offload_format::prune::openmp::{self, Edit, OpenMpCut, OpenMpPruned};
-use offload_format::prune::{Cut, CutPlan, Rules};
+use offload_inspect::layout::openmp::OpenMpMap;
+use offload_rewrite::prune::openmp::{self, Edit, OpenMpCut, OpenMpPruned};
+use offload_rewrite::prune::{Cut, CutPlan, Rules};
 
 /// `prune --json` for OpenMP files (key order is the schema's).
 #[derive(serde::Serialize)]
@@ -128,7 +127,7 @@ fn report(path: &str, pruned: &OpenMpPruned, json: bool, dry_run: bool, written:
 }
 
 /// Runs `prune` on an OpenMP file; returns the exit status.
-pub fn run(argv0: &str, args: &PruneArgs, rules: &Rules, input: &io::Input) -> u8 {
+pub fn run(argv0: &str, args: &PruneArgs, rules: &Rules, input: &offload_io::Input) -> u8 {
     let path = &args.input;
     let fail = |e: &dyn std::fmt::Display| {
         eprintln!("{argv0}: error: {path}: {e}");
@@ -166,7 +165,7 @@ pub fn run(argv0: &str, args: &PruneArgs, rules: &Rules, input: &io::Input) -> u
         report(path, &pruned, args.json, true, &written);
         return 0;
     };
-    let mut outputs = io::Outputs::new();
+    let mut outputs = offload_io::Outputs::new();
     if let Err(e) = outputs.stage(out_path, &plan, &[input]) {
         return fail(&e);
     }

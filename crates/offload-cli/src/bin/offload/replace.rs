@@ -6,10 +6,9 @@
 
 use crate::args::ReplaceArgs;
 use crate::output;
-use offload_cli::io;
-use offload_format::inspect::{self, Options, Severity};
-use offload_format::layout::UnitKind;
-use offload_format::replace::{self, InputKind, Placement, Replaced};
+use offload_inspect::layout::UnitKind;
+use offload_inspect::{self, Options, Severity};
+use offload_rewrite::replace::{self, InputKind, Placement, Replaced};
 
 /// `replace --json`: the report (key order is the schema's).
 #[derive(serde::Serialize)]
@@ -142,23 +141,23 @@ fn report(path: &str, r: &Replaced, json: bool, dry_run: bool) {
 /// does not find in the input stops the command.
 fn deep_check(output: &[u8], input: &[u8], path: &str) -> Result<(), String> {
     let deep = Options { deep: true, ..Default::default() };
-    let errors = |inv: &offload_format::inspect::Inventory| {
+    let errors = |inv: &offload_inspect::Inventory| {
         inv.diagnostics.iter().filter(|d| d.severity == Severity::Error).map(|d| d.message.clone()).collect::<Vec<_>>()
     };
-    let after = errors(&inspect::scan(output, path, &deep));
+    let after = errors(&offload_inspect::scan(output, path, &deep));
     if after.is_empty() {
         return Ok(());
     }
-    let before = errors(&inspect::scan(input, path, &deep));
+    let before = errors(&offload_inspect::scan(input, path, &deep));
     match after.iter().find(|e| !before.contains(e)) {
         Some(e) => Err(format!("offload verify finds an error in the output: {e}")),
         None => Ok(()),
     }
 }
 
-fn open(argv0: &str, path: &str) -> Result<io::Input, u8> {
-    io::Input::open(path).map_err(|e| {
-        eprintln!("{argv0}: error: '{path}': {}", io::error_text(&e));
+fn open(argv0: &str, path: &str) -> Result<offload_io::Input, u8> {
+    offload_io::Input::open(path).map_err(|e| {
+        eprintln!("{argv0}: error: '{path}': {}", offload_io::error_text(&e));
         1
     })
 }
@@ -183,7 +182,7 @@ pub fn run(argv0: &str, args: &ReplaceArgs) -> u8 {
         report(path, &replaced, args.json, true);
         return 0;
     };
-    let mut outputs = io::Outputs::new();
+    let mut outputs = offload_io::Outputs::new();
     if let Err(e) = outputs.stage(out_path, replaced.output(), &[&input, &object]) {
         return fail(&e);
     }

@@ -4,9 +4,9 @@
 
 use crate::inputs;
 use crate::output;
-use offload_format::inspect::Options;
-use offload_format::prune::{self, Rules};
-use offload_format::report::size::{Counts, Tally, TargetSize, tally};
+use offload_inspect::Options;
+use offload_inspect::report::size::{Counts, Tally, TargetSize, tally};
+use offload_rewrite::prune::{self, Rules};
 use serde::Serialize;
 
 /// One file (or the total) in `--json`.

@@ -1,0 +1,71 @@
+//! Inputs as bytes: regular files memory-mapped, anything else read.
+
+#![allow(unused_imports)]
+use crate::*;
+use offload_format::plan::{Piece, Plan};
+use std::fs::{self, File};
+use std::io::{self, Read, Seek, Write};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+pub(crate) enum Backing {
+    Mapped { map: memmap2::Mmap, file: File },
+    Owned(Vec<u8>),
+}
+
+/// One input file, as bytes.
+pub struct Input {
+    /// The path as given on the command line (`-` for stdin).
+    pub path: String,
+    backing: Backing,
+}
+
+impl Input {
+    /// Opens `path` (`-` reads standard input).
+    pub fn open(path: &str) -> io::Result<Input> {
+        if path == "-" {
+            let mut buf = Vec::new();
+            io::stdin().lock().read_to_end(&mut buf)?;
+            return Ok(Input::from_bytes(path, buf));
+        }
+        let file = File::open(path)?;
+        let meta = file.metadata()?;
+        if meta.is_dir() {
+            return Err(io::Error::from_raw_os_error(libc::EISDIR));
+        }
+        if meta.is_file() && meta.len() > 0 {
+            // SAFETY: the map is read-only and private to this process. As with
+            // every mmap-based tool, a file truncated by another process while
+            // we read it can fault; the tools never write to their inputs.
+            let map = unsafe { memmap2::Mmap::map(&file)? };
+            return Ok(Input { path: path.to_string(), backing: Backing::Mapped { map, file } });
+        }
+        let mut buf = Vec::new();
+        (&file).read_to_end(&mut buf)?;
+        Ok(Input::from_bytes(path, buf))
+    }
+
+    /// An input held in memory (tests, stdin, decompressed data).
+    pub fn from_bytes(path: &str, bytes: Vec<u8>) -> Input {
+        Input { path: path.to_string(), backing: Backing::Owned(bytes) }
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        match &self.backing {
+            Backing::Mapped { map, .. } => map,
+            Backing::Owned(v) => v,
+        }
+    }
+
+    /// If `slice` lies inside this input's mapped file: the file and the
+    /// slice's offset in it.
+    pub(crate) fn locate(&self, slice: &[u8]) -> Option<(&File, u64)> {
+        let Backing::Mapped { map, file } = &self.backing else { return None };
+        let base = map.as_ptr() as usize;
+        let start = slice.as_ptr() as usize;
+        let end = start.checked_add(slice.len())?;
+        (start >= base && end <= base + map.len()).then(|| (file, (start - base) as u64))
+    }
+}

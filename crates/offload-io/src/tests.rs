@@ -1,0 +1,290 @@
+//! The I/O policy's promises: outputs appear only on commit, failures
+//! change nothing, links are followed, holes read as zeros.
+
+use super::*;
+use offload_format::plan::{Piece, Plan};
+use std::fs::{self};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+#[test]
+fn staged_outputs_appear_only_on_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a");
+    let b = dir.path().join("b");
+    fs::write(&a, b"old").unwrap();
+    let mut outs = Outputs::new();
+    outs.stage(a.to_str().unwrap(), &Plan::borrowed(b"new-a"), &[]).unwrap();
+    outs.stage(b.to_str().unwrap(), &Plan::borrowed(b"new-b"), &[]).unwrap();
+    assert_eq!(fs::read(&a).unwrap(), b"old");
+    assert!(!b.exists());
+    outs.commit().unwrap();
+    assert_eq!(fs::read(&a).unwrap(), b"new-a");
+    assert_eq!(fs::read(&b).unwrap(), b"new-b");
+}
+
+#[test]
+fn long_zero_runs_become_holes_and_read_as_zeros() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sparse");
+    // Zeros in the middle and at the end (the file must still reach
+    // its full length), a short run written as bytes, other fills kept.
+    let mut plan = Plan::borrowed(b"head");
+    plan.zeros(8 << 20);
+    plan.own(b"middle".to_vec());
+    plan.zeros(100);
+    plan.pieces.push(Piece::Fill { byte: 0xcc, len: 1 << 17 });
+    plan.zeros(4 << 20);
+    let mut outs = Outputs::new();
+    outs.stage(out.to_str().unwrap(), &plan, &[]).unwrap();
+    outs.commit().unwrap();
+    let got = fs::read(&out).unwrap();
+    assert_eq!(got, plan.to_vec());
+    // Where the file system makes holes (ext4, xfs, tmpfs), the 12 MiB
+    // of zeros take no blocks.
+    let blocks = fs::metadata(&out).unwrap().blocks() * 512;
+    assert!(blocks < 2 << 20, "{blocks} bytes allocated for a 12 MiB file of mostly zeros");
+}
+
+#[test]
+fn filling_zeroed_ranges_gives_the_whole_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("filled");
+    // The plan: bytes, a fill of 0xcc and zeros straddling the two
+    // ranges, so every piece kind is cut at a range edge.
+    let mut plan = Plan::borrowed(b"0123456789");
+    plan.fill(0xcc, 6);
+    plan.own(b"abcdef".to_vec());
+    plan.zeros(4);
+    plan.own(b"tail".to_vec());
+    let full = plan.to_vec();
+    let ranges = [(8u64, 10u64), (22, 4)];
+    let mut skeleton = full.clone();
+    for &(o, l) in &ranges {
+        skeleton[o as usize..(o + l) as usize].fill(0);
+    }
+    let mut outs = Outputs::new();
+    outs.stage(out.to_str().unwrap(), &Plan::borrowed(&skeleton), &[]).unwrap();
+    outs.fill_zeroed(0, &plan, &ranges, &[]).unwrap();
+    outs.commit().unwrap();
+    assert_eq!(fs::read(&out).unwrap(), full);
+}
+
+#[test]
+fn dropped_outputs_leave_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a");
+    let mut outs = Outputs::new();
+    outs.stage(a.to_str().unwrap(), &Plan::borrowed(b"x"), &[]).unwrap();
+    drop(outs);
+    assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> =
+        fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    v.sort();
+    v
+}
+
+/// A rename that fails at commit (here: the last destination became a
+/// directory after staging) puts back every output renamed before it.
+#[test]
+fn a_failed_commit_changes_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+    fs::write(p("a"), b"old-a").unwrap();
+    fs::write(p("c"), b"old-c").unwrap();
+    let mut outs = Outputs::new();
+    for name in ["a", "b", "c", "d"] {
+        outs.stage(&p(name), &Plan::borrowed(name.as_bytes()), &[]).unwrap();
+    }
+    fs::create_dir(p("d")).unwrap();
+    fs::write(dir.path().join("d/keep"), b"").unwrap();
+    let e = outs.commit().unwrap_err();
+    assert!(e.path.ends_with("/d"), "{e}");
+    assert_eq!(fs::read(p("a")).unwrap(), b"old-a");
+    assert_eq!(fs::read(p("c")).unwrap(), b"old-c");
+    assert!(!Path::new(&p("b")).exists());
+    assert_eq!(names_in(dir.path()), ["a", "c", "d"]);
+}
+
+#[test]
+fn a_successful_commit_leaves_no_backups() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+    fs::write(p("a"), b"old-a").unwrap();
+    let mut outs = Outputs::new();
+    outs.stage(&p("a"), &Plan::borrowed(b"new-a"), &[]).unwrap();
+    outs.stage(&p("b"), &Plan::borrowed(b"new-b"), &[]).unwrap();
+    outs.commit().unwrap();
+    assert_eq!(fs::read(p("a")).unwrap(), b"new-a");
+    assert_eq!(names_in(dir.path()), ["a", "b"]);
+}
+
+/// Links are followed, dangling or not: the link stays, its target is
+/// written.
+#[test]
+fn symbolic_links_are_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("sub");
+    fs::create_dir(&sub).unwrap();
+    std::os::unix::fs::symlink("sub/target", dir.path().join("link")).unwrap();
+    std::os::unix::fs::symlink("link", dir.path().join("link2")).unwrap();
+    let mut outs = Outputs::new();
+    outs.stage(dir.path().join("link2").to_str().unwrap(), &Plan::borrowed(b"one"), &[]).unwrap();
+    outs.commit().unwrap();
+    assert_eq!(fs::read(sub.join("target")).unwrap(), b"one");
+    assert!(fs::symlink_metadata(dir.path().join("link")).unwrap().file_type().is_symlink());
+    let mut outs = Outputs::new();
+    outs.stage(dir.path().join("link").to_str().unwrap(), &Plan::borrowed(b"two"), &[]).unwrap();
+    outs.commit().unwrap();
+    assert_eq!(fs::read(sub.join("target")).unwrap(), b"two");
+    assert_eq!(names_in(&sub), ["target"]);
+    // A loop of links is an error, as for open(2).
+    let looped = dir.path().join("loop");
+    std::os::unix::fs::symlink("loop", &looped).unwrap();
+    let e = Outputs::new().stage(looped.to_str().unwrap(), &Plan::borrowed(b"x"), &[]).unwrap_err();
+    assert_eq!(e.error.raw_os_error(), Some(libc::ELOOP));
+    assert!(fs::symlink_metadata(&looped).unwrap().file_type().is_symlink());
+}
+
+#[test]
+fn missing_directory_is_reported_like_llvm() {
+    let mut outs = Outputs::new();
+    let e = outs.stage("/nonexistent-dir/x", &Plan::new(), &[]).unwrap_err();
+    assert_eq!(e.to_string(), "'/nonexistent-dir/x': No such file or directory");
+}
+
+/// A mapped input file of `len` patterned bytes in `dir`.
+fn patterned_input(dir: &Path, len: u32) -> Input {
+    let src = dir.join("src");
+    let data: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+    fs::write(&src, &data).unwrap();
+    Input::open(src.to_str().unwrap()).unwrap()
+}
+
+#[test]
+fn filling_zeroed_ranges_copies_from_the_mapped_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = patterned_input(dir.path(), 300_000);
+    let bytes = input.bytes();
+    // The output: the input with 100,000 bytes at 50,000 zeroed, then
+    // the first 60,000 of them filled back from the input.
+    let mut plan = Plan::borrowed(&bytes[..110_000]);
+    plan.zeros(40_000);
+    plan.borrow(&bytes[150_000..]);
+    let mut skeleton = Plan::borrowed(&bytes[..50_000]);
+    skeleton.zeros(100_000);
+    skeleton.borrow(&bytes[150_000..]);
+    let out = dir.path().join("filled");
+    let mut outs = Outputs::new();
+    outs.stage(out.to_str().unwrap(), &skeleton, &[&input]).unwrap();
+    outs.fill_zeroed(0, &plan, &[(50_000, 100_000)], &[&input]).unwrap();
+    outs.commit().unwrap();
+    assert_eq!(fs::read(&out).unwrap(), plan.to_vec());
+}
+
+#[test]
+fn large_borrowed_pieces_are_copied_from_the_mapped_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = patterned_input(dir.path(), 300_000);
+    let mut plan = Plan::new();
+    plan.own(b"head".to_vec());
+    plan.borrow(&input.bytes()[1000..250_000]);
+    plan.zeros(3);
+    plan.borrow(&input.bytes()[5..9]);
+    let out = dir.path().join("out");
+    let mut outs = Outputs::new();
+    outs.stage(out.to_str().unwrap(), &plan, &[&input]).unwrap();
+    outs.commit().unwrap();
+    assert_eq!(fs::read(&out).unwrap(), plan.to_vec());
+}
+
+/// `materialize` (compression's input) reads large pieces of a mapped
+/// input with pread into spare capacity: the bytes are the plan's.
+#[test]
+fn materialized_plans_hold_their_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = patterned_input(dir.path(), 3_000_000);
+    let mut plan = Plan::new();
+    plan.own(b"head".to_vec());
+    plan.borrow(&input.bytes()[1000..2_500_000]);
+    plan.fill(0xcc, 5);
+    plan.borrow(&input.bytes()[5..9]);
+    plan.borrow(&input.bytes()[100_000..2_900_000]);
+    assert_eq!(materialize(&plan, &[&input]).unwrap(), plan.to_vec());
+}
+
+#[test]
+fn same_path_as_input_and_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("f");
+    let data = vec![7u8; 200_000];
+    fs::write(&p, &data).unwrap();
+    let input = Input::open(p.to_str().unwrap()).unwrap();
+    let mut plan = Plan::new();
+    plan.own(b"prefix".to_vec());
+    plan.borrow(input.bytes());
+    let mut outs = Outputs::new();
+    outs.stage(p.to_str().unwrap(), &plan, &[&input]).unwrap();
+    outs.commit().unwrap();
+    let got = fs::read(&p).unwrap();
+    assert_eq!(&got[..6], b"prefix");
+    assert_eq!(&got[6..], &data[..]);
+    // The old mapping still shows the old content.
+    assert_eq!(input.bytes(), &data[..]);
+}
+
+#[test]
+fn new_files_get_umask_permissions() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("perm");
+    let mut outs = Outputs::new();
+    outs.stage(p.to_str().unwrap(), &Plan::borrowed(b"x"), &[]).unwrap();
+    outs.commit().unwrap();
+    let mode = fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o666 & !umask());
+}
+
+#[test]
+fn several_outputs_are_written_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    let data: Vec<u8> = (0..1_000_000u32).map(|i| (i % 253) as u8).collect();
+    fs::write(&src, &data).unwrap();
+    let input = Input::open(src.to_str().unwrap()).unwrap();
+    let plans: Vec<Plan> = (0..7).map(|i| Plan::borrowed(&input.bytes()[i * 1000..(i + 1) * 100_000])).collect();
+    let paths: Vec<String> = (0..7).map(|i| dir.path().join(format!("o{i}")).display().to_string()).collect();
+    let items: Vec<(&str, &Plan)> = paths.iter().map(String::as_str).zip(&plans).collect();
+    let mut outs = Outputs::new();
+    outs.stage_all(&items, &[&input]).unwrap();
+    outs.commit().unwrap();
+    for i in 0..7 {
+        assert_eq!(fs::read(&paths[i]).unwrap(), &data[i * 1000..(i + 1) * 100_000]);
+    }
+    let bad = ["/nonexistent-dir/x".to_string(), paths[0].clone()];
+    let items: Vec<(&str, &Plan)> = bad.iter().map(String::as_str).zip(&plans).collect();
+    let e = Outputs::new().stage_all(&items, &[&input]).unwrap_err();
+    assert_eq!(e.path, "/nonexistent-dir/x");
+}
+
+#[test]
+fn outputs_can_be_filled_piecewise() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("piecewise");
+    let mut outs = Outputs::new();
+    let h = outs.stage_empty(p.to_str().unwrap()).unwrap();
+    outs.write_at(h, 4, b"EFGH").unwrap();
+    outs.write_at(h, 0, b"ABCD").unwrap();
+    assert!(!p.exists());
+    outs.commit().unwrap();
+    assert_eq!(fs::read(&p).unwrap(), b"ABCDEFGH");
+}
+
+#[test]
+fn error_text_drops_the_os_error_suffix() {
+    let e = io::Error::from_raw_os_error(libc::ENOENT);
+    assert_eq!(error_text(&e), "No such file or directory");
+}
