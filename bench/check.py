@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """`offload check` on a folder of several GB of real GPU libraries, warm
 cache: wall time, peak anonymous and total RSS (see measure.py for what each
-means), and the summary lines, so the README's figures can be re-made.
+means), and the summary lines, so the figures in docs/guide/checking.md
+can be re-made.
 
 The folder (default /tmp/offload-check-bench, about 3 GB, made of hard
 links where it can, so it costs little disk) holds:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks a pruned real library against its input with tools other than
-ours, the way the runtime would see it (prune-spec §6, "Verification
-without a GPU"):
+ours, the way the runtime would see it (docs/formats/host-references.md
+§6.8, "Verification without a GPU"):
 
 * `offload verify OUT` finds no error or warning;
 * `llvm-readelf-19 -lS --dyn-relocations OUT` prints no warning (in zero

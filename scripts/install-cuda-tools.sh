@@ -3,7 +3,7 @@
 # repository, no GPU needed) into one folder, for the live CUDA tests
 # (crates/offload-cli/tests/cuda_live.rs). Idempotent: a second run with the
 # tools present does nothing. Versions are pinned so that the corpus the tests
-# build is the same on every machine (shared/reference/cuda-fatbin-spec.md §0).
+# build is the same on every machine (docs/formats/cuda-fatbin.md §0).
 #
 #   CUDA_WHEELS=/opt/cuda-wheels   where to install (default)
 #

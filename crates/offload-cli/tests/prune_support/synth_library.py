@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# Usage: synth_library.py BUNDLES ENTRY_BYTES OUT (README "offload prune", Measured).
+# Usage: synth_library.py BUNDLES ENTRY_BYTES OUT (docs/guide/pruning.md, "Measured").
 # A synthetic ET_EXEC x86-64 file shaped like librocsparse: N bundles of 7
 # 4096-aligned code objects in .hip_fatbin, N absolute HIPF wrappers.
 import struct, os, sys
