@@ -1048,7 +1048,7 @@ pub fn cuda_fatbin(data: &[u8]) {
     }
 }
 
-/// A raw LZ4 block decoded as the spec describes it (cuda-fatbin-spec.md
+/// A raw LZ4 block decoded as the spec describes it (docs/formats/cuda-fatbin.md
 /// §6.1), written independently of lz4_flex to compare with it.
 fn lz4_reference(mut input: &[u8], limit: usize) -> Option<Vec<u8>> {
     fn length(input: &mut &[u8], mut n: usize) -> Option<usize> {

@@ -4,7 +4,7 @@
 use std::ffi::c_char;
 
 /// One code object (or host entry), with the fields of `offload list
-/// --json` (see the README's JSON schema). Filled by
+/// --json` (see docs/reference/json.md). Filled by
 /// offload_inventory_get(); every string is owned by the inventory and is
 /// valid until offload_inventory_free().
 #[repr(C)]

@@ -153,7 +153,7 @@ fn random_bundles_lists_and_unbundles_match_llvm19() {
     assert!(bundled > 100 && unbundled > 100, "too few successful cases to mean anything");
 }
 
-/// Command lines LLVM 19 rejects (bundler-spec §10) are rejected by us with
+/// Command lines LLVM 19 rejects (docs/formats/bundle.md §10) are rejected by us with
 /// the same message and exit code.
 #[test]
 fn bad_invocations_match_llvm19() {

@@ -127,7 +127,7 @@ fn select_matches_the_spec_examples() {
             .collect();
         (out.status.code().unwrap(), picked)
     };
-    // cuda-fatbin-spec.md §9: obj_multi.o on sm_86 loads the sm_80 cubin.
+    // docs/formats/cuda-fatbin.md §9: obj_multi.o on sm_86 loads the sm_80 cubin.
     assert_eq!(chosen("obj_multi.o", "sm_86"), (0, vec![(0, "cuda-elf-sm_80".to_string())]));
     // libtwo.so's two.cu unit (sm_75 and sm_86 cubins, compute_86 PTX):
     // the sm_86 cubin on 8.6, the PTX on 9.0 (the other units have sm_90).

@@ -242,7 +242,7 @@ fn package_bases() -> Vec<Base> {
     ]
 }
 
-/// CUDA fat binaries whose headers lie (spec: cuda-fatbin-spec.md §3-§6).
+/// CUDA fat binaries whose headers lie (spec: docs/formats/cuda-fatbin.md §3-§6).
 fn cuda_lies(v: &mut Vec<(&'static str, String, Vec<u8>, Vec<Mode>)>) {
     let modes = || vec![Mode::InspectSelectCuda];
     let lz4 = fixture("cuda/kern_lz4.fatbin");

@@ -161,7 +161,7 @@ fn extraction_gives_the_same_files_both_ways() {
         let mut originals = Vec::new();
         for i in 0..2 + rng.below(4) {
             // LLVM warns about members that look like bitcode but are not
-            // when it writes an archive; see the README's compatibility
+            // when it writes an archive; see docs/compatibility.md
             // notes.
             let name = random_image_with(&mut rng, src.path(), i, true);
             originals.push(fs::read(src.path().join(&name)).unwrap());

@@ -6,7 +6,7 @@
 //! library. Each runs its target region on device 0 before
 //! and after the amdgcn image is pruned, and fails with
 //! `OMP_TARGET_OFFLOAD=MANDATORY` once the x86_64 image is pruned too,
-//! which shows the image really left (prune-spec §6, verification 4).
+//! which shows the image really left (docs/formats/host-references.md §6.8.4).
 //!
 //! Needs clang 19, ld.lld 19, GNU ld and LLVM 19's OpenMP runtime
 //! (/opt/omp19/lib as `scripts/install-reference-llvm.sh` installs it, or

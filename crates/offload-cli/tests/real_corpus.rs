@@ -11,7 +11,7 @@
 //!   `real_corpus_helpers/rocmllvm_decompress.c`);
 //! * selection: Debian's comgr (`amd_comgr_lookup_code_object`, through
 //!   `real_corpus_helpers/comgr_lookup.c`) for the processors it knows, and
-//!   the README's documented rule for the newer ones;
+//!   the documented rule (docs/reference/selection-rules.md) for the newer ones;
 //! * `offload verify` is clean.
 //!
 //! The corpus lives in `$OFFLOAD_CORPUS_DIR` (default
@@ -122,7 +122,7 @@ fn selection_matches_comgr() {
 }
 
 /// The same for processors comgr 5.2 does not know (gfx940 and newer,
-/// gfx11, gfx12): the documented rule (README, "Which code object loads")
+/// gfx11, gfx12): the documented rule (docs/reference/selection-rules.md)
 /// applied to LLVM 19's view of the bundle. Leaves out [`NEEDS_NEW_TABLE`],
 /// checked by the next test.
 #[test]

@@ -54,7 +54,7 @@ fn jax_rocm6_to_rocm7_plugin_diff() {
     assert_eq!(t["unchanged"], 0);
     assert_eq!(t["bytes_a"].as_u64(), Some(a.values().sum::<u64>()));
     assert_eq!(t["bytes_b"].as_u64(), Some(b.values().sum::<u64>()));
-    // The figures the README shows.
+    // The figures docs/guide/size-and-diff.md shows.
     assert_eq!((added, removed, both.len()), (66, 6, 18));
     let targets = v["targets"].as_array().unwrap();
     let of = |t: &str| targets.iter().find(|r| r["target"] == t).unwrap();

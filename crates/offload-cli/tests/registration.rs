@@ -1,5 +1,5 @@
 //! `offload verify` takes a host binary's registration records as the list
-//! of units a runtime loads (README "### verify", "Registration records"):
+//! of units a runtime loads (docs/guide/checking.md, "Registration records"):
 //! a fat binary no record points at is a warning, a record pointing at no
 //! fat binary an error. Made by patching the clang-built prune fixtures
 //! (without LLVM) and by adding a fat binary with LLVM 19's llvm-objcopy

@@ -138,7 +138,7 @@ mod tests {
         assert_eq!(StringHash::Xxh3.hash(b""), 0x38D3_94C2);
     }
 
-    /// bundler-spec §3.2: LLVM 19 lists {host, gfx906, gfx908} as gfx906,
+    /// docs/formats/bundle.md §3.2: LLVM 19 lists {host, gfx906, gfx908} as gfx906,
     /// gfx908, host, and {host, gfx906, gfx90a:xnack+, openmp gfx1030} as
     /// openmp-gfx1030, gfx906, gfx90a:xnack+, host.
     #[test]

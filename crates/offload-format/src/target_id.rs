@@ -364,7 +364,7 @@ mod tests {
         BundleEntryId::parse(s)
     }
 
-    /// bundler-spec §2.4, every row the installed table can decide.
+    /// docs/formats/bundle.md §2.4, every row the installed table can decide.
     #[test]
     fn standardization_examples() {
         for (typed, written) in [
@@ -414,7 +414,7 @@ mod tests {
         assert!(TargetId::parse(&nv, "sm_70:xnack+").is_err());
     }
 
-    /// bundler-spec §7.3 examples and §10 cases 34–37.
+    /// docs/formats/bundle.md §7.3 examples and §10 cases 34–37.
     #[test]
     fn compatibility_rules() {
         let ok = |obj: &str, tgt: &str| is_compatible_llvm19(&id(obj), &id(&standardize(tgt)), false);
@@ -457,7 +457,7 @@ mod tests {
         assert!(!ours("openmp-x86_64-pc-linux-gnu-", "openmp-x86_64-pc-linux-gnu-unknown"));
     }
 
-    /// bundler-spec §7.5 and §10 cases 18–20.
+    /// docs/formats/bundle.md §7.5 and §10 cases 18–20.
     #[test]
     fn conflicts_are_one_sided() {
         fn c<'a>(ids: &[&'a str]) -> Option<(&'a str, &'a str)> {

@@ -1,5 +1,5 @@
 //! Which entry of each CUDA fat binary the CUDA driver loads on a GPU
-//! (`shared/reference/cuda-fatbin-spec.md` §9), and why each other entry
+//! (`docs/formats/cuda-fatbin.md` §9), and why each other entry
 //! is not loaded. Per fat binary (unit):
 //!
 //! 1. A cubin `sm_AB` runs on GPU `X.Y` iff A = X and B ≤ Y; `sm_ABa` only
@@ -12,7 +12,7 @@
 //! 2. A compatible cubin is used before any PTX.
 //! 3. Among entries of the chosen kind, the nearest (highest) architecture.
 //! 4. Ties: a cubin without flag 0x1000000 first, then file order; PTX the
-//!    last in file order (measured by a third party, spec §9.4).
+//!    last in file order (measured by a third party, docs/formats/cuda-fatbin.md §9.4).
 //!
 //! The PTX JIT also needs a driver that knows the PTX ISA version; that
 //! cannot be judged from the file, and the explanation says so.

@@ -188,7 +188,7 @@ pub fn cuobjdump_names(file: &Path) -> (Vec<String>, Vec<String>) {
 
 /// Asserts that `cuobjdump -lelf -lptx` names as many cubins and PTX files
 /// as `offload list` reports, each with the listed architecture (ELF names
-/// drop an `f` suffix, cuda-fatbin-spec.md §7, hence the trimmed match).
+/// drop an `f` suffix, docs/formats/cuda-fatbin.md §7, hence the trimmed match).
 pub fn assert_names_match(file: &Path) {
     let (elf_names, ptx_names) = cuobjdump_names(file);
     let records = in_cuobjdump_order(list(file));

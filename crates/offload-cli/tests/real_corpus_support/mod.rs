@@ -405,7 +405,7 @@ pub fn corpus_gpus(refs: &References, corpus: &Corpus) -> Vec<Gpu> {
     gpus
 }
 
-/// The README's rule ("Which code object loads"), for HIP on a bundle with
+/// The rule of docs/reference/selection-rules.md, for HIP on a bundle with
 /// no generic or SPIR-V entries: kinds hip/hipv4/hcc, triple
 /// `amdgcn-amd-amdhsa` with an empty environment, the same processor, every
 /// fixed feature set the same way on the GPU; among those the one fixing

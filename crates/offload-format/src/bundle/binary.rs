@@ -195,7 +195,7 @@ mod tests {
         NonZeroU64::new(n).unwrap()
     }
 
-    /// bundler-spec §3.1: the 212-byte bundle LLVM 19 writes for three entries.
+    /// docs/formats/bundle.md §3.1: the 212-byte bundle LLVM 19 writes for three entries.
     #[test]
     fn layout_matches_the_spec_example() {
         let entries: [(&[u8], &[u8]); 3] = [

@@ -519,7 +519,7 @@ fn assemble(input: &[u8], data: Vec<u8>, hash: u64, opts: &CompressOptions) -> R
 mod tests {
     use super::*;
 
-    /// bundler-spec §6.7 (a): the 86-byte single-entry bundle LLVM 19
+    /// docs/formats/bundle.md §6.7 (a): the 86-byte single-entry bundle LLVM 19
     /// compresses to a 101-byte CCOB with hash 01564c68ac2d85f0.
     fn spec_bundle() -> Vec<u8> {
         let entries: [(&[u8], &[u8]); 1] = [(b"hip-amdgcn-amd-amdhsa--gfx906", b"A")];

@@ -132,7 +132,7 @@ mod tests {
         Ok(out)
     }
 
-    /// bundler-spec §10 case 27.
+    /// docs/formats/bundle.md §10 case 27.
     #[test]
     fn exact_layout_and_round_trip() {
         let entries = [("host-x", "host line1\nhost line2\n"), ("openmp-y", "dev1 no newline"), ("hip-z", "")];

@@ -1,5 +1,5 @@
 //! The few facts about a cubin (an ELF64 with `e_machine` EM_CUDA) that the
-//! fat binary reader needs: where it ends and which SM it is for (spec §4,
+//! fat binary reader needs: where it ends and which SM it is for (docs/formats/cuda-fatbin.md §4,
 //! "The cubin itself").
 
 use super::{EM_CUDA, u16_at, u32_at, u64_at};

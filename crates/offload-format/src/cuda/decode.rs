@@ -1,4 +1,4 @@
-//! Decompression (spec §6) and the code-object bytes of an entry (spec §4,
+//! Decompression (docs/formats/cuda-fatbin.md §6) and the code-object bytes of an entry (docs/formats/cuda-fatbin.md §4,
 //! "Payload"): a cubin at its ELF extent, PTX text without its NUL.
 
 use super::{Codec, CudaError, Entry, EntryKind, cubin_extent};

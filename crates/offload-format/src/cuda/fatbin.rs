@@ -1,4 +1,4 @@
-//! Fat binary and entry headers (spec §3–§5).
+//! Fat binary and entry headers (docs/formats/cuda-fatbin.md §3–§5).
 
 use super::{
     Arch, Codec, CudaError, ENTRY_HEADER_SIZE, EntryKind, FATBIN_HEADER_SIZE, FATBIN_MAGIC, FATBIN_MAGIC_BYTES, u16_at,
@@ -121,7 +121,7 @@ pub fn fat_binaries(data: &[u8]) -> impl Iterator<Item = Result<(usize, FatBinar
     })
 }
 
-/// The fixed 64-byte part of an entry header (spec §4). A concatenated
+/// The fixed 64-byte part of an entry header (docs/formats/cuda-fatbin.md §4). A concatenated
 /// entry's child headers have the same layout, except that
 /// `header_size` is the child's offset in the decompressed stream and
 /// `payload_size` its exact size.
@@ -262,7 +262,7 @@ impl<'a> Entry<'a> {
         self.header_string(off, Some(len), "the options string").map(Some)
     }
 
-    /// The child images of a concatenated entry (spec §5), in the order
+    /// The child images of a concatenated entry (docs/formats/cuda-fatbin.md §5), in the order
     /// stored (which is the order `cuobjdump` lists them in).
     pub fn children(&self) -> Result<Vec<Child>, CudaError> {
         let bad = |problem: String| CudaError::BadConcat { at: self.offset, problem };

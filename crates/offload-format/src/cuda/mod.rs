@@ -1,6 +1,6 @@
 //! NVIDIA CUDA fat binaries: the `.nv_fatbin` / `__nv_relfatbin` sections
 //! of CUDA objects, executables and libraries, and standalone `.fatbin`
-//! files (`shared/reference/cuda-fatbin-spec.md`; facts checked there
+//! files (`docs/formats/cuda-fatbin.md`; facts checked there
 //! against `cuobjdump` 13.5).
 //!
 //! ```text
@@ -43,7 +43,7 @@ pub const ENTRY_HEADER_SIZE: usize = 64;
 /// `e_machine` of a cubin (EM_CUDA).
 pub const EM_CUDA: u16 = 190;
 
-/// Entry flag bits (spec §4, "Flags").
+/// Entry flag bits (docs/formats/cuda-fatbin.md §4, "Flags").
 pub mod flags {
     /// Built for a 64-bit host.
     pub const HOST_64BIT: u64 = 0x1;

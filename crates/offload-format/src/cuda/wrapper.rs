@@ -1,4 +1,4 @@
-//! The registration records in `.nvFatBinSegment` (spec §2): 24 bytes each
+//! The registration records in `.nvFatBinSegment` (docs/formats/cuda-fatbin.md §2): 24 bytes each
 //! on 64-bit hosts, one per fat binary the host code registers with the
 //! CUDA runtime. Layout from NVIDIA's `fatbinary_section.h`:
 //!

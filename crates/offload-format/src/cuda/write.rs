@@ -10,7 +10,7 @@
 use super::{CudaError, Entry, EntryKind, FatBinary, flags};
 use crate::plan::Plan;
 
-/// The flag bits that say a payload is compressed (spec §4, "Flags").
+/// The flag bits that say a payload is compressed (docs/formats/cuda-fatbin.md §4, "Flags").
 const COMPRESSION_FLAGS: u64 = flags::LZ4 | flags::ZSTD | flags::COMPRESSED_UNKNOWN;
 
 /// The fat binary `fatbin` with only the entries `keep` marks, in file
@@ -65,7 +65,7 @@ pub fn with_entries<'a>(fatbin: &FatBinary<'a>, keep: &[bool]) -> Result<Plan<'a
 /// and `version` (major, minor) as the code version when given. The code
 /// is stored uncompressed: the compression flags and sizes are cleared.
 /// PTX gets its NUL back; the payload is zero-padded to a multiple of 8,
-/// as every producer writes it (spec §4, "Payload").
+/// as every producer writes it (docs/formats/cuda-fatbin.md §4, "Payload").
 pub fn replacement_entry(old: &Entry, code: &[u8], version: Option<(u16, u16)>) -> Vec<u8> {
     let mut payload = code.to_vec();
     if old.header.kind() == EntryKind::Ptx {

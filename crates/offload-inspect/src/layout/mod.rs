@@ -3,7 +3,7 @@
 //! point at it, with how each pointer is stored. `prune` rewrites from this
 //! map; `list`, `verify` and `check` can share it.
 //!
-//! Facts from `shared/reference/prune-spec.md` §1: one 24-byte record per
+//! Facts from `docs/formats/host-references.md` §1: one 24-byte record per
 //! translation unit (`HIPF`, version 1, pointer, reserved word); the HIP
 //! runtime reads only the pointer and the bundle header.
 
@@ -133,7 +133,7 @@ pub enum Target {
 /// Which fat binary section a map describes: HIP's `.hip_fatbin` with
 /// `HIPF` wrappers in `.hipFatBinSegment`, or CUDA's `.nv_fatbin` with
 /// `__fatBinC_Wrapper_t` records in `.nvFatBinSegment` (the same 24-byte
-/// shape: magic, version 1, pointer, one more word; prune-spec §2).
+/// shape: magic, version 1, pointer, one more word; docs/formats/host-references.md §2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FatbinSection {
     /// `.hip_fatbin`, clang offload bundles or compressed bundles.

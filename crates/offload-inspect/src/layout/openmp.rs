@@ -1,6 +1,6 @@
 //! The file map of an OpenMP offloading host binary (clang's new driver,
 //! ELF x86-64, linked): the OffloadBinaries of `.llvm.offloading` and the
-//! registration tables that point at them (prune-spec §2).
+//! registration tables that point at them (docs/formats/host-references.md §2).
 //!
 //! clang's offload wrapper emits, for the whole link:
 //!

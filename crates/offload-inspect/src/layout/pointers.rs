@@ -1,5 +1,5 @@
 //! Where the pointer word of each wrapper record gets its run-time value
-//! (prune-spec §1.2): a RELA relocation (`R_X86_64_RELATIVE`: the addend;
+//! (docs/formats/host-references.md §1.2): a RELA relocation (`R_X86_64_RELATIVE`: the addend;
 //! `R_X86_64_64`: a symbol's value plus the addend), a RELR bit (the word
 //! in place), or nothing (an absolute address, non-PIE executables).
 //! Relocatable objects carry `R_X86_64_64` against a symbol of

@@ -32,7 +32,7 @@ fn gnu_ld_rela_stores_the_address_twice() {
     two_units(&map);
     for w in &map.wrappers {
         assert_eq!(w.storage, Storage::Relative { addend: w.pointer });
-        // GNU ld writes the addend in place as well (prune-spec §1.2).
+        // GNU ld writes the addend in place as well (docs/formats/host-references.md §1.2).
         assert_eq!(word(&data, w.offset + 8), w.pointer);
     }
 }

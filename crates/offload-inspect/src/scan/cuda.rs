@@ -1,6 +1,6 @@
 //! CUDA fat binaries in the scan: the `.nv_fatbin` / `__nv_relfatbin`
 //! sections, standalone `.fatbin` files and lone cubins
-//! (`shared/reference/cuda-fatbin-spec.md`). Each fat binary is one unit;
+//! (`docs/formats/cuda-fatbin.md`). Each fat binary is one unit;
 //! each entry (and each child of a concatenated entry) one code object.
 //! Listing reads headers only, except the NUL search in stored PTX text and
 //! the ELF header tables of stored cubins; `verify` (deep) decodes every
@@ -311,7 +311,7 @@ impl Scanner<'_> {
     }
 
     /// `verify`: decodes the entry and checks what it holds against its
-    /// header (spec §10).
+    /// header (docs/formats/cuda-fatbin.md §10).
     fn deep_entry(&mut self, entry: &Entry, at: Option<u64>, loc: &Location) {
         let h = &entry.header;
         if h.codec().is_some() && h.payload_size != u64::from(h.compressed_size).div_ceil(8) * 8 {
@@ -383,7 +383,7 @@ impl Scanner<'_> {
 }
 
 impl Scanner<'_> {
-    /// Reads an object's `.nvFatBinSegment` records (spec §2): each must
+    /// Reads an object's `.nvFatBinSegment` records (docs/formats/cuda-fatbin.md §2): each must
     /// point at the start of a fat binary listed from this object (an
     /// error otherwise, as the runtime would register garbage). In an
     /// executable or shared library, fat binaries of `.nv_fatbin` that no

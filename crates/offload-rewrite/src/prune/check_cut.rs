@@ -1,4 +1,4 @@
-//! The check a cut output passes before it is written (prune-spec §6,
+//! The check a cut output passes before it is written (docs/formats/host-references.md §6,
 //! "Verification without a GPU", 1 and 2), read back from its own bytes:
 //! its map finds every fat binary at its planned offset and every wrapper
 //! leading to it; each rewritten fat binary holds exactly the kept entries

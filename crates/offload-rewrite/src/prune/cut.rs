@@ -1,4 +1,4 @@
-//! `prune --mode cut`: the file really shrinks (prune-spec §4 (b), §6.4).
+//! `prune --mode cut`: the file really shrinks (docs/formats/host-references.md §4 (b), §6.4).
 //! One cutter for every section kind: HIP's `.hip_fatbin`, a linked CUDA
 //! file's `.nv_fatbin` (the same wrapper records, magic `0x466243b1`) and
 //! OpenMP's `.llvm.offloading` (`openmp::cut` supplies its table words);

@@ -1,5 +1,5 @@
 //! `prune` in zero mode: drop the code objects of unwanted GPU targets from
-//! a HIP host binary without moving anything (prune-spec §4 (a), §6.3).
+//! a HIP host binary without moving anything (docs/formats/host-references.md §4 (a), §6.3).
 //!
 //! Each fat binary is rewritten at its own address, in its old extent:
 //! a bundle gets a new header and its kept payloads, laid out as LLVM's

@@ -1,5 +1,5 @@
 //! `prune` for OpenMP offloading programs and libraries (clang's new
-//! driver), zero mode: nothing moves (prune-spec §2, §6).
+//! driver), zero mode: nothing moves (docs/formats/host-references.md §2, §6).
 //!
 //! Dropping an image takes three edits: its record leaves the
 //! `__tgt_device_image` table (later records move down one slot: each

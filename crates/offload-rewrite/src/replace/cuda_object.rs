@@ -1,10 +1,10 @@
 //! Whether a new code object may take the place of an entry of a CUDA fat
 //! binary. The CUDA runtime picks an entry by its header (kind and SM,
-//! cuda-fatbin-spec §7) and then finds kernels and variables by the names
+//! docs/formats/cuda-fatbin.md §7) and then finds kernels and variables by the names
 //! the host registers, so:
 //!
 //! * a cubin entry takes a cubin (ELF, `EM_CUDA`) of the same class, for
-//!   the same SM (read from `e_flags` in either cubin ABI, spec §4 "The
+//!   the same SM (read from `e_flags` in either cubin ABI, docs/formats/cuda-fatbin.md §4 "The
 //!   cubin itself"), of the same ELF type (whole-program `ET_EXEC` or
 //!   relocatable `ET_REL`), with the same address size, defining every
 //!   kernel and variable (global `STT_FUNC`/`STT_OBJECT` symbol) the old
@@ -13,7 +13,7 @@
 //!   architecture (suffix included) and which declares every `.entry` the
 //!   old text declared.
 //!
-//! The suffix of `sm_90a` is not in a cubin's `e_flags` (spec §4), so only
+//! The suffix of `sm_90a` is not in a cubin's `e_flags` (docs/formats/cuda-fatbin.md §4), so only
 //! the number is compared for cubins; the entry header keeps its suffix.
 
 use super::ReplaceError;
@@ -109,7 +109,7 @@ fn check_cubin(id: &str, entry: &Entry, old: &[u8], new: &[u8]) -> Result<Checke
     let before = defined_symbols(&old_elf, &[STT_FUNC, STT_OBJECT]);
     let after = defined_symbols(&new_elf, &[STT_FUNC, STT_OBJECT]);
     missing(&before, &after)?;
-    // The entry's code version minor is the cubin ABI version (spec §4);
+    // The entry's code version minor is the cubin ABI version (docs/formats/cuda-fatbin.md §4);
     // it follows the new cubin where it followed the old one.
     let version = (entry.header.version_minor == u16::from(old_cubin.abi_version))
         .then_some((entry.header.version_major, u16::from(new_cubin.abi_version)));

@@ -1,6 +1,6 @@
 //! `replace`: put a new code object in place of one bundle entry of a HIP
 //! host binary (ELF x86-64 executable, shared library or object) or of a
-//! raw bundle file (prune-spec §6 "offload replace"), or of one entry of a
+//! raw bundle file (docs/formats/host-references.md §6.6), or of one entry of a
 //! CUDA fat binary (`.nv_fatbin`/`__nv_relfatbin`
 //! sections and `.fatbin` files), or of one OpenMP image of
 //! `.llvm.offloading` ([`openmp`]).
@@ -17,7 +17,7 @@
 //! Where the result fits the old extent it is written in place and the
 //! slack zeroed; otherwise `.hip_fatbin` (or a linked file's `.nv_fatbin`)
 //! moves to a new PT_LOAD at the end of the file with the program header
-//! table (prune-spec §4 (c)), see [`segment`]. [`verify`] re-reads the output before it is written.
+//! table (docs/formats/host-references.md §4 (c)), see [`segment`]. [`verify`] re-reads the output before it is written.
 
 mod archive;
 mod check;

@@ -1,6 +1,6 @@
 //! Whether a new code object may take an entry's place. The HIP runtime
 //! picks an entry by its ID (for `hip-` IDs by the code object's `e_flags`,
-//! prune-spec §1.4) and then finds kernels and variables by the names the
+//! docs/formats/host-references.md §1.4) and then finds kernels and variables by the names the
 //! host registers, so the new object must be an AMDGPU ELF for exactly the
 //! entry's target and define every kernel descriptor (`NAME.kd`) and
 //! global variable the old object defined.

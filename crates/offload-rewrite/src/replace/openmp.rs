@@ -1,7 +1,7 @@
 //! `replace` for OpenMP offloading programs and libraries (clang's new
 //! driver, linked ELF x86-64): one device image of `.llvm.offloading`,
 //! registered through the `__tgt_device_image` tables the OpenMP file map
-//! reads (prune-spec §2).
+//! reads (docs/formats/host-references.md §2).
 //!
 //! An image is named by its `offload list` ID (`x86_64-pc-linux-gnu-`,
 //! `amdgcn-amd-amdhsa-gfx90a`), its triple, or its target ID (`gfx90a`);

@@ -5,7 +5,7 @@
 //! bundle ends). A compressed bundle is decompressed (hash checked),
 //! rebuilt and recompressed with its own method and format version
 //! (version 1 becomes 2: the runtime needs the total size), zstd level 3
-//! with long-distance matching, LLVM's default (prune-spec §5).
+//! with long-distance matching, LLVM's default (docs/formats/host-references.md §5).
 //!
 //! `prune`'s own rebuilder (`prune/rebuild.rs`) runs many units in
 //! parallel with reused buffers and only drops entries; one unit with a

@@ -1,7 +1,7 @@
 //! Moving a linked file's fat binary section (HIP's `.hip_fatbin` or
 //! CUDA's `.nv_fatbin`, whichever the file map describes) to a new PT_LOAD
 //! at the end of the file when a rebuilt fat binary outgrows its place
-//! (prune-spec §4 (c)). One mover for both: the two differ only in the
+//! (docs/formats/host-references.md §4 (c)). One mover for both: the two differ only in the
 //! section names and the wrapper magic, which the map already carries.
 //!
 //! The whole section moves, not only the fat binary that grew: every tool
@@ -12,7 +12,7 @@
 //! table (one entry longer) followed by the section; it starts at a file
 //! offset `o` and address `o + (p_vaddr - p_offset of the first PT_LOAD)`,
 //! above every segment, so that kernels that compute `AT_PHDR` from
-//! `e_phoff` (prune-spec §7) still find the table. Then every reference is
+//! `e_phoff` (docs/formats/host-references.md §7) still find the table. Then every reference is
 //! redirected: the wrapper pointers by the file map's one pointer writer
 //! (`FileMap::pointer_edits`: `R_X86_64_RELATIVE` addends and GNU ld's
 //! copies in place, RELR and absolute words, symbol values), and the

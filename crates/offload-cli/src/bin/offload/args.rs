@@ -86,7 +86,7 @@ pub enum Mode {
 pub enum Sub {
     /// One row per code object (headers only)
     List {
-        /// Machine-readable output (schema in the README)
+        /// Machine-readable output (schema in docs/reference/json.md)
         #[arg(long)]
         json: bool,
         /// Add a URI column: each code object's ROCm code-object URI (always in --json)
@@ -103,7 +103,7 @@ pub enum Sub {
         /// The runtime that loads the code [default: cuda for an NVIDIA GPU, else hip]
         #[arg(long, value_enum)]
         kind: Option<Kind>,
-        /// Machine-readable output (schema in the README)
+        /// Machine-readable output (schema in docs/reference/json.md)
         #[arg(long)]
         json: bool,
         /// Add a URI column: each code object's ROCm code-object URI (always in --json)
@@ -117,7 +117,7 @@ pub enum Sub {
     Extract(ExtractArgs),
     /// Deep structural check of every payload
     Verify {
-        /// Machine-readable output (schema in the README)
+        /// Machine-readable output (schema in docs/reference/json.md)
         #[arg(long)]
         json: bool,
         /// Files, packages or folders (- for standard input)
@@ -133,7 +133,7 @@ pub enum Sub {
         /// Read sysfs under DIR instead of / (default: $OFFLOAD_SYSFS_ROOT, read by the command)
         #[arg(long, value_name = "DIR")]
         sysfs_root: Option<std::path::PathBuf>,
-        /// Machine-readable output (schema in the README)
+        /// Machine-readable output (schema in docs/reference/json.md)
         #[arg(long)]
         json: bool,
     },
@@ -142,7 +142,7 @@ pub enum Sub {
         /// Targets prune would keep (comma-separated, repeatable)
         #[arg(long, value_name = "T[,T...]", value_delimiter = ',')]
         keep: Vec<String>,
-        /// Machine-readable output (schema in the README)
+        /// Machine-readable output (schema in docs/reference/json.md)
         #[arg(long)]
         json: bool,
         /// Files, packages or folders
@@ -151,7 +151,7 @@ pub enum Sub {
     },
     /// Code objects added, removed and changed from A to B (exit 0 identical, 1 different)
     Diff {
-        /// Machine-readable output (schema in the README)
+        /// Machine-readable output (schema in docs/reference/json.md)
         #[arg(long)]
         json: bool,
         /// The old file, package or folder
@@ -200,7 +200,7 @@ pub struct ExtractArgs {
     /// Where to write [default: .]
     #[arg(long, value_name = "DIR")]
     output_dir: Option<String>,
-    /// Machine-readable output (schema in the README)
+    /// Machine-readable output (schema in docs/reference/json.md)
     #[arg(long)]
     json: bool,
     /// A file, package or folder (- for standard input) with filters; or,
@@ -209,7 +209,7 @@ pub struct ExtractArgs {
     files: Vec<String>,
 }
 
-/// `offload check`'s options (README: offload check).
+/// `offload check`'s options (docs/guide/checking.md).
 #[derive(Args, Clone, Debug, PartialEq, Eq)]
 pub struct CheckArgs {
     /// A GPU to check for (repeatable) [default: every GPU of this machine]
@@ -227,7 +227,7 @@ pub struct CheckArgs {
     /// List every file checked (fat, standalone and host-only), not only the failures
     #[arg(short, long)]
     pub verbose: bool,
-    /// Machine-readable output (schema in the README)
+    /// Machine-readable output (schema in docs/reference/json.md)
     #[arg(long)]
     pub json: bool,
     /// Programs, libraries, code objects, packages or folders
@@ -242,7 +242,7 @@ pub struct RewriteOutput {
     /// Check and report what would change; write nothing
     #[arg(long)]
     dry_run: bool,
-    /// Machine-readable report (schema in the README)
+    /// Machine-readable report (schema in docs/guide/pruning.md)
     #[arg(long)]
     json: bool,
     /// Skip re-reading the output before it replaces anything

@@ -54,7 +54,7 @@ impl Checked {
     }
 }
 
-/// `--json`'s output (README: offload check).
+/// `--json`'s output (docs/guide/checking.md).
 #[derive(Serialize)]
 struct Report {
     gpus: Vec<String>,

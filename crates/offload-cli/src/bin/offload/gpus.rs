@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 /// does not.
 const ROOT_VAR: &str = "OFFLOAD_SYSFS_ROOT";
 
-/// `--json`'s output (README: offload gpus).
+/// `--json`'s output (docs/guide/gpus.md).
 #[derive(Serialize)]
 struct Report<'a> {
     gpus: Vec<GpuRecord<'a>>,
