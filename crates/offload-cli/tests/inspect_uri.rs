@@ -1,5 +1,6 @@
 //! Code-object URIs: the `uri` key of `list`/`select`/`extract --json`, the
-//! `--uri` column, and `offload extract URI...` (docs/reference/uris.md). Runs on the checked-in fixtures, without LLVM.
+//! `--uri` column, and `offload extract URI...` (docs/reference/uris.md).
+//! Runs on the checked-in fixtures, without LLVM.
 
 mod common;
 mod inspect_support;
