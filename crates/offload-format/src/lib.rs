@@ -16,7 +16,7 @@
 //!   files) and cubins: [`cuda`].
 //! * The module `clang-offload-wrapper` writes: [`wrapper`].
 //!
-//! The building blocks: [`elf`], [`coff`] and [`bitcode`] (the object and
+//! The building blocks: [`bytes`] (fields read at checked offsets), [`elf`], [`coff`] and [`bitcode`] (the object and
 //! bitcode readers), [`target_id`], [`offload_arch`], [`amdgpu`] and
 //! [`triple`] (names of targets and processors), [`llvm_hash`] and
 //! [`string_map`] (LLVM's hash tables), and [`plan`] (outputs described as
@@ -35,6 +35,7 @@ pub mod amdgpu;
 pub mod bitcode;
 pub mod bundle;
 pub mod bundler;
+pub mod bytes;
 pub mod coff;
 pub mod cuda;
 pub mod elf;

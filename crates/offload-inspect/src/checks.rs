@@ -6,6 +6,7 @@
 use super::elf_flags::{self, Setting};
 use super::id::{canonical_target_id, split_entry_id, unknown_processor};
 use super::{Diagnostic, Location, Severity};
+use offload_format::bytes::u64_le;
 use offload_format::offload_binary::OffloadBinary;
 use offload_format::target_id::{BundleEntryId, find_conflicting_targets};
 use offload_format::triple::Triple;
@@ -19,11 +20,6 @@ pub(crate) fn at(offset: Option<u64>) -> String {
 pub(crate) fn slice(data: &[u8], start: u64, len: u64) -> Option<&[u8]> {
     let s = usize::try_from(start).ok()?;
     data.get(s..s.checked_add(usize::try_from(len).ok()?)?)
-}
-
-fn u64_at(d: &[u8], at: usize) -> Option<u64> {
-    let b = d.get(at..at.checked_add(8)?)?;
-    Some(u64::from_le_bytes(b.try_into().ok()?))
 }
 
 /// One entry of a bundle's table.
@@ -72,7 +68,7 @@ pub(crate) struct ParsedBundle<'d> {
 pub(crate) fn read_bundle(data: &[u8]) -> ParsedBundle<'_> {
     let mut out = ParsedBundle::default();
     let len = data.len() as u64;
-    let Some(count) = u64_at(data, 24) else {
+    let Some(count) = u64_le(data, 24) else {
         out.problem = Some(Problem { offset: 24, message: "the entry count is cut off".into() });
         return out;
     };
@@ -80,7 +76,7 @@ pub(crate) fn read_bundle(data: &[u8]) -> ParsedBundle<'_> {
     let mut end = 32u64;
     for index in 0..count {
         let record = pos as u64;
-        let fields = (u64_at(data, pos), u64_at(data, pos + 8), u64_at(data, pos + 16));
+        let fields = (u64_le(data, pos), u64_le(data, pos + 8), u64_le(data, pos + 16));
         let (Some(start), Some(size), Some(id_len)) = fields else {
             out.problem = Some(Problem {
                 offset: record,
@@ -414,7 +410,7 @@ mod tests {
         assert!(out.iter().any(|d| d.message.contains("more than once")), "{out:?}");
         // Make entry 1 overlap entry 0.
         let second = 32 + 24 + 29;
-        let first_payload = u64_at(&b, 32).unwrap();
+        let first_payload = u64_le(&b, 32).unwrap();
         b[second..second + 8].copy_from_slice(&(first_payload + 1).to_le_bytes());
         let p = read_bundle(&b);
         let mut out = Vec::new();

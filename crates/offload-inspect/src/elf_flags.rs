@@ -7,8 +7,7 @@
 //! ([`offload_format::amdgpu`]), so code objects for GPUs newer than LLVM 19
 //! (gfx950, gfx1250, ...) are recognised.
 
-/// `EM_AMDGPU`.
-pub const EM_AMDGPU: u16 = 224;
+pub use offload_format::elf::EM_AMDGPU;
 /// `ELFOSABI_AMDGPU_HSA`.
 const ELFOSABI_AMDGPU_HSA: u8 = 64;
 

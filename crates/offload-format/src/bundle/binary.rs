@@ -10,6 +10,7 @@
 //! All integers are little-endian.
 
 use super::BundleError;
+use crate::bytes::u64_le;
 use crate::plan::Plan;
 use std::num::NonZeroU64;
 
@@ -33,12 +34,6 @@ pub struct BinaryEntry<'a> {
 /// Whether `data` starts with the binary bundle magic.
 pub fn has_magic(data: &[u8]) -> bool {
     data.starts_with(MAGIC)
-}
-
-fn read_u64(data: &[u8], at: u64) -> Option<u64> {
-    let at = usize::try_from(at).ok()?;
-    let bytes = data.get(at..at.checked_add(8)?)?;
-    Some(u64::from_le_bytes(bytes.try_into().ok()?))
 }
 
 /// One record of the entry table: an ID and where its payload lies.
@@ -83,7 +78,7 @@ pub fn read_table(prefix: &[u8], total_len: u64) -> Result<Table<'_>, BundleErro
     let missing = |what: &'static str, offset: u64, end: u64| {
         if end <= len && have < len { Ok(Table::Incomplete) } else { Err(BundleError::Truncated { what, offset, len }) }
     };
-    let Some(count) = read_u64(prefix, 24) else { return missing("entry count", 24, 32) };
+    let Some(count) = u64_le(prefix, 24) else { return missing("entry count", 24, 32) };
     // Every record takes at least 24 bytes, which bounds a lying count.
     let plausible = (len.saturating_sub(32) / ENTRY_FIXED).min(count);
     let mut entries = Vec::with_capacity(usize::try_from(plausible.min(1 << 16)).unwrap_or(0));
@@ -91,7 +86,7 @@ pub fn read_table(prefix: &[u8], total_len: u64) -> Result<Table<'_>, BundleErro
     for index in 0..count {
         let record = pos;
         let (Some(offset), Some(size), Some(id_len)) =
-            (read_u64(prefix, pos), read_u64(prefix, pos + 8), read_u64(prefix, pos + 16))
+            (u64_le(prefix, pos), u64_le(prefix, pos + 8), u64_le(prefix, pos + 16))
         else {
             return missing("entry record", record, record + ENTRY_FIXED);
         };
@@ -207,7 +202,7 @@ mod tests {
         assert_eq!(bytes.len(), 0xd4);
         assert_eq!(&bytes[0xc0..0xc8], b"HOSTDATA");
         assert_eq!(&bytes[0xc8..0xcc], b"DEV1");
-        assert_eq!(read_u64(&bytes, 0x20), Some(0xc0));
+        assert_eq!(u64_le(&bytes, 0x20), Some(0xc0));
         let back = read(&bytes).unwrap().unwrap();
         assert_eq!(back.len(), 3);
         for (e, (id, payload)) in back.iter().zip(entries) {
@@ -222,7 +217,7 @@ mod tests {
             [(b"hip-amdgcn-amd-amdhsa--gfx906", b"A"), (b"hip-amdgcn-amd-amdhsa--gfx908", b"B")];
         let bytes = write(&entries, nz(16)).to_vec();
         // Header ends at 0x8a; payloads go to 0x90 and 0xa0.
-        assert_eq!(read_u64(&bytes, 32), Some(0x90));
+        assert_eq!(u64_le(&bytes, 32), Some(0x90));
         assert_eq!(bytes[0x90], b'A');
         assert_eq!(bytes[0xa0], b'B');
         assert!(bytes[0x8a..0x90].iter().all(|&b| b == 0));

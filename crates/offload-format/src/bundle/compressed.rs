@@ -17,6 +17,7 @@
 //! with `.hip_fatbin` sections) are walked by that field, never by searching
 //! for the magic, which can occur inside compressed data.
 
+use crate::bytes;
 use md5::{Digest, Md5};
 use std::io::Read;
 
@@ -155,16 +156,15 @@ pub struct Blob<'a> {
     pub len: usize,
 }
 
+// Header fields, read after `parse_header` has checked the header's length.
 fn u16_at(d: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([d[at], d[at + 1]])
+    bytes::u16_le(d, at).unwrap_or(0)
 }
 fn u32_at(d: &[u8], at: usize) -> u64 {
-    u64::from(u32::from_le_bytes([d[at], d[at + 1], d[at + 2], d[at + 3]]))
+    bytes::u32_le(d, at).map_or(0, u64::from)
 }
 fn u64_at(d: &[u8], at: usize) -> u64 {
-    let mut b = [0u8; 8];
-    b.copy_from_slice(&d[at..at + 8]);
-    u64::from_le_bytes(b)
+    bytes::u64_le(d, at).unwrap_or(0)
 }
 
 /// Whether LLVM 19 would treat `data` as a compressed bundle: at least a v1

@@ -16,6 +16,7 @@
 //! Big objects (`/bigobj`), PE images and sections with more than 65534
 //! relocations are refused.
 
+use crate::bytes::{u16_le, u32_le};
 use crate::elf::NewSection;
 use crate::plan::Plan;
 use std::borrow::Cow;
@@ -51,12 +52,6 @@ const CLASS_STATIC: u8 = 3;
 const CLASS_WEAK_EXTERNAL: u8 = 105;
 const SELECT_ASSOCIATIVE: u8 = 5;
 
-fn u16_at(d: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(d.get(at..at.checked_add(2)?)?.try_into().ok()?))
-}
-fn u32_at(d: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(d.get(at..at.checked_add(4)?)?.try_into().ok()?))
-}
 fn put_u16(b: &mut [u8], at: usize, v: u16) {
     b[at..at + 2].copy_from_slice(&v.to_le_bytes());
 }
@@ -143,13 +138,13 @@ impl<'a> Model<'a> {
     fn read(data: &'a [u8]) -> Result<Model<'a>, CoffError> {
         let header: [u8; HEADER] =
             data.get(..HEADER).and_then(|h| h.try_into().ok()).ok_or_else(|| malformed("truncated file header"))?;
-        if u16_at(&header, 0) == Some(0) && u16_at(&header, 2) == Some(0xffff) {
+        if u16_le(&header, 0) == Some(0) && u16_le(&header, 2) == Some(0xffff) {
             return Err(CoffError::Unsupported("big objects (/bigobj)".into()));
         }
-        let nsec = u16_at(&header, 2).unwrap_or(0) as usize;
-        let symptr = u32_at(&header, 8).unwrap_or(0) as usize;
-        let nsym = u32_at(&header, 12).unwrap_or(0) as usize;
-        if u16_at(&header, 16) != Some(0) {
+        let nsec = u16_le(&header, 2).unwrap_or(0) as usize;
+        let symptr = u32_le(&header, 8).unwrap_or(0) as usize;
+        let nsym = u32_le(&header, 12).unwrap_or(0) as usize;
+        if u16_le(&header, 16) != Some(0) {
             return Err(CoffError::Unsupported("PE images (an optional header is present)".into()));
         }
         let table_end = HEADER + nsec * SECTION;
@@ -165,7 +160,7 @@ impl<'a> Model<'a> {
             let end = nsym.checked_mul(SYMBOL).and_then(|n| n.checked_add(symptr)).filter(|&e| e <= data.len());
             let end = end
                 .ok_or_else(|| malformed(format!("the symbol table ({nsym} records) runs past the end of the file")))?;
-            let size = (u32_at(data, end).unwrap_or(4) as usize).max(4);
+            let size = (u32_le(data, end).unwrap_or(4) as usize).max(4);
             let strings = match data.get(end..end.saturating_add(size)) {
                 Some(strings) => strings,
                 // No symbols and nothing after them: no string table either.
@@ -196,27 +191,27 @@ impl<'a> Model<'a> {
             } else {
                 short_name(raw_name)
             };
-            let size = u32_at(&header, 16).unwrap_or(0) as usize;
-            let ptr = u32_at(&header, 20).unwrap_or(0) as usize;
+            let size = u32_le(&header, 16).unwrap_or(0) as usize;
+            let ptr = u32_le(&header, 20).unwrap_or(0) as usize;
             let contents = if ptr == 0 {
                 &[][..]
             } else {
                 data.get(ptr..ptr.saturating_add(size))
                     .ok_or_else(|| malformed(format!("{}: raw data past the end of the file", what())))?
             };
-            let characteristics = u32_at(&header, 36).unwrap_or(0);
-            let nrel = u16_at(&header, 32).unwrap_or(0) as usize;
+            let characteristics = u32_le(&header, 36).unwrap_or(0);
+            let nrel = u16_le(&header, 32).unwrap_or(0) as usize;
             if characteristics & IMAGE_SCN_LNK_NRELOC_OVFL != 0 && nrel == 0xffff {
                 return Err(CoffError::Unsupported(format!("{}: more than 65534 relocations", what())));
             }
-            let rptr = u32_at(&header, 24).unwrap_or(0) as usize;
+            let rptr = u32_le(&header, 24).unwrap_or(0) as usize;
             let rdata = data
                 .get(rptr..rptr.saturating_add(nrel * RELOC))
                 .filter(|_| nrel == 0 || rptr != 0)
                 .ok_or_else(|| malformed(format!("{}: relocations past the end of the file", what())))?;
             let relocs = rdata
                 .chunks_exact(RELOC)
-                .map(|r| (u32_at(r, 0).unwrap_or(0), u32_at(r, 4).unwrap_or(0) as usize, u16_at(r, 8).unwrap_or(0)))
+                .map(|r| (u32_le(r, 0).unwrap_or(0), u32_le(r, 4).unwrap_or(0) as usize, u16_le(r, 8).unwrap_or(0)))
                 .collect();
             sections.push(Section { id: i + 1, name: Cow::Borrowed(name), header, contents, relocs });
         }
@@ -230,11 +225,11 @@ impl<'a> Model<'a> {
                 .get((k + 1) * SYMBOL..(k + 1 + naux) * SYMBOL)
                 .ok_or_else(|| malformed(format!("symbol {k}: auxiliary records past the symbol table")))?;
             let name = if record[..4] == [0; 4] {
-                long(u32_at(&record, 4).unwrap_or(0), &|| format!("symbol {k}"))?
+                long(u32_le(&record, 4).unwrap_or(0), &|| format!("symbol {k}"))?
             } else {
                 short_name(&symbols_raw[k * SYMBOL..k * SYMBOL + 8])
             };
-            let section = i32::from(u16_at(&record, 12).unwrap_or(0) as i16);
+            let section = i32::from(u16_le(&record, 12).unwrap_or(0) as i16);
             if section > nsec as i32 {
                 return Err(malformed(format!("symbol {k} refers to section {section}")));
             }
@@ -242,10 +237,10 @@ impl<'a> Model<'a> {
             let mut associative = None;
             let mut weak_target = None;
             if class == CLASS_STATIC && naux == 1 && section > 0 && aux[14] == SELECT_ASSOCIATIVE {
-                associative = Some(u16_at(aux, 12).unwrap_or(0) as usize);
+                associative = Some(u16_le(aux, 12).unwrap_or(0) as usize);
             }
             if class == CLASS_WEAK_EXTERNAL && naux >= 1 {
-                weak_target = Some(u32_at(aux, 0).unwrap_or(0) as usize);
+                weak_target = Some(u32_le(aux, 0).unwrap_or(0) as usize);
             }
             symbols.push(Symbol { id: k, name, record, aux: aux.to_vec(), section, associative, weak_target });
             k += 1 + naux;
@@ -273,7 +268,7 @@ impl<'a> Model<'a> {
             let (va, vsize) = self
                 .sections
                 .last()
-                .map(|l| (u32_at(&l.header, 12).unwrap_or(0), u32_at(&l.header, 8).unwrap_or(0)))
+                .map(|l| (u32_le(&l.header, 12).unwrap_or(0), u32_le(&l.header, 8).unwrap_or(0)))
                 .unwrap_or((0, 0));
             let mut header = [0u8; SECTION];
             let size = s.data.len() as u32;
@@ -384,10 +379,10 @@ impl<'a> Model<'a> {
             } else {
                 h[..s.name.len()].copy_from_slice(&s.name);
             }
-            let raw_size = u64::from(u32_at(&h, 16).unwrap_or(0));
+            let raw_size = u64::from(u32_le(&h, 16).unwrap_or(0));
             put_u32(&mut h, 20, if raw_size > 0 { pos as u32 } else { 0 });
             if raw_size > 0 {
-                let fill = if u32_at(&h, 36).unwrap_or(0) & IMAGE_SCN_CNT_CODE != 0 { 0xcc } else { 0 };
+                let fill = if u32_le(&h, 36).unwrap_or(0) & IMAGE_SCN_CNT_CODE != 0 { 0xcc } else { 0 };
                 body.push((Cow::Borrowed(&s.contents[..s.contents.len().min(raw_size as usize)]), raw_size, fill));
             }
             pos += raw_size;
@@ -480,7 +475,7 @@ mod tests {
         )
         .unwrap()
         .to_vec();
-        assert_eq!(u32_at(&fat, 12), Some(0), "no symbols");
+        assert_eq!(u32_le(&fat, 12), Some(0), "no symbols");
         let extracted = rewrite(&fat, &|name| name.starts_with(b"__CLANG_OFFLOAD_BUNDLE__"), Vec::new()).unwrap();
         let mut llvm19 = vec![0u8; 80];
         llvm19[..4].copy_from_slice(&[0x4c, 0x01, 0x01, 0x00]);

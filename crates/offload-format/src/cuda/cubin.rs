@@ -2,7 +2,8 @@
 //! fat binary reader needs: where it ends and which SM it is for (docs/formats/cuda-fatbin.md §4,
 //! "The cubin itself").
 
-use super::{EM_CUDA, u16_at, u32_at, u64_at};
+use super::EM_CUDA;
+use crate::bytes::{u16_le, u32_le, u64_le};
 
 /// What a cubin's ELF header says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,10 +25,10 @@ impl Cubin {
             return None;
         }
         Some(Cubin {
-            elf_type: u16_at(data, 16)?,
+            elf_type: u16_le(data, 16)?,
             osabi: *data.get(7)?,
             abi_version: *data.get(8)?,
-            elf_flags: u32_at(data, 48)?,
+            elf_flags: u32_le(data, 48)?,
         })
     }
 
@@ -40,7 +41,7 @@ impl Cubin {
 
 /// Whether `data` starts like a 64-bit little-endian cubin.
 pub fn is_cubin(data: &[u8]) -> bool {
-    data.starts_with(b"\x7fELF\x02\x01") && u16_at(data, 18) == Some(EM_CUDA)
+    data.starts_with(b"\x7fELF\x02\x01") && u16_le(data, 18) == Some(EM_CUDA)
 }
 
 /// The ELF's own extent: the furthest end of its section header table,
@@ -53,12 +54,12 @@ pub fn cubin_extent(data: &[u8]) -> Option<u64> {
         return None;
     }
     let len = data.len() as u64;
-    let phoff = u64_at(data, 32)?;
-    let shoff = u64_at(data, 40)?;
-    let phentsize = u64::from(u16_at(data, 54)?);
-    let phnum = u64::from(u16_at(data, 56)?);
-    let shentsize = u64::from(u16_at(data, 58)?);
-    let mut shnum = u64::from(u16_at(data, 60)?);
+    let phoff = u64_le(data, 32)?;
+    let shoff = u64_le(data, 40)?;
+    let phentsize = u64::from(u16_le(data, 54)?);
+    let phnum = u64::from(u16_le(data, 56)?);
+    let shentsize = u64::from(u16_le(data, 58)?);
+    let mut shnum = u64::from(u16_le(data, 60)?);
     // Entry sizes below the ELF64 minimum would let a huge count pass the
     // bounds check below (and the loops run that long).
     if (phoff != 0 && phentsize < 56) || (shoff != 0 && shentsize < 64) {
@@ -68,17 +69,17 @@ pub fn cubin_extent(data: &[u8]) -> Option<u64> {
     if shoff != 0 {
         if shnum == 0 {
             // More than 0xff00 sections: the count is in section 0's size.
-            shnum = u64_at(data, usize::try_from(shoff.checked_add(32)?).ok()?)?;
+            shnum = u64_le(data, usize::try_from(shoff.checked_add(32)?).ok()?)?;
         }
         let table = shnum.checked_mul(shentsize).and_then(|n| n.checked_add(shoff)).filter(|&e| e <= len)?;
         end = end.max(table);
         for i in 0..shnum {
             let at = usize::try_from(shoff + i * shentsize).ok()?;
-            const SHT_NOBITS: u32 = 8;
-            if u32_at(data, at + 4)? == SHT_NOBITS {
+            use crate::elf::SHT_NOBITS;
+            if u32_le(data, at + 4)? == SHT_NOBITS {
                 continue;
             }
-            let section_end = u64_at(data, at + 24)?.checked_add(u64_at(data, at + 32)?)?;
+            let section_end = u64_le(data, at + 24)?.checked_add(u64_le(data, at + 32)?)?;
             end = end.max(section_end);
         }
     }
@@ -87,7 +88,7 @@ pub fn cubin_extent(data: &[u8]) -> Option<u64> {
         end = end.max(table);
         for i in 0..phnum {
             let at = usize::try_from(phoff + i * phentsize).ok()?;
-            let segment_end = u64_at(data, at + 8)?.checked_add(u64_at(data, at + 32)?)?;
+            let segment_end = u64_le(data, at + 8)?.checked_add(u64_le(data, at + 32)?)?;
             end = end.max(segment_end);
         }
     }

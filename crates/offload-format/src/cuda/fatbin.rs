@@ -1,9 +1,9 @@
 //! Fat binary and entry headers (docs/formats/cuda-fatbin.md §3–§5).
 
 use super::{
-    Arch, Codec, CudaError, ENTRY_HEADER_SIZE, EntryKind, FATBIN_HEADER_SIZE, FATBIN_MAGIC, FATBIN_MAGIC_BYTES, u16_at,
-    u32_at, u64_at,
+    Arch, Codec, CudaError, ENTRY_HEADER_SIZE, EntryKind, FATBIN_HEADER_SIZE, FATBIN_MAGIC, FATBIN_MAGIC_BYTES,
 };
+use crate::bytes::{u16_le, u32_le, u64_le};
 
 /// One fat binary: its header and the bytes of its entries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,13 +23,13 @@ impl<'a> FatBinary<'a> {
     /// lie wholly inside `data`.
     pub fn parse(data: &'a [u8], at: usize) -> Result<FatBinary<'a>, CudaError> {
         let short = || CudaError::ShortHeader { at, needed: FATBIN_HEADER_SIZE, available: data.len() };
-        let magic = u32_at(data, 0).ok_or_else(short)?;
+        let magic = u32_le(data, 0).ok_or_else(short)?;
         if magic != FATBIN_MAGIC {
             return Err(CudaError::BadMagic { at, found: magic });
         }
-        let version = u16_at(data, 4).ok_or_else(short)?;
-        let header_size = u16_at(data, 6).ok_or_else(short)?;
-        let fat_size = u64_at(data, 8).ok_or_else(short)?;
+        let version = u16_le(data, 4).ok_or_else(short)?;
+        let header_size = u16_le(data, 6).ok_or_else(short)?;
+        let fat_size = u64_le(data, 8).ok_or_else(short)?;
         if usize::from(header_size) < FATBIN_HEADER_SIZE {
             return Err(CudaError::BadHeaderSize { at, size: header_size });
         }
@@ -104,7 +104,7 @@ pub fn fat_binaries(data: &[u8]) -> impl Iterator<Item = Result<(usize, FatBinar
         let rest = &data[pos..];
         if !rest.starts_with(&FATBIN_MAGIC_BYTES) && rest.len() >= 4 {
             done = true;
-            let found = u32_at(rest, 0).unwrap_or(0);
+            let found = u32_le(rest, 0).unwrap_or(0);
             return Some(Err(CudaError::BadMagic { at: pos, found }));
         }
         match FatBinary::parse(rest, pos) {
@@ -159,19 +159,19 @@ impl EntryHeader {
     /// Reads the 64 bytes at the start of `data`.
     pub fn parse(data: &[u8]) -> Option<EntryHeader> {
         Some(EntryHeader {
-            kind: u16_at(data, 0)?,
-            header_size: u32_at(data, 4)?,
-            payload_size: u64_at(data, 8)?,
-            compressed_size: u32_at(data, 0x10)?,
-            options_offset: u32_at(data, 0x14)?,
-            version_minor: u16_at(data, 0x18)?,
-            version_major: u16_at(data, 0x1a)?,
-            arch: u32_at(data, 0x1c)?,
-            identifier_offset: u32_at(data, 0x20)?,
-            identifier_len: u32_at(data, 0x24)?,
-            flags: u64_at(data, 0x28)?,
-            key: u64_at(data, 0x30)?,
-            uncompressed_size: u64_at(data, 0x38)?,
+            kind: u16_le(data, 0)?,
+            header_size: u32_le(data, 4)?,
+            payload_size: u64_le(data, 8)?,
+            compressed_size: u32_le(data, 0x10)?,
+            options_offset: u32_le(data, 0x14)?,
+            version_minor: u16_le(data, 0x18)?,
+            version_major: u16_le(data, 0x1a)?,
+            arch: u32_le(data, 0x1c)?,
+            identifier_offset: u32_le(data, 0x20)?,
+            identifier_len: u32_le(data, 0x24)?,
+            flags: u64_le(data, 0x28)?,
+            key: u64_le(data, 0x30)?,
+            uncompressed_size: u64_le(data, 0x38)?,
         })
     }
 
@@ -255,7 +255,7 @@ impl<'a> Entry<'a> {
         let at = usize::try_from(self.header.options_offset).unwrap_or(usize::MAX);
         let outside = CudaError::StringOutsideHeader { at: self.offset, what: "the options block" };
         let (off, len) =
-            u32_at(self.raw_header, at).zip(u32_at(self.raw_header, at.saturating_add(4))).ok_or(outside)?;
+            u32_le(self.raw_header, at).zip(u32_le(self.raw_header, at.saturating_add(4))).ok_or(outside)?;
         if off == 0 {
             return Ok(None);
         }
@@ -267,7 +267,7 @@ impl<'a> Entry<'a> {
     pub fn children(&self) -> Result<Vec<Child>, CudaError> {
         let bad = |problem: String| CudaError::BadConcat { at: self.offset, problem };
         let table = usize::try_from(self.header.options_offset).map_err(|_| bad("table offset".into()))?;
-        let count = u32_at(self.raw_header, table).ok_or_else(|| bad("the table lies outside the header".into()))?;
+        let count = u32_le(self.raw_header, table).ok_or_else(|| bad("the table lies outside the header".into()))?;
         let count = usize::try_from(count).map_err(|_| bad("child count".into()))?;
         let first = table.checked_add(8).ok_or_else(|| bad("table offset".into()))?;
         // The count is checked against the header bytes before anything is

@@ -41,7 +41,7 @@ pub const FATBIN_HEADER_SIZE: usize = 16;
 /// entry's child header.
 pub const ENTRY_HEADER_SIZE: usize = 64;
 /// `e_machine` of a cubin (EM_CUDA).
-pub const EM_CUDA: u16 = 190;
+pub use crate::elf::EM_CUDA;
 
 /// Entry flag bits (docs/formats/cuda-fatbin.md §4, "Flags").
 pub mod flags {
@@ -343,18 +343,6 @@ pub enum CudaError {
         /// Bytes available there.
         available: usize,
     },
-}
-
-fn u16_at(data: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(data.get(at..at.checked_add(2)?)?.try_into().ok()?))
-}
-
-fn u32_at(data: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(data.get(at..at.checked_add(4)?)?.try_into().ok()?))
-}
-
-fn u64_at(data: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(data.get(at..at.checked_add(8)?)?.try_into().ok()?))
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 //! In relocatable objects the address is 0 and a relocation supplies it;
 //! in executables and shared libraries it is the link-time address.
 
-use super::{u32_at, u64_at};
+use crate::bytes::{u32_le, u64_le};
 
 /// Magic of a registration record (`b1 43 62 46` on disk).
 pub const WRAPPER_MAGIC: u32 = 0x4662_43B1;
@@ -44,6 +44,6 @@ impl Wrapper {
 /// a record are ignored (the count is the section's size, nothing else).
 pub fn wrappers(section: &[u8]) -> impl Iterator<Item = Wrapper> + '_ {
     section.chunks_exact(WRAPPER_SIZE).enumerate().filter_map(|(i, r)| {
-        Some(Wrapper { offset: i * WRAPPER_SIZE, magic: u32_at(r, 0)?, version: u32_at(r, 4)?, address: u64_at(r, 8)? })
+        Some(Wrapper { offset: i * WRAPPER_SIZE, magic: u32_le(r, 0)?, version: u32_le(r, 4)?, address: u64_le(r, 8)? })
     })
 }

@@ -11,6 +11,7 @@
 mod codec;
 mod model;
 pub mod rewrite;
+pub mod segments;
 mod strtab;
 
 pub use codec::Codec;
@@ -71,6 +72,58 @@ pub const EM_MIPS: u16 = 8;
 pub const EM_HEXAGON: u16 = 164;
 /// Machine: AMD GPU.
 pub const EM_AMDGPU: u16 = 224;
+/// Machine: x86-64.
+pub const EM_X86_64: u16 = 62;
+/// Machine: NVIDIA CUDA (cubins).
+pub const EM_CUDA: u16 = 190;
+
+/// File type: relocatable object.
+pub const ET_REL: u16 = 1;
+/// File type: executable.
+pub const ET_EXEC: u16 = 2;
+/// File type: shared object (or PIE).
+pub const ET_DYN: u16 = 3;
+
+/// Section type: RELR relative relocations.
+pub const SHT_RELR: u32 = 19;
+/// Section flag: executable code.
+pub const SHF_EXECINSTR: u64 = 0x4;
+
+/// Segment type: loadable.
+pub const PT_LOAD: u32 = 1;
+/// Segment type: the dynamic table.
+pub const PT_DYNAMIC: u32 = 2;
+/// Segment type: the interpreter's path.
+pub const PT_INTERP: u32 = 3;
+/// Segment type: the program header table itself.
+pub const PT_PHDR: u32 = 6;
+/// Segment flag: readable.
+pub const PF_R: u32 = 4;
+
+/// Symbol binding: local.
+pub const STB_LOCAL: u8 = 0;
+/// Symbol type: data object.
+pub const STT_OBJECT: u8 = 1;
+/// Symbol type: thread-local data.
+pub const STT_TLS: u8 = 6;
+
+/// x86-64 relocation: a 64-bit absolute address (S + A).
+pub const R_X86_64_64: u32 = 1;
+/// x86-64 relocation: base address plus addend (B + A).
+pub const R_X86_64_RELATIVE: u32 = 8;
+
+/// Dynamic tag: end of the table.
+pub const DT_NULL: u64 = 0;
+/// Dynamic tag: a needed library.
+pub const DT_NEEDED: u64 = 1;
+/// Dynamic tag: the object's own name.
+pub const DT_SONAME: u64 = 14;
+/// Dynamic tag: library search path (before LD_LIBRARY_PATH).
+pub const DT_RPATH: u64 = 15;
+/// Dynamic tag: library search path (after LD_LIBRARY_PATH).
+pub const DT_RUNPATH: u64 = 29;
+/// Dynamic tag: flags (`DF_1_*`).
+pub const DT_FLAGS_1: u64 = 0x6fff_fffb;
 
 /// Why an ELF file cannot be read or rewritten.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -62,7 +62,7 @@ pub(super) struct Sym<'a> {
 }
 
 pub(super) const GRP_COMDAT: u32 = 1;
-pub(super) const STB_LOCAL: u8 = 0;
+pub use crate::elf::STB_LOCAL;
 
 pub(super) fn refused(msg: String) -> ElfError {
     ElfError::Refused(msg)

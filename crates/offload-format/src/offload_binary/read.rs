@@ -13,6 +13,7 @@
 //! compressed) is recognised and refused with its own message.
 
 use super::{ENTRY_SIZE, HEADER_SIZE, ImageKind, MAGIC, OffloadKind, STRING_RECORD_SIZE_V1, STRING_RECORD_SIZE_V2};
+use crate::bytes::{u16_le, u32_le, u64_le};
 use std::borrow::Cow;
 
 /// Why a buffer could not be read. Display is the message a tool prints
@@ -114,26 +115,6 @@ impl Error {
             Error::UnsupportedVersion { .. } | Error::OutOfBounds { .. } => self.to_string(),
         }
     }
-}
-
-fn u16_at(d: &[u8], at: u64) -> Option<u16> {
-    let at = usize::try_from(at).ok()?;
-    let b = d.get(at..at.checked_add(2)?)?;
-    Some(u16::from_le_bytes([b[0], b[1]]))
-}
-
-fn u32_at(d: &[u8], at: u64) -> Option<u32> {
-    let at = usize::try_from(at).ok()?;
-    let b = d.get(at..at.checked_add(4)?)?;
-    Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-}
-
-fn u64_at(d: &[u8], at: u64) -> Option<u64> {
-    let at = usize::try_from(at).ok()?;
-    let b = d.get(at..at.checked_add(8)?)?;
-    let mut a = [0u8; 8];
-    a.copy_from_slice(b);
-    Some(u64::from_le_bytes(a))
 }
 
 /// The header fields as stored.
@@ -330,8 +311,8 @@ fn parse_chunk(rest: &[u8], offset: u64) -> Result<(Vec<OffloadBinary<'_>>, u64)
     if rest[..4] != MAGIC {
         return Err(Error::BadMagic { offset });
     }
-    let rd = |at| u64_at(rest, at).ok_or(Error::TooShort { offset, available });
-    let version = u32_at(rest, 4).ok_or(Error::TooShort { offset, available })?;
+    let rd = |at| u64_le(rest, at).ok_or(Error::TooShort { offset, available });
+    let version = u32_le(rest, 4).ok_or(Error::TooShort { offset, available })?;
     match version {
         1 | 2 => {}
         3 => return Err(Error::UnsupportedVersion { offset, version }),
@@ -376,13 +357,13 @@ fn parse_chunk(rest: &[u8], offset: u64) -> Result<(Vec<OffloadBinary<'_>>, u64)
         let at = header.entry_offset + index * ENTRY_SIZE;
         let short = || Error::TooShort { offset, available };
         let entry = RawEntry {
-            image_kind: u16_at(data, at).ok_or_else(short)?,
-            offload_kind: u16_at(data, at + 2).ok_or_else(short)?,
-            flags: u32_at(data, at + 4).ok_or_else(short)?,
-            string_offset: u64_at(data, at + 8).ok_or_else(short)?,
-            num_strings: u64_at(data, at + 16).ok_or_else(short)?,
-            image_offset: u64_at(data, at + 24).ok_or_else(short)?,
-            image_size: u64_at(data, at + 32).ok_or_else(short)?,
+            image_kind: u16_le(data, at).ok_or_else(short)?,
+            offload_kind: u16_le(data, at + 2).ok_or_else(short)?,
+            flags: u32_le(data, at + 4).ok_or_else(short)?,
+            string_offset: u64_le(data, at + 8).ok_or_else(short)?,
+            num_strings: u64_le(data, at + 16).ok_or_else(short)?,
+            image_offset: u64_le(data, at + 24).ok_or_else(short)?,
+            image_size: u64_le(data, at + 32).ok_or_else(short)?,
         };
         if entry.image_offset > size {
             return Err(truncated("image offset", entry.image_offset, size));
@@ -413,13 +394,13 @@ fn parse_chunk(rest: &[u8], offset: u64) -> Result<(Vec<OffloadBinary<'_>>, u64)
         let mut strings = Vec::new();
         let mut rec = entry.string_offset;
         while rec < records_end {
-            let key_at = u64_at(data, rec).ok_or_else(short)?;
-            let value_at = u64_at(data, rec + 8).ok_or_else(short)?;
+            let key_at = u64_le(data, rec).ok_or_else(short)?;
+            let value_at = u64_le(data, rec + 8).ok_or_else(short)?;
             let key = strings_of.get(key_at).ok_or_else(|| out_of_bounds("a key string", key_at, 1))?;
             let value = if version == 1 {
                 strings_of.get(value_at).ok_or_else(|| out_of_bounds("a value string", value_at, 1))?
             } else {
-                let len = u64_at(data, rec + 16).ok_or_else(short)?;
+                let len = u64_le(data, rec + 16).ok_or_else(short)?;
                 value_at
                     .checked_add(len)
                     .filter(|&e| e <= size)

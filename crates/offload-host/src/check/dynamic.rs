@@ -7,18 +7,10 @@
 //! The dynamic section is found through the section table (`SHT_DYNAMIC`,
 //! its `sh_link` naming the string table), as every linker writes it.
 
+use offload_format::elf::{DT_FLAGS_1, DT_NEEDED, DT_NULL, DT_RPATH, DT_RUNPATH, DT_SONAME, ET_DYN, ET_EXEC};
 use offload_format::elf::{ElfFile, SHT_DYNAMIC};
 
-const DT_NULL: u64 = 0;
-const DT_NEEDED: u64 = 1;
-const DT_SONAME: u64 = 14;
-const DT_RPATH: u64 = 15;
-const DT_RUNPATH: u64 = 29;
-const DT_FLAGS_1: u64 = 0x6fff_fffb;
 const DF_1_NODEFLIB: u64 = 0x800;
-/// `e_type` of an executable and of a shared object (or PIE).
-const ET_EXEC: u16 = 2;
-const ET_DYN: u16 = 3;
 
 /// The ABI a loader accepts: a library must match the program in both.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

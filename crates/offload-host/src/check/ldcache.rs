@@ -18,6 +18,7 @@
 //! Reading is lenient and bounds-checked: an entry whose strings lie
 //! outside the file is skipped, never trusted.
 
+use offload_format::bytes::{u32_ne, u64_ne};
 use std::collections::HashMap;
 
 const OLD_MAGIC: &[u8] = b"ld.so-1.7.0";
@@ -73,17 +74,6 @@ pub struct LdCache {
     by_name: HashMap<String, Vec<usize>>,
 }
 
-fn u32_at(data: &[u8], at: usize) -> Option<u32> {
-    let b = data.get(at..at.checked_add(4)?)?;
-    Some(u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
-}
-
-fn u64_at(data: &[u8], at: usize) -> Option<u64> {
-    let lo = u64::from(u32_at(data, at)?);
-    let hi = u64::from(u32_at(data, at.checked_add(4)?)?);
-    Some(if cfg!(target_endian = "little") { lo | hi << 32 } else { hi | lo << 32 })
-}
-
 /// The NUL-terminated string at `at` of `data`, if it lies there whole.
 fn string_at(data: &[u8], at: usize) -> Option<String> {
     let rest = data.get(at..)?;
@@ -97,7 +87,7 @@ impl LdCache {
         let start = if data.starts_with(NEW_MAGIC) {
             0
         } else if data.starts_with(OLD_MAGIC) {
-            let n = u32_at(data, 12).ok_or(LdCacheError::NoMagic)?;
+            let n = u32_ne(data, 12).ok_or(LdCacheError::NoMagic)?;
             let end = (n as usize).checked_mul(OLD_ENTRY).and_then(|t| t.checked_add(16));
             let start = end.and_then(|e| e.checked_next_multiple_of(8)).filter(|&s| s <= data.len());
             match start {
@@ -110,7 +100,7 @@ impl LdCache {
             return Err(LdCacheError::NoMagic);
         };
         let new = &data[start..];
-        let nlibs = u32_at(new, 20).unwrap_or(0);
+        let nlibs = u32_ne(new, 20).unwrap_or(0);
         let order = new.get(28).copied().unwrap_or(0);
         let native = if cfg!(target_endian = "little") { 2 } else { 3 };
         if order != 0 && order != native {
@@ -128,10 +118,10 @@ impl LdCache {
         for i in 0..nlibs as usize {
             let at = NEW_HEADER + i * NEW_ENTRY;
             let entry = (|| {
-                let flags = u32_at(new, at)?;
-                let name = string_at(new, u32_at(new, at + 4)? as usize)?;
-                let path = string_at(new, u32_at(new, at + 8)? as usize)?;
-                let hwcap = u64_at(new, at + 16)?;
+                let flags = u32_ne(new, at)?;
+                let name = string_at(new, u32_ne(new, at + 4)? as usize)?;
+                let path = string_at(new, u32_ne(new, at + 8)? as usize)?;
+                let hwcap = u64_ne(new, at + 16)?;
                 Some(CacheEntry { name, path, flags, hwcap })
             })();
             if let Some(e) = entry {

@@ -128,7 +128,7 @@ fn target_of(o: &CodeObject) -> String {
 /// Whether the bytes are a host container (a program, library, object or
 /// archive for a CPU); anything else holding device code is standalone.
 fn is_host_container(bytes: &[u8]) -> bool {
-    const EM_CUDA: u16 = 190;
+    use offload_format::elf::EM_CUDA;
     if let Some(abi) = dynamic::abi(bytes) {
         return abi.machine != offload_format::elf::EM_AMDGPU && abi.machine != EM_CUDA;
     }

@@ -3,10 +3,9 @@
 
 use super::deps::{Search, Via, closure};
 use super::*;
+use offload_format::elf::EM_X86_64;
 use std::fs;
 use std::path::Path;
-
-const EM_X86_64: u16 = 62;
 
 /// A little-endian ELF shared object with a dynamic section holding the
 /// given (tag, string) entries, and `DT_FLAGS_1` when `flags_1` is nonzero.

@@ -10,11 +10,12 @@
 pub mod fatbin;
 pub mod openmp;
 pub mod pointers;
-pub mod segments;
+use offload_format::elf::segments;
 
 pub use fatbin::{FatBinary, UnitKind, skip_zeros};
 pub use pointers::{Storage, WordEdit};
 
+use offload_format::elf::{EM_X86_64, ET_REL};
 use offload_format::elf::{ElfError, ElfFile, SHT_NOBITS};
 
 /// "HIPF" as the little-endian u32 the runtime compares with.
@@ -23,8 +24,6 @@ pub const HIPF: u32 = 0x4849_5046;
 pub const HIPK: u32 = 0x4B50_4948;
 /// Bytes of one wrapper record.
 pub const RECORD_SIZE: u64 = 24;
-const EM_X86_64: u16 = 62;
-const ET_REL: u16 = 1;
 
 /// Why a file has no usable map.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

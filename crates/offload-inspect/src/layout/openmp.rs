@@ -23,16 +23,14 @@
 
 use super::pointers::{self, Found};
 use super::{Storage, segments, skip_zeros};
+use offload_format::bytes::u64_le;
+use offload_format::elf::{EM_X86_64, ET_EXEC, ET_REL, SHF_EXECINSTR};
 use offload_format::elf::{ElfFile, SHF_ALLOC, SHT_NOBITS, SHT_PROGBITS};
 use offload_format::offload_binary::{Binaries, ImageKind, OffloadKind, SHT_LLVM_OFFLOADING};
 use std::collections::{BTreeMap, HashMap};
 
 /// Bytes of one `__tgt_device_image`.
 pub const IMAGE_RECORD_SIZE: u64 = 32;
-const EM_X86_64: u16 = 62;
-const ET_REL: u16 = 1;
-const ET_EXEC: u16 = 2;
-const SHF_EXECINSTR: u64 = 0x4;
 
 /// Why a file has no usable OpenMP map.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -191,11 +189,6 @@ pub fn is_openmp_host(data: &[u8]) -> bool {
     !hip && file.sections.iter().any(|s| s.sh_type == SHT_LLVM_OFFLOADING)
 }
 
-fn u64_at(data: &[u8], at: u64) -> Option<u64> {
-    let at = usize::try_from(at).ok()?;
-    Some(u64::from_le_bytes(data.get(at..at.checked_add(8)?)?.try_into().ok()?))
-}
-
 /// The allocated sections with file contents, by address, to turn an
 /// address into a file offset in O(log n) (a hostile file may hold 65 000
 /// sections and a million relocations).
@@ -276,7 +269,7 @@ impl Resolver<'_, '_> {
     fn word(&self, addr: u64) -> Result<Word, OpenMpError> {
         let fail = |reason: String| OpenMpError::Pointer { addr, reason };
         let offset = self.spans.file_offset(addr, 8).ok_or_else(|| fail("not inside a section of the file".into()))?;
-        let in_place = u64_at(self.file.data, offset).ok_or_else(|| fail("past the end of the file".into()))?;
+        let in_place = u64_le(self.file.data, offset).ok_or_else(|| fail("past the end of the file".into()))?;
         let found = self.relocs.get(&addr);
         let (storage, value) = pointers::resolve(self.file, found, in_place, 0).map_err(|e| fail(e.to_string()))?;
         let rela_entry = match found.map(Vec::as_slice) {
@@ -322,7 +315,7 @@ impl Resolver<'_, '_> {
         for (&addr, found) in &self.relocs {
             let value = match found.as_slice() {
                 [Found::Rela { r_type: pointers::R_X86_64_RELATIVE, addend, .. }] => Some(*addend),
-                [Found::Relr] => self.spans.file_offset(addr, 8).and_then(|o| u64_at(self.file.data, o)),
+                [Found::Relr] => self.spans.file_offset(addr, 8).and_then(|o| u64_le(self.file.data, o)),
                 _ => None,
             };
             if let Some(v) = value.filter(|&v| wanted(v)) {
@@ -362,7 +355,7 @@ impl OpenMpMap {
             section_offset: sec.offset,
             section_addr: sec.addr,
             section_size: sec.size,
-            section_header: u64_at(data, 40).unwrap_or(0).wrapping_add(index as u64 * 64),
+            section_header: u64_le(data, 40).unwrap_or(0).wrapping_add(index as u64 * 64),
             images,
             descriptors: Vec::new(),
         };
@@ -419,7 +412,7 @@ impl OpenMpMap {
     ) -> Result<Descriptor, OpenMpError> {
         let fail = |reason: String| OpenMpError::Pointer { addr, reason };
         let offset = resolver.spans.file_offset(addr, 32).ok_or_else(|| fail("descriptor outside the file".into()))?;
-        let count = u64_at(resolver.file.data, offset).ok_or_else(|| fail("past the end of the file".into()))? as u32;
+        let count = u64_le(resolver.file.data, offset).ok_or_else(|| fail("past the end of the file".into()))? as u32;
         let table = resolver.word(addr.wrapping_add(8))?;
         *budget = budget.checked_sub(count as usize).ok_or_else(|| OpenMpError::Table {
             addr: table.value,

@@ -6,12 +6,13 @@
 //! `.hip_fatbin` in `.rela.hipFatBinSegment`.
 
 use super::LayoutError;
+use offload_format::bytes::u64_le;
+use offload_format::elf::R_X86_64_64;
 use offload_format::elf::{ElfFile, SHF_ALLOC, SHT_RELA};
 use std::collections::HashMap;
 
-pub const SHT_RELR: u32 = 19;
-const R_X86_64_64: u32 = 1;
-pub(super) const R_X86_64_RELATIVE: u32 = 8;
+pub use offload_format::elf::R_X86_64_RELATIVE;
+pub use offload_format::elf::SHT_RELR;
 
 /// How a pointer word is given its value.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -177,11 +178,6 @@ pub struct WordEdit {
     pub value: u64,
 }
 
-fn le64(data: &[u8], at: u64) -> Option<u64> {
-    let at = usize::try_from(at).ok()?;
-    Some(u64::from_le_bytes(data.get(at..at.checked_add(8)?)?.try_into().ok()?))
-}
-
 /// The file offset of the one RELA entry found for a pointer word.
 fn rela_entry(found: Option<&Vec<Found>>) -> Option<u64> {
     match found.map(Vec::as_slice) {
@@ -236,7 +232,7 @@ pub(super) fn edits(data: &[u8], map: &super::FileMap, new: &[u64]) -> Result<Ve
         if target == w.pointer {
             continue;
         }
-        let in_place = le64(data, w.offset + 8).ok_or_else(|| fail(record, "its pointer word is past the end"))?;
+        let in_place = u64_le(data, w.offset + 8).ok_or_else(|| fail(record, "its pointer word is past the end"))?;
         let copy_in_place = WordEdit { offset: w.offset + 8, value: target };
         let found = relocs.get(&w.addr.wrapping_add(8));
         match &w.storage {
@@ -312,7 +308,7 @@ pub fn for_each_relocation(file: &ElfFile, f: &mut dyn FnMut(Reloc)) -> Result<(
         };
         let data = file.section_data(index).map_err(LayoutError::Elf)?;
         for rel in data.chunks_exact(size) {
-            let word = |i: usize| le64(rel, i as u64 * 8).unwrap_or(0);
+            let word = |i: usize| u64_le(rel, i as u64 * 8).unwrap_or(0);
             let (place, info) = (word(0), word(1));
             let addend = if size == 24 { word(2) } else { 0 };
             let index = (info >> 32) as u32;

@@ -11,8 +11,8 @@
 use super::check::{fail, plan_starts_with, same_entries};
 use super::cut::CutPlan;
 use super::{PruneError, Pruned};
+use offload_format::elf::segments::{self, PT_LOAD, PT_PHDR, Segment};
 use offload_format::elf::{ElfFile, SHF_ALLOC, SHT_NOBITS};
-use offload_inspect::layout::segments::{self, PT_LOAD, PT_PHDR, Segment};
 use offload_inspect::layout::{FatbinSection, FileMap, Target, UnitKind};
 
 /// Checks a cut `output` against `input`, its map, the prune and the cut.

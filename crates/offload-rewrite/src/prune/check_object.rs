@@ -19,7 +19,7 @@ fn fail(msg: String) -> PruneError {
 }
 
 fn u64_at(data: &[u8], at: usize) -> u64 {
-    data.get(at..at + 8).and_then(|b| b.try_into().ok()).map_or(0, u64::from_le_bytes)
+    offload_format::bytes::u64_le(data, at).unwrap_or(0)
 }
 
 /// The fat binary starts (section offsets) of a fat binary section, as

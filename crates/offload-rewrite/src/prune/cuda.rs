@@ -160,7 +160,7 @@ pub(crate) fn plan_elf<'a>(file: &ElfFile<'a>, rules: &Rules) -> Result<Vec<Unit
 /// starts are what zero mode keeps in place. (In an object the address
 /// comes from a relocation against the section; nvcc's point at offset 0.)
 fn check_wrappers(file: &ElfFile, sections: &[usize], changes: &[UnitChange]) -> Result<(), PruneError> {
-    const ET_REL: u16 = 1;
+    use offload_format::elf::ET_REL;
     if file.header.e_type == ET_REL {
         return Ok(());
     }

@@ -23,11 +23,13 @@
 //! segment overlapping it. Relocatable objects are `cut_object`'s.
 
 use super::{PruneError, Pruned};
+use offload_format::bytes::u64_le;
+use offload_format::elf::STT_TLS;
+use offload_format::elf::segments::{self, PHDR_SIZE, PT_LOAD, PT_PHDR, Segment};
 use offload_format::elf::{ElfFile, SHF_ALLOC, SHT_DYNAMIC, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB};
 use offload_format::plan::{Piece, Plan};
 use offload_inspect::layout::FileMap;
 use offload_inspect::layout::pointers::{self, Reloc};
-use offload_inspect::layout::segments::{self, PHDR_SIZE, PT_LOAD, PT_PHDR, Segment};
 use std::borrow::Cow;
 use std::collections::HashSet;
 
@@ -122,16 +124,9 @@ const DT_PTR_TAGS: [u64; 17] = [
 const MAX_ALIGN: u64 = 1 << 30;
 /// `R_X86_64_DTPMOD64`, `DTPOFF64`, `TPOFF64`, `TLSDESC` (x86-64 psABI).
 const TLS_TYPES: [u32; 4] = [16, 17, 18, 36];
-/// `st_info` type of a thread-local symbol, whose value is a TLS offset.
-const STT_TLS: u8 = 6;
 
 fn refuse(why: impl Into<String>) -> PruneError {
     PruneError::CutRefused(why.into())
-}
-
-fn le64(data: &[u8], at: u64) -> Option<u64> {
-    let at = usize::try_from(at).ok()?;
-    Some(u64::from_le_bytes(data.get(at..at.checked_add(8)?)?.try_into().ok()?))
 }
 
 /// The alignment kept for every packed fat binary: the largest power of
@@ -339,7 +334,7 @@ pub(crate) fn cut_section(data: &[u8], packed: &Packed, pointer_patches: Vec<Pat
     // ELF header and section headers.
     patches.push(Patch { offset: 32, bytes: phdr_offset.to_le_bytes().to_vec() });
     patches.push(Patch { offset: 56, bytes: (count as u16).to_le_bytes().to_vec() });
-    let shoff = le64(data, 40).unwrap_or(0);
+    let shoff = u64_le(data, 40).unwrap_or(0);
     if shoff > f && shoff < old_end {
         return Err(refuse(format!("the section header table lies inside {name}")));
     }
@@ -433,7 +428,7 @@ fn audit_dynamic(file: &ElfFile, v: u64, s: u64, name: &str) -> Result<(), Prune
         }
         let data = file.section_data(i).map_err(|e| refuse(e.to_string()))?;
         for entry in data.chunks_exact(16) {
-            let (tag, value) = (le64(entry, 0).unwrap_or(0), le64(entry, 8).unwrap_or(0));
+            let (tag, value) = (u64_le(entry, 0).unwrap_or(0), u64_le(entry, 8).unwrap_or(0));
             if DT_PTR_TAGS.contains(&tag) && overlaps(value, 1, v, s) {
                 return Err(refuse(format!("dynamic tag {tag:#x} points into {name} ({value:#x})")));
             }
@@ -463,7 +458,7 @@ fn audit_relocations(
                 if inside(place) {
                     problem = Some(format!("a RELR entry relocates {place:#x}, inside {name}"));
                 } else if !words.contains(&place) {
-                    let word = segments::file_offset(phdrs, place, 8).and_then(|at| le64(file.data, at));
+                    let word = segments::file_offset(phdrs, place, 8).and_then(|at| u64_le(file.data, at));
                     if word.is_some_and(inside) {
                         problem = Some(format!("the RELR word at {place:#x} points into {name}"));
                     }
@@ -511,7 +506,7 @@ fn symbol_patches(
         let names = file.string_table(sh.link as usize).ok();
         for (i, sym) in data.chunks_exact(24).enumerate() {
             let shndx = u16::from_le_bytes([sym[6], sym[7]]);
-            let value = le64(sym, 8).unwrap_or(0);
+            let value = u64_le(sym, 8).unwrap_or(0);
             if shndx == 0 || sym[4] & 0xf == STT_TLS || !overlaps(value, 1, v, s) || value == v {
                 continue;
             }

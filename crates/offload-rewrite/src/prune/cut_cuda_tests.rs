@@ -6,7 +6,8 @@ use super::*;
 fn fixture(name: &str) -> Vec<u8> {
     offload_testkit::fixture(&format!("prune/{name}"))
 }
-use offload_inspect::layout::{FatbinSection, segments};
+use offload_format::elf::segments;
+use offload_inspect::layout::FatbinSection;
 
 const FIXTURES: [&str; 3] = ["cuda/libheavy.so", "cuda/libheavy_relr.so", "cuda/libheavy_lld.so"];
 

@@ -25,13 +25,14 @@
 
 use super::cut::{Patch, copy_patched};
 use super::{PruneError, UnitChange};
+use offload_format::bytes::u64_le;
+use offload_format::elf::ET_REL;
 use offload_format::elf::{ElfFile, SHN_XINDEX, SHT_DYNSYM, SHT_NOBITS, SHT_REL, SHT_RELA, SHT_SYMTAB};
 use offload_format::plan::Plan;
 
 /// `SHT_CREL`: LLVM's compact relocations, whose entries cannot be patched
 /// in place.
 const SHT_CREL: u32 = offload_format::elf::SHT_CREL;
-const ET_REL: u16 = 1;
 /// Bytes of an ELF64 symbol and RELA entry.
 const SYM_SIZE: u64 = 24;
 const RELA_SIZE: u64 = 24;
@@ -77,11 +78,6 @@ fn refuse(why: impl Into<String>) -> PruneError {
     PruneError::CutRefused(why.into())
 }
 
-fn u64_at(data: &[u8], at: u64) -> Option<u64> {
-    let at = usize::try_from(at).ok()?;
-    Some(u64::from_le_bytes(data.get(at..at.checked_add(8)?)?.try_into().ok()?))
-}
-
 /// A symbol of `.symtab`, the fields a cut reads.
 #[derive(Clone, Copy)]
 struct Symbol {
@@ -101,8 +97,8 @@ fn symbols(file: &ElfFile, table: usize) -> Result<Vec<Symbol>, PruneError> {
         .map(|(i, s)| Symbol {
             at: base + i as u64 * SYM_SIZE,
             shndx: u16::from_le_bytes([s[6], s[7]]),
-            value: u64_at(s, 8).unwrap_or(0),
-            size: u64_at(s, 16).unwrap_or(0),
+            value: u64_le(s, 8).unwrap_or(0),
+            size: u64_le(s, 16).unwrap_or(0),
         })
         .collect())
 }
@@ -134,7 +130,7 @@ pub fn plan_object_cut(data: &[u8], base: u64, units: &[UnitChange]) -> Result<O
         return Err(refuse("the object has program headers"));
     }
     let len = data.len() as u64;
-    let shoff = u64_at(data, 40).unwrap_or(0);
+    let shoff = u64_le(data, 40).unwrap_or(0);
     // Every section is read back by the check: one that cannot be read is
     // damage the cut would carry over.
     for i in 1..file.sections.len() {
@@ -307,7 +303,7 @@ fn reference_patches(
             let size = if rela { RELA_SIZE } else { REL_SIZE };
             let applied_to_cut = is_cut(u64::from(rsh.info));
             for (e, raw) in entries.chunks_exact(size as usize).enumerate() {
-                let info = u64_at(raw, 8).unwrap_or(0);
+                let info = u64_le(raw, 8).unwrap_or(0);
                 let (sym, r_type) = ((info >> 32) as usize, info as u32);
                 if applied_to_cut && r_type != 0 {
                     return Err(refuse(format!(
@@ -326,7 +322,7 @@ fn reference_patches(
                         file.display_name(s.index)
                     )));
                 }
-                let addend = u64_at(raw, 16).unwrap_or(0);
+                let addend = u64_le(raw, 16).unwrap_or(0);
                 let target = symbol.value.wrapping_add(addend);
                 let Some(new_target) = s.moved(target) else {
                     return Err(refuse(format!(

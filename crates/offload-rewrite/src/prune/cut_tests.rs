@@ -1,7 +1,7 @@
 //! Cut-mode pruning of the clang-built fixtures of `layout`'s tests.
 
 use super::*;
-use offload_inspect::layout::segments;
+use offload_format::elf::segments;
 fn fixture(name: &str) -> Vec<u8> {
     offload_testkit::fixture(&format!("prune/{name}"))
 }

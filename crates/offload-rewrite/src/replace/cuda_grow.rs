@@ -12,6 +12,7 @@
 
 use super::ReplaceError;
 use crate::prune::cuda::SECTIONS;
+use offload_format::bytes::u64_le;
 use offload_format::elf::ElfFile;
 use offload_format::plan::Plan;
 use offload_inspect::layout::FatBinary;
@@ -28,7 +29,7 @@ pub(super) struct Grown<'a> {
 
 /// File offset of the `sh_offset` word of section `index`'s header.
 fn header_word(data: &[u8], index: usize) -> Option<u64> {
-    let shoff = le64(data, 40)?;
+    let shoff = u64_le(data, 40)?;
     let shentsize = u64::from(u16::from_le_bytes(data.get(58..60)?.try_into().ok()?));
     let word = (index as u64).checked_mul(shentsize)?.checked_add(shoff)?.checked_add(24)?;
     (shentsize >= 64 && word.checked_add(16)? <= data.len() as u64).then_some(word)
@@ -117,7 +118,7 @@ pub(super) fn verify_moved(output: &[u8], input: &[u8], unit: &FatBinary, new: (
     if output.len() as u64 != new.0 + new.1 || output.get(n..new.0 as usize).is_none_or(|z| z.iter().any(|&b| b != 0)) {
         return Err("the file does not end with the moved section as planned".into());
     }
-    if (le64(output, word), le64(output, word + 8)) != (Some(new.0), Some(new.1)) {
+    if (u64_le(output, word), u64_le(output, word + 8)) != (Some(new.0), Some(new.1)) {
         return Err("the section header does not point at the moved contents".into());
     }
     if output.get(sh.offset as usize..old_end).is_none_or(|z| z.iter().any(|&b| b != 0)) {
@@ -133,9 +134,4 @@ pub(super) fn verify_moved(output: &[u8], input: &[u8], unit: &FatBinary, new: (
         return Err("bytes outside the moved section and its header changed".into());
     }
     Ok(())
-}
-
-fn le64(data: &[u8], at: u64) -> Option<u64> {
-    let at = usize::try_from(at).ok()?;
-    Some(u64::from_le_bytes(data.get(at..at.checked_add(8)?)?.try_into().ok()?))
 }

@@ -18,6 +18,7 @@
 
 use super::ReplaceError;
 use super::object::{ObjectCheck, defined_symbols};
+use offload_format::bytes::u16_le;
 use offload_format::cuda::{Arch, Cubin, EM_CUDA, Entry, EntryKind, cubin_extent, ptx_text};
 use offload_format::elf::ElfFile;
 use std::collections::BTreeSet;
@@ -51,10 +52,6 @@ pub(super) fn check(id: &str, entry: &Entry, old: &[u8], new: &[u8]) -> Result<C
     }
 }
 
-fn u16_at(d: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(d.get(at..at + 2)?.try_into().ok()?))
-}
-
 fn check_cubin(id: &str, entry: &Entry, old: &[u8], new: &[u8]) -> Result<Checked, ReplaceError> {
     let fail = |reason: String| ReplaceError::Object { id: id.to_string(), reason };
     let arch = entry.header.arch();
@@ -70,7 +67,7 @@ fn check_cubin(id: &str, entry: &Entry, old: &[u8], new: &[u8]) -> Result<Checke
     if new.get(5) != Some(&1) {
         return Err(fail("the new file is not a little-endian ELF file, as cubins are".into()));
     }
-    match u16_at(new, 18) {
+    match u16_le(new, 18) {
         Some(EM_CUDA) => {}
         Some(EM_AMDGPU) => return Err(fail("the new file is an AMDGPU code object, not an NVIDIA cubin".into())),
         Some(m) => return Err(fail(format!("the new file is for ELF machine {m}, not EM_CUDA (190)"))),

@@ -139,8 +139,8 @@ fn a_larger_cubin_rewrites_a_fatbin_file_moves_an_objects_section_and_a_librarys
         let offload_inspect::layout::Target::Unit(u) = a.target else { panic!("{a:?}") };
         assert_eq!(a.pointer, addr + after.units[u].section_offset);
     }
-    let loads = offload_inspect::layout::segments::read(&out).unwrap().1;
-    let last = loads.iter().rfind(|p| p.kind == offload_inspect::layout::segments::PT_LOAD).unwrap();
+    let loads = offload_format::elf::segments::read(&out).unwrap().1;
+    let last = loads.iter().rfind(|p| p.kind == offload_format::elf::segments::PT_LOAD).unwrap();
     assert_eq!((last.offset, last.filesz), (segment_offset, out.len() as u64 - segment_offset));
     // The old section's bytes are zero.
     let old = &out[before.fatbin_offset as usize..][..before.fatbin_size as usize];

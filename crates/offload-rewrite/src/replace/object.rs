@@ -6,17 +6,13 @@
 //! global variable the old object defined.
 
 use super::ReplaceError;
+use offload_format::elf::{EM_CUDA, STB_LOCAL, STT_OBJECT};
 use offload_format::elf::{ElfFile, SHT_DYNSYM, SHT_SYMTAB};
 use offload_format::target_id::TargetId;
 use offload_format::triple::Triple;
 use offload_inspect::elf_flags::{self, Setting};
 use offload_inspect::id::split_entry_id;
 use std::collections::BTreeSet;
-
-/// `EM_CUDA`: NVIDIA cubins.
-const EM_CUDA: u16 = 190;
-const STB_LOCAL: u8 = 0;
-const STT_OBJECT: u8 = 1;
 
 /// What was checked about the new code object.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -28,6 +28,7 @@ use super::object::{ObjectCheck, check_object, defined_symbols};
 use super::{InputKind, Placement, ReplaceError, Replaced, entry_matches, pick_entry};
 use crate::prune::openmp::{Edit, as_triple, same_target, set_word};
 use offload_format::elf::ElfFile;
+use offload_format::elf::{EM_X86_64, STT_OBJECT};
 use offload_format::offload_binary::{Binaries, OffloadBinary, STRING_RECORD_SIZE_V1};
 use offload_format::plan::Plan;
 use offload_format::triple::Triple;
@@ -35,8 +36,6 @@ use offload_inspect::layout::openmp::{Image, OpenMpMap};
 use offload_inspect::layout::{FatBinary, UnitKind};
 use std::collections::HashSet;
 
-const EM_X86_64: u16 = 62;
-const STT_OBJECT: u8 = 1;
 const STT_FUNC: u8 = 2;
 /// Offset of `image_size` in an OffloadBinary entry (LLVM's `Entry`:
 /// kinds and flags, string offset, string count, image offset, size).

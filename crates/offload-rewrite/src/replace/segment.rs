@@ -23,19 +23,18 @@
 //! x86-64 only, as the file map is.
 
 use super::{Placement, ReplaceError};
+use offload_format::bytes::u64_le;
+use offload_format::elf::segments::{self, PHDR_SIZE, Segment};
 use offload_format::elf::{ElfFile, SHF_ALLOC, SHT_DYNSYM, SHT_RELA, SHT_SYMTAB};
+use offload_format::elf::{PF_R, PT_INTERP, R_X86_64_RELATIVE};
 use offload_format::plan::Plan;
-use offload_inspect::layout::segments::{self, PHDR_SIZE, Segment};
 use offload_inspect::layout::{FatBinary, FileMap, Storage};
 use std::collections::BTreeMap;
 
-pub(super) use offload_inspect::layout::segments::{PT_LOAD, PT_PHDR};
-const PF_R: u32 = 4;
-const R_X86_64_RELATIVE: u32 = 8;
+pub(super) use offload_format::elf::segments::{PT_LOAD, PT_PHDR};
 /// Most zero padding written to keep a new segment's address equal to its
 /// offset plus the first PT_LOAD's bias (a large `.bss` needs that much).
 const MAX_GAP: u64 = 64 << 20;
-const PT_INTERP: u32 = 3;
 
 /// Lays out a fat-binary region (`.hip_fatbin`, or a whole bundle file)
 /// with unit `r` replaced by `rebuilt`. Units before it keep their
@@ -77,10 +76,6 @@ pub(super) struct Moved<'a> {
     pub unit_offsets: Vec<u64>,
     pub zeroed: Vec<(u64, u64)>,
     pub output: Plan<'a>,
-}
-
-fn u64_at(d: &[u8], at: usize) -> Option<u64> {
-    Some(u64::from_le_bytes(d.get(at..at.checked_add(8)?)?.try_into().ok()?))
 }
 
 /// The program headers (one reader for the crate: [`segments::read`]).
@@ -237,7 +232,7 @@ pub(super) fn move_fatbin<'a>(
         if sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM || linked.contains(&index) {
             for (i, sym) in table.chunks_exact(24).enumerate() {
                 let shndx = u16::from_le_bytes([sym[6], sym[7]]);
-                let value = u64_at(sym, 8).unwrap_or(0);
+                let value = u64_le(sym, 8).unwrap_or(0);
                 if usize::from(shndx) != fat_index {
                     continue;
                 }
@@ -247,7 +242,7 @@ pub(super) fn move_fatbin<'a>(
         } else if sh.sh_type == SHT_RELA && sh.flags & SHF_ALLOC != 0 {
             for (i, rel) in table.chunks_exact(24).enumerate() {
                 let (r_offset, info, addend) =
-                    (u64_at(rel, 0).unwrap_or(0), u64_at(rel, 8).unwrap_or(0), u64_at(rel, 16).unwrap_or(0));
+                    (u64_le(rel, 0).unwrap_or(0), u64_le(rel, 8).unwrap_or(0), u64_le(rel, 16).unwrap_or(0));
                 if info as u32 != R_X86_64_RELATIVE || addend.wrapping_sub(old_addr) >= old_size {
                     continue;
                 }
@@ -339,7 +334,7 @@ pub(super) fn move_fatbin<'a>(
 }
 
 fn elf_shoff(data: &[u8]) -> Result<u64, ReplaceError> {
-    u64_at(data, 40).ok_or_else(|| ReplaceError::Segments("no section header offset".into()))
+    u64_le(data, 40).ok_or_else(|| ReplaceError::Segments("no section header offset".into()))
 }
 
 /// PT_LOADs sorted, congruent, inside the file and not overlapping;

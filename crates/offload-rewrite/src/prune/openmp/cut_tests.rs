@@ -7,7 +7,7 @@ fn fixture(name: &str) -> Vec<u8> {
     offload_testkit::fixture(&format!("prune/omp/{name}"))
 }
 use crate::prune::parse_target;
-use offload_inspect::layout::segments;
+use offload_format::elf::segments;
 
 fn keep(targets: &[&str]) -> Rules {
     Rules { keep: targets.iter().map(|t| parse_target(t).unwrap()).collect(), ..Default::default() }

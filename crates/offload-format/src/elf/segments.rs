@@ -3,12 +3,8 @@
 //! section?), what prune's cut splits, shifts and checks, and what replace
 //! extends with a new segment. One reader for all three.
 
-/// Program header type: a loadable segment.
-pub const PT_LOAD: u32 = 1;
-/// Program header type: the dynamic section.
-pub const PT_DYNAMIC: u32 = 2;
-/// Program header type: the program header table itself.
-pub const PT_PHDR: u32 = 6;
+pub use super::{PT_DYNAMIC, PT_LOAD, PT_PHDR};
+
 /// Bytes of one ELF64 program header.
 pub const PHDR_SIZE: u64 = 56;
 
@@ -33,9 +29,7 @@ pub struct Segment {
     pub align: u64,
 }
 
-fn le<const N: usize>(d: &[u8], at: usize) -> Option<[u8; N]> {
-    d.get(at..at.checked_add(N)?)?.try_into().ok()
-}
+use crate::bytes::array as le;
 
 /// `e_phoff`, `e_phnum` and the table, or why not.
 pub fn read(data: &[u8]) -> Result<(u64, Vec<Segment>), String> {
@@ -122,7 +116,7 @@ pub fn check_loads(segments: &[Segment], file_len: u64) -> Result<(), String> {
 
 /// Whether some PT_LOAD maps `[addr, addr + size)` from the file bytes
 /// `[offset, offset + size)`.
-pub(crate) fn maps(data: &[u8], addr: u64, offset: u64, size: u64) -> bool {
+pub fn maps(data: &[u8], addr: u64, offset: u64, size: u64) -> bool {
     read(data).is_ok_and(|(_, segments)| {
         segments.iter().filter(|s| s.kind == PT_LOAD).any(|s| {
             addr.checked_sub(s.vaddr).is_some_and(|rel| {
