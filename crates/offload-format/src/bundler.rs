@@ -14,6 +14,7 @@ use std::num::NonZeroU64;
 
 /// Everything that stops the bundler, with LLVM 19's wording.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum BundlerError {
     /// `-unbundle` and `-list` given together.
     #[error("-unbundle and -list cannot be used together")]

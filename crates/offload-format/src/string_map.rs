@@ -10,6 +10,7 @@
 
 /// The key hash a `StringMap` uses, which depends on the LLVM version.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StringHash {
     /// `xxh3_64bits` truncated to 32 bits (LLVM 19 and later).
     Xxh3,

@@ -19,6 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// Why a target ID does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum TargetIdError {
     /// Features without a processor (`:xnack+`; the whole ID).
     #[error("target ID '{0}' has an empty processor name")]

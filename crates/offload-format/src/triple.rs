@@ -56,6 +56,7 @@ macro_rules! named_enum {
 
 named_enum! {
     /// `Triple::ArchType` of LLVM 19 (which still has `le32`/`le64`).
+    #[non_exhaustive]
     pub enum Arch {
         Unknown => "unknown",
         Arm => "arm",
@@ -125,6 +126,7 @@ named_enum! {
 named_enum! {
     /// `Triple::SubArchType` of LLVM 19. The names are ours (LLVM has no
     /// name function for sub-architectures); the fixtures use them.
+    #[non_exhaustive]
     pub enum SubArch {
         None => "none",
         ArmV9_5a => "arm_v9_5a",
@@ -188,6 +190,7 @@ named_enum! {
 
 named_enum! {
     /// `Triple::VendorType` of LLVM 19.
+    #[non_exhaustive]
     pub enum Vendor {
         Unknown => "unknown",
         Apple => "apple",
@@ -208,6 +211,7 @@ named_enum! {
 
 named_enum! {
     /// `Triple::OSType` of LLVM 19.
+    #[non_exhaustive]
     pub enum Os {
         Unknown => "unknown",
         Darwin => "darwin",
@@ -255,6 +259,7 @@ named_enum! {
 
 named_enum! {
     /// `Triple::EnvironmentType` of LLVM 19.
+    #[non_exhaustive]
     pub enum Environment {
         Unknown => "unknown",
         Gnu => "gnu",
@@ -308,6 +313,7 @@ named_enum! {
 named_enum! {
     /// `Triple::ObjectFormatType` of LLVM 19. `name()` of `Unknown` is
     /// "unknown" here (LLVM prints an empty string).
+    #[non_exhaustive]
     pub enum ObjectFormat {
         Unknown => "unknown",
         Coff => "coff",

@@ -131,6 +131,7 @@ impl Default for Options {
 
 /// One step of the path from the file to a code object.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Step {
     /// A member of an archive, named by the archive's name.
     Member {
@@ -203,6 +204,7 @@ impl fmt::Display for Location {
 
 /// The container format a code object was found in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Format {
     /// A binary bundle (`__CLANG_OFFLOAD_BUNDLE__` header), or a fat
     /// object's `__CLANG_OFFLOAD_BUNDLE__<ID>` section.
@@ -237,6 +239,7 @@ impl Format {
 /// Bytes that live either in the scanned file or in a buffer the scan made
 /// (data decoded from bitcode or decompressed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Bytes<'a> {
     /// A slice of the scanned file.
     Borrowed(&'a [u8]),
@@ -255,6 +258,7 @@ pub enum Bytes<'a> {
 
 /// How to get a code object's bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Payload<'a> {
     /// Stored as is.
     Plain(Bytes<'a>),
@@ -378,6 +382,7 @@ pub struct Unit {
 
 /// How bad a finding is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Severity {
     /// Something unusual that a tool or runtime still accepts.
     Warning,
@@ -411,6 +416,7 @@ pub struct Diagnostic {
 
 /// Why a code object's bytes could not be produced.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum BytesError {
     /// The compressed bundle is malformed, does not decompress, or its
     /// hash does not match.

@@ -40,6 +40,7 @@ use std::fmt;
 
 /// The runtime that loads the code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Runtime {
     /// The HIP runtime (offload kinds `hip`, `hipv4`, `hcc`).
     Hip,
@@ -104,6 +105,7 @@ pub struct Gpu {
 
 /// Why a GPU description is not one.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum GpuError {
     /// A generic target (`gfx9-generic`) names code, not a GPU.
     #[error("'{0}' is a generic target, not a GPU; name the processor (e.g. gfx906)")]
@@ -251,6 +253,7 @@ pub enum Tier {
 
 /// Why a code object is not loaded.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Rejection {
     /// A host entry: never loaded on a GPU.
     Host,

@@ -23,6 +23,7 @@ use offload_format::cuda::{Arch, EntryKind, Suffix, flags};
 
 /// Why a CUDA entry is not loaded.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CudaRejection {
     /// Built for another major version.
     OtherMajor {

@@ -107,6 +107,7 @@ pub struct FileUri {
 
 /// Why a text is not a usable code-object URI.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum UriError {
     /// A `memory://` URI: bytes of a running process, not of a file.
     #[error("'{0}' names memory of a running process, not a file: only file:// URIs can be read")]

@@ -64,6 +64,7 @@ impl Processor {
 
 /// Which processor table a rule follows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Table {
     /// LLVM 19.1.7's, for the drop-in tools.
     Llvm19,

@@ -34,6 +34,7 @@ use std::io::Cursor;
 /// Why an archive cannot be unbundled; the wording of LLVM 19 where it has
 /// a message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ArchiveError {
     /// The archive itself does not parse.
     #[error("'{archive}': {message}")]
@@ -101,6 +102,7 @@ pub enum ArchiveError {
 
 /// What is wrong with one member.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum MemberError {
     /// An object file that cannot be used.
     #[error("{0}")]

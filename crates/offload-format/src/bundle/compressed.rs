@@ -63,6 +63,7 @@ impl Method {
 
 /// Why a compressed bundle cannot be read or written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CompressedError {
     /// The input is shorter than its version's header. The message is
     /// LLVM 19's, which the bundler reproduces.

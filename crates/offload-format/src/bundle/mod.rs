@@ -16,6 +16,7 @@ pub mod text;
 
 /// A bundle that cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum BundleError {
     /// A header part does not fit in the input.
     #[error("malformed bundle: the {what} at offset {offset} runs past the end of the input ({len} bytes)")]
@@ -55,6 +56,7 @@ pub enum BundleError {
 
 /// How a `-type` value is bundled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FileType {
     /// Text with marker lines in the given comment syntax.
     Text {

@@ -18,6 +18,7 @@ pub const HOST_MARKER: &[u8] = &[0];
 
 /// Errors of object files that look like objects but cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ObjectError {
     /// A malformed ELF file.
     #[error("{0}")]

@@ -24,6 +24,7 @@ use std::collections::BTreeMap;
 
 /// Why a COFF file cannot be rewritten.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CoffError {
     /// The file does not parse as COFF (what is wrong).
     #[error("malformed COFF file: {0}")]

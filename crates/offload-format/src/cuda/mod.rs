@@ -73,6 +73,7 @@ pub mod flags {
 
 /// What an entry holds (the `kind` field).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum EntryKind {
     /// PTX text (kind 1).
     Ptx,
@@ -191,6 +192,7 @@ impl fmt::Display for Arch {
 
 /// How an entry's payload is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Codec {
     /// One raw LZ4 block (flag 0x2000).
     Lz4,
@@ -222,6 +224,7 @@ impl Codec {
 /// What is wrong with a fat binary, an entry or a compressed stream.
 /// Offsets are from the start of the slice given to the reader.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CudaError {
     /// The fat binary header is cut short.
     #[error("fat binary at {at:#x}: {needed} bytes of header needed, {available} left")]

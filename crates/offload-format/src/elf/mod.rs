@@ -127,6 +127,7 @@ pub const DT_FLAGS_1: u64 = 0x6fff_fffb;
 
 /// Why an ELF file cannot be read or rewritten.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ElfError {
     /// The file does not parse as ELF (what is wrong).
     #[error("malformed ELF file: {0}")]

@@ -15,6 +15,7 @@ use std::io;
 
 /// Why an archive could not be written.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ArchiveError {
     /// A member that cannot be archived.
     #[error("'{member}': {reason}")]

@@ -14,6 +14,7 @@ use crate::llvm_hash;
 
 /// Which LLVM release's record order to reproduce.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RecordOrder {
     /// LLVM 17 to 19: the `DenseMap` order (the default).
     #[default]

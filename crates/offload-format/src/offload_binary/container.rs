@@ -22,6 +22,7 @@ use std::borrow::Cow;
 
 /// Where a package was found.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Origin {
     /// The file (or archive member) is the package.
     Raw,
@@ -67,6 +68,7 @@ pub struct Package<'a> {
 
 /// A container that could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ContainerError {
     /// An ELF or COFF object LLVM would also reject.
     #[error("{identifier}: {reason}")]
@@ -132,6 +134,7 @@ pub struct Scan<'a> {
 
 /// The kinds of file the scan tells apart (LLVM's `identify_magic`, reduced).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FileKind {
     /// Starts with the OffloadBinary magic.
     OffloadBinary,

@@ -61,6 +61,7 @@ pub const SHT_LLVM_OFFLOADING: u32 = 0x6fff_4c0b;
 
 /// What kind of file the image is (`ImageKind` in LLVM).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ImageKind {
     /// No kind recorded (value 0).
     #[default]
@@ -171,6 +172,7 @@ impl fmt::Display for ImageKind {
 
 /// Which offloading model produced the image (`OffloadKind` in LLVM 15-19).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum OffloadKind {
     /// No kind recorded (value 0).
     #[default]

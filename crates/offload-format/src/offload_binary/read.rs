@@ -19,6 +19,7 @@ use std::borrow::Cow;
 /// Why a buffer could not be read. Display is the message a tool prints
 /// (LLVM's wording where LLVM reports the problem).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// Fewer bytes are left than a header and one entry need (72).
     #[error("Invalid data was encountered while parsing the file")]

@@ -23,6 +23,7 @@ pub struct Image<'a> {
 
 /// Why an image cannot be written.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum WriteError {
     /// Version 1 strings end at the first NUL, so they cannot hold one.
     #[error("the string {0:?} contains a NUL byte, which an OffloadBinary string cannot hold")]

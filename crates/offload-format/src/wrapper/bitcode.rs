@@ -25,6 +25,7 @@ use std::borrow::Cow;
 
 /// Why a module cannot be written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum BitcodeError {
     /// The module breaks a rule of the IR (which).
     #[error("invalid module: {0}")]

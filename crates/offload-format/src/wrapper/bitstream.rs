@@ -11,6 +11,7 @@ use std::borrow::Cow;
 
 /// One operand of an abbreviation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AbbrevOp {
     /// A value that is not stored (it must equal this literal).
     Literal(u64),

@@ -33,6 +33,7 @@ pub struct FuncId(pub(crate) u32);
 
 /// An LLVM type.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Type {
     /// `void`
     Void,
@@ -96,6 +97,7 @@ impl Type {
 
 /// Where a reference to a global value points.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum GlobalRef {
     /// A global variable.
     Var(GlobalId),
@@ -105,6 +107,7 @@ pub enum GlobalRef {
 
 /// Cast operators of constant expressions (LLVM's bitcode numbering).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum CastOp {
     /// `trunc`
     Trunc = 0,
@@ -139,6 +142,7 @@ impl CastOp {
 
 /// A constant value.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Const<'a> {
     /// The null value of its type: `0`, `null` or `zeroinitializer`.
     Null(TypeId),
@@ -222,6 +226,7 @@ impl Const<'_> {
 /// Linkage of a global value (the subset a module like ours uses, plus the
 /// common ones).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Linkage {
     /// `external` (the default).
     #[default]
@@ -255,6 +260,7 @@ impl Linkage {
 
 /// Symbol visibility of a global value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum Visibility {
     /// `default`
     #[default]
@@ -267,6 +273,7 @@ pub enum Visibility {
 
 /// Whether a global value's address is significant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub enum UnnamedAddr {
     /// The address is significant.
     #[default]
@@ -326,6 +333,7 @@ impl GlobalVar {
 
 /// An instruction. Operands are constants (including global addresses).
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Inst {
     /// `call <fnty> <callee>(<args>)` with the C calling convention.
     Call {
@@ -392,6 +400,7 @@ impl Function {
 
 /// Misuse of the module-building API.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum IrError {
     /// A `getelementptr` whose indices do not fit its type (why).
     #[error("invalid getelementptr: {0}")]

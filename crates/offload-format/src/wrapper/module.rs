@@ -38,6 +38,7 @@ use std::borrow::Cow;
 
 /// Why the wrapper module cannot be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum WrapError {
     /// LLVM 14's own message for a triple whose architecture it does not know.
     #[error("'{0}': unsupported target triple")]

@@ -92,6 +92,7 @@ pub fn split_path(list: &str) -> Vec<String> {
 
 /// How a library was found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Via {
     /// Given on the command line (the program itself).
     Given,
@@ -179,6 +180,7 @@ impl Closure {
 
 /// Why the starting file cannot be followed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum DepsError {
     /// It cannot be opened or mapped.
     #[error("{0}")]

@@ -41,6 +41,7 @@ pub struct Dynamic {
 
 /// Why an ELF file's dynamic section cannot be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum DynamicError {
     /// The ELF headers are malformed.
     #[error(transparent)]

@@ -47,6 +47,7 @@ pub struct CacheEntry {
 
 /// Why a cache file cannot be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum LdCacheError {
     /// Neither the old nor the new magic.
     #[error("not an ld.so.cache file (no 'glibc-ld.so.cache1.1' magic)")]

@@ -55,6 +55,7 @@ impl UnitCheck {
 
 /// What kind of file a check found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Role {
     /// No device code.
     Host,

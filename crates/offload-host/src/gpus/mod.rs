@@ -37,6 +37,7 @@ impl Environment {
 
 /// Who made a local GPU, which decides how it was found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Vendor {
     /// An AMD GPU, found in the KFD topology.
     Amd,
@@ -57,6 +58,7 @@ impl Vendor {
 
 /// Where a setting's value came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Origin {
     /// `HSA_XNACK`.
     HsaXnack,
@@ -138,6 +140,7 @@ pub struct Scan {
 
 /// Why the machine could not be scanned at all.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ScanError {
     /// A directory of the KFD topology exists but could not be read.
     #[error("{path}: {source}")]

@@ -27,6 +27,7 @@ pub const RECORD_SIZE: u64 = 24;
 
 /// Why a file has no usable map.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum LayoutError {
     /// A malformed ELF file.
     #[error(transparent)]
@@ -119,6 +120,7 @@ pub struct Wrapper {
 
 /// Where a wrapper's pointer leads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Target {
     /// The start of `units[i]`.
     Unit(usize),

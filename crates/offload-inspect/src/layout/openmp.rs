@@ -34,6 +34,7 @@ pub const IMAGE_RECORD_SIZE: u64 = 32;
 
 /// Why a file has no usable OpenMP map.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum OpenMpError {
     /// A malformed ELF file.
     #[error(transparent)]

@@ -7,6 +7,7 @@ pub const HEAD_LEN: usize = 512;
 
 /// A container this module opens.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Kind {
     /// A zip archive (wheels, `.conda`, `.zip`, `.jar`); local header `PK\3\4`
     /// or the end record of an empty one.

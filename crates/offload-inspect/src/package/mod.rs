@@ -126,6 +126,7 @@ impl PackageError {
 
 /// The kinds of [`PackageError`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ErrorKind {
     /// A damaged zip archive (the reader's message).
     #[error("damaged zip archive: {0}")]

@@ -106,6 +106,7 @@ pub fn entries(inv: &Inventory<'_>, file: &str) -> Result<Vec<Entry>, (String, B
 /// What happened to one code object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum Status {
     /// Only in B.
     Added,

@@ -29,6 +29,7 @@ const HEADER: u64 = 60;
 
 /// How one member is rewritten.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum MemberRewrite {
     /// Copied as it is.
     Copy,

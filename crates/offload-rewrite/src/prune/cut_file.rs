@@ -11,6 +11,7 @@ use offload_format::plan::Plan;
 
 /// The cut of one input file.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FileCut {
     /// A relocatable object.
     Object(ObjectCut),

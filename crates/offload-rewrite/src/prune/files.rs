@@ -25,6 +25,7 @@ use offload_inspect::layout::{self, FileMap, UnitKind};
 
 /// What kind of file `prune` read.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Input {
     /// A HIP host binary, with its map (for [`super::verify`]).
     Hip(FileMap),

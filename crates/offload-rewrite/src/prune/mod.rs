@@ -36,6 +36,7 @@ use std::num::NonZeroU64;
 
 /// Why a file cannot be pruned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PruneError {
     /// The file's offload layout cannot be read (not an ELF x86-64 HIP
     /// host binary, or a malformed one).

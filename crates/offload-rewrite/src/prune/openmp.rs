@@ -34,6 +34,7 @@ use offload_inspect::layout::openmp::{Image, OpenMpError, OpenMpMap, Record, Wor
 
 /// Why an OpenMP file cannot be pruned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum OpenMpPruneError {
     /// The file's OpenMP layout cannot be read.
     #[error(transparent)]
@@ -106,6 +107,7 @@ pub struct DescriptorChange {
 
 /// One byte edit of the output.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Edit {
     /// New bytes at a file offset (a table word, an addend, a count).
     Bytes(Vec<u8>),

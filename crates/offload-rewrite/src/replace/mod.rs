@@ -42,6 +42,7 @@ use rebuild::rebuild as rebuild_unit;
 
 /// Why a code object cannot be replaced.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ReplaceError {
     /// The input's offload layout cannot be read.
     #[error(transparent)]
@@ -179,6 +180,7 @@ fn member_choice(wanted: &str, candidates: &[String]) -> String {
 
 /// What the input is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum InputKind {
     /// A bundle file (binary or compressed), possibly several back to back.
     RawBundle,
