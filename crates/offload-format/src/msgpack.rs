@@ -368,7 +368,7 @@ mod tests {
         let mut ok = vec![0x91u8; MAX_DEPTH];
         ok.push(0xc0);
         assert!(read(&ok).is_ok());
-        let mut maps = vec![0x81u8, 0xc0].repeat(10);
+        let mut maps = [0x81u8, 0xc0].repeat(10);
         maps.push(0xc0);
         assert!(read_with_limit(&maps, 10).is_ok());
         assert!(matches!(read_with_limit(&maps, 9).unwrap_err().kind, ErrorKind::TooDeep { limit: 9 }));

@@ -335,7 +335,9 @@ fn every_archive_and_marker_reads_and_verifies() {
             for (key, entry) in archive.entries() {
                 assert!(key.rsplit_once('#').unwrap().1.parse::<u32>().is_ok(), "{name}: {key}");
                 assert_eq!(entry.target, target);
-                assert!(archive.frame_header(entry.ordinal).unwrap().unwrap().content_size == Some(entry.original_size));
+                assert!(
+                    archive.frame_header(entry.ordinal).unwrap().unwrap().content_size == Some(entry.original_size)
+                );
                 if let Some(id) = entry.source_id {
                     assert!(id.ends_with(&format!("--{target}")), "{name}: {id}");
                 }

@@ -376,10 +376,8 @@ impl<'a> Archive<'a> {
     /// The stored bytes of `ordinal`: a zstd frame, or the code object
     /// itself for [`Scheme::None`].
     pub fn stored(&self, ordinal: u32) -> Result<&'a [u8], ArchiveError> {
-        let span = self
-            .spans
-            .get(ordinal as usize)
-            .ok_or(ArchiveError::Ordinal { ordinal, count: self.spans.len() })?;
+        let span =
+            self.spans.get(ordinal as usize).ok_or(ArchiveError::Ordinal { ordinal, count: self.spans.len() })?;
         // Checked against the file when parsed.
         Ok(&self.data[span.offset as usize..span.end() as usize])
     }
@@ -410,9 +408,7 @@ impl<'a> Archive<'a> {
             Scheme::ZstdPerKernel => {
                 let zstd_err = |e: std::io::Error| ArchiveError::Decompress { ordinal, message: e.to_string() };
                 let mut decoder = zstd::stream::read::Decoder::with_buffer(stored).map_err(zstd_err)?;
-                decoder
-                    .window_log_max(crate::bundle::compressed::zstd_window_log_max(declared))
-                    .map_err(zstd_err)?;
+                decoder.window_log_max(crate::bundle::compressed::zstd_window_log_max(declared)).map_err(zstd_err)?;
                 let mut out = Vec::new();
                 decoder.take(declared.saturating_add(1)).read_to_end(&mut out).map_err(zstd_err)?;
                 out
@@ -441,7 +437,8 @@ fn read_toc<'a>(toc: &Value<'a>) -> Result<Vec<Binary<'a>>, ArchiveError> {
             entries.push(Entry {
                 target,
                 kind: str_field(get("type")?, &what("type"))?,
-                ordinal: u32::try_from(ordinal).map_err(|_| shape(format!("{} {ordinal} is over 2^32", what("ordinal"))))?,
+                ordinal: u32::try_from(ordinal)
+                    .map_err(|_| shape(format!("{} {ordinal} is over 2^32", what("ordinal"))))?,
                 original_size: uint_field(get("original_size")?, &what("original_size"))?,
                 source_id: entry.get("metadata").and_then(|m| m.get("target")).and_then(Value::as_str),
             });

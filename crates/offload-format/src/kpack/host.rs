@@ -157,7 +157,7 @@ impl WrapperRecord {
 /// Splits a `.hipFatBinSegment` into records; `None` when its size is not
 /// a multiple of 24.
 pub fn records(section: &[u8]) -> Option<Vec<WrapperRecord>> {
-    if section.len() % RECORD_LEN != 0 {
+    if !section.len().is_multiple_of(RECORD_LEN) {
         return None;
     }
     section.chunks_exact(RECORD_LEN).map(WrapperRecord::parse).collect()
@@ -251,9 +251,8 @@ impl<'a> HostBinary<'a> {
                 let word = addr.wrapping_add(8);
                 let found = relative.get(&word).copied();
                 let pointer = found.unwrap_or(record.binary);
-                let marker = (record.kind() == WrapperKind::Hipk)
-                    .then(|| bytes_at(&file, pointer).map(Marker::parse))
-                    .flatten();
+                let marker =
+                    (record.kind() == WrapperKind::Hipk).then(|| bytes_at(&file, pointer).map(Marker::parse)).flatten();
                 wrappers.push(HostWrapper { record, addr, pointer, relocated: found.is_some(), marker });
             }
         }

@@ -311,17 +311,16 @@ pub fn clr_arch_list(agent: &str) -> Vec<String> {
     let processor = parts.next().unwrap_or_default();
     let features: Vec<&str> = parts.collect();
     let mut out = vec![format!("{ISA_PREFIX}{bare}")];
-    if CLR_GENERIC_PROCESSORS.contains(&processor) {
-        if let Some(generic) = crate::amdgpu::generic_target(processor) {
-            let mut name = format!("{ISA_PREFIX}{generic}");
-            for want in ["sramecc", "xnack"] {
-                for f in features.iter().filter(|f| f.strip_suffix(['+', '-']) == Some(want)) {
-                    name.push(':');
-                    name.push_str(f);
-                }
+    let generic = CLR_GENERIC_PROCESSORS.contains(&processor).then(|| crate::amdgpu::generic_target(processor));
+    if let Some(Some(generic)) = generic {
+        let mut name = format!("{ISA_PREFIX}{generic}");
+        for want in ["sramecc", "xnack"] {
+            for f in features.iter().filter(|f| f.strip_suffix(['+', '-']) == Some(want)) {
+                name.push(':');
+                name.push_str(f);
             }
-            out.push(name);
         }
+        out.push(name);
     }
     out
 }
@@ -494,7 +493,13 @@ impl<'s, S: ArchiveSource> Resolver<'s, S> {
         }))
     }
 
-    fn get_kernel(&self, path: &Path, archive: &Archive<'_>, key: &str, target: &str) -> Result<(u32, Vec<u8>), LoadError> {
+    fn get_kernel(
+        &self,
+        path: &Path,
+        archive: &Archive<'_>,
+        key: &str,
+        target: &str,
+    ) -> Result<(u32, Vec<u8>), LoadError> {
         let entry = archive.find(key, target).ok_or_else(|| LoadError::KernelNotFound {
             archive: path.to_path_buf(),
             key: key.to_string(),

@@ -138,10 +138,7 @@ fn zstd_archive_reads_back() {
     assert!(archive.find("lib/a.so", "gfx90a").is_none());
     assert_eq!(verify(&archive, &strict()), []);
     // The limit is checked before anything is decoded.
-    assert_eq!(
-        archive.decompress(entry, 100),
-        Err(ArchiveError::TooLarge { declared: b.len() as u64, limit: 100 })
-    );
+    assert_eq!(archive.decompress(entry, 100), Err(ArchiveError::TooLarge { declared: b.len() as u64, limit: 100 }));
 }
 
 #[test]
@@ -240,11 +237,10 @@ fn hostile_tocs() {
     enc(&W::M(vec![(s("toc"), W::A(vec![]))]), &mut t);
     assert!(matches!(Archive::parse(&with_toc(&t)), Err(ArchiveError::TocShape(_))));
     // An entry without ordinal, and one with an ordinal over 2^32.
-    for entry in [vec![(s("type"), s("hsaco")), (s("original_size"), W::U(1))], vec![
-        (s("type"), s("hsaco")),
-        (s("ordinal"), W::U(1 << 40)),
-        (s("original_size"), W::U(1)),
-    ]] {
+    for entry in [
+        vec![(s("type"), s("hsaco")), (s("original_size"), W::U(1))],
+        vec![(s("type"), s("hsaco")), (s("ordinal"), W::U(1 << 40)), (s("original_size"), W::U(1))],
+    ] {
         let mut t = Vec::new();
         let toc = W::M(vec![(s("k#0"), W::M(vec![(s("gfx90a"), W::M(entry))]))]);
         enc(&W::M(vec![(s("toc"), toc)]), &mut t);
@@ -470,7 +466,12 @@ const LIB: &str = "/opt/x/lib/liba.so";
 const PATTERN: &str = "../.kpack/p_@GFXARCH@.kpack";
 
 fn fake(archives: &[(&str, Vec<u8>)]) -> Fake {
-    Fake(archives.iter().map(|(name, data)| (PathBuf::from(format!("/opt/x/.kpack/p_{name}.kpack")), data.clone())).collect())
+    Fake(
+        archives
+            .iter()
+            .map(|(name, data)| (PathBuf::from(format!("/opt/x/.kpack/p_{name}.kpack")), data.clone()))
+            .collect(),
+    )
 }
 
 fn load(files: &Fake, env: &Env, order: SearchOrder, agent: &str) -> Result<(String, String), LoadError> {
@@ -490,7 +491,8 @@ fn one(target: &str, key: &str) -> Vec<u8> {
 fn the_two_loader_behaviours() {
     // gfx90a:xnack+ exists because of another library; ours is only in
     // the plain gfx90a archive.
-    let files = fake(&[("gfx90a:xnack+", one("gfx90a:xnack+", "lib/other.so#0")), ("gfx90a", one("gfx90a", "lib/liba.so#0"))]);
+    let files =
+        fake(&[("gfx90a:xnack+", one("gfx90a:xnack+", "lib/other.so#0")), ("gfx90a", one("gfx90a", "lib/liba.so#0"))]);
     let env = Env::default();
     assert_eq!(
         load(&files, &env, SearchOrder::FallThrough, "gfx90a:xnack+"),
@@ -502,7 +504,10 @@ fn the_two_loader_behaviours() {
     assert_eq!(load(&files, &env, SearchOrder::FallThrough, "gfx90a"), Ok(("p_gfx90a.kpack".into(), "gfx90a".into())));
 
     // gfx1100.kpack (other library) hides gfx11-generic in the old loader.
-    let files = fake(&[("gfx1100", one("gfx1100", "lib/other.so#0")), ("gfx11-generic", one("gfx11-generic", "lib/liba.so#0"))]);
+    let files = fake(&[
+        ("gfx1100", one("gfx1100", "lib/other.so#0")),
+        ("gfx11-generic", one("gfx11-generic", "lib/liba.so#0")),
+    ]);
     assert_eq!(
         load(&files, &env, SearchOrder::FallThrough, "gfx1100"),
         Ok(("p_gfx11-generic.kpack".into(), "gfx11-generic".into()))

@@ -140,10 +140,9 @@ impl fmt::Display for Problem {
             Problem::FrameLength { ordinal, stored, measured: None } => {
                 write!(f, "code object {ordinal}: the {stored} bytes are not one complete zstd frame")
             }
-            Problem::ContentSize { ordinal, frame, toc } => write!(
-                f,
-                "code object {ordinal}: the zstd frame declares {frame} bytes, the TOC's original_size {toc}"
-            ),
+            Problem::ContentSize { ordinal, frame, toc } => {
+                write!(f, "code object {ordinal}: the zstd frame declares {frame} bytes, the TOC's original_size {toc}")
+            }
             Problem::Decode { key, target, error } => write!(f, "{key} [{target}]: {error}"),
         }
     }
@@ -221,10 +220,8 @@ pub fn verify(archive: &Archive<'_>, options: &VerifyOptions) -> Vec<Problem> {
         if first && archive.scheme == Scheme::ZstdPerKernel {
             check_frame(archive, entry.ordinal, entry.original_size, &mut problems);
         }
-        if options.decompress {
-            if let Err(error) = archive.decompress(entry, options.limit) {
-                problems.push(Problem::Decode { key: k, target: t, error });
-            }
+        if let Some(Err(error)) = options.decompress.then(|| archive.decompress(entry, options.limit)) {
+            problems.push(Problem::Decode { key: k, target: t, error });
         }
     }
     for (ordinal, seen) in referenced.iter().enumerate() {
