@@ -436,3 +436,40 @@ fn damaged_real_archives_give_errors_not_panics() {
         assert!(Archive::parse(&bad).is_err(), "byte {at}");
     }
 }
+
+#[test]
+fn damaged_host_binaries_give_errors_not_panics() {
+    let data = std::fs::read(root().join("installed/stage/lib/libkp_multi.so")).unwrap();
+    let good = HostBinary::read(&data).unwrap();
+    assert_eq!(good.wrappers.len(), 2);
+    let mut x = 0x0bad_5eed_0bad_5eedu64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let (mut errors, mut markers) = (0, 0);
+    for round in 0..600 {
+        let mut bad = data.clone();
+        for _ in 0..1 + round % 4 {
+            let at = (next() as usize) % bad.len();
+            bad[at] = next() as u8;
+        }
+        match HostBinary::read(&bad) {
+            Err(e) => {
+                assert!(!e.to_string().is_empty());
+                errors += 1;
+            }
+            Ok(host) => markers += host.wrappers.iter().filter(|w| matches!(w.marker, Some(Ok(_)))).count(),
+        }
+    }
+    assert!(errors > 0 && markers > 0, "{errors} {markers}");
+    // Every cut of the real marker is an error.
+    let marker = good.marker_section.unwrap();
+    let section = offload_format::elf::ElfFile::parse(&data).unwrap().sections[marker.index];
+    for cut in 0..marker.size as usize {
+        let bytes = &data[section.offset as usize..section.offset as usize + cut];
+        assert!(Marker::parse(bytes).is_err(), "cut at {cut}");
+    }
+}

@@ -292,5 +292,5 @@ fn bytes_at<'a>(file: &ElfFile<'a>, addr: u64) -> Option<&'a [u8]> {
         sh.flags & SHF_ALLOC != 0 && sh.sh_type != SHT_NOBITS && addr.wrapping_sub(sh.addr) < sh.size
     })?;
     let data = file.section_data(index).ok()?;
-    data.get(usize::try_from(addr - sh.addr).ok()?..)
+    data.get(usize::try_from(addr.wrapping_sub(sh.addr)).ok()?..)
 }
