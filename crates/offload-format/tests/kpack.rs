@@ -375,11 +375,9 @@ fn served_bytes_equal_the_fat_originals() {
         let data = std::fs::read(root().join(&case.binary)).unwrap();
         let host = HostBinary::read(&data).unwrap();
         let arch_list = clr_arch_list(&case.agent);
-        for w in &host.wrappers {
-            let marker = w.marker.as_ref().unwrap().as_ref().unwrap();
-            let co_index = w.record.co_index();
-            let request = Request { binary_path: Path::new(&case.binary), marker, co_index, arch_list: &arch_list };
-            let Ok(loaded) = resolver.load(&request).result else { continue };
+        for (index, resolution) in resolver.load_host(Path::new(&case.binary), &host, &arch_list) {
+            let co_index = host.wrappers[index].record.co_index();
+            let Ok(loaded) = resolution.result else { continue };
             let original = fat.iter().filter(|(t, _)| *t == loaded.target).nth(co_index as usize).unwrap();
             assert!(original.1 == loaded.bytes, "{} on {} #{co_index}", case.binary, case.agent);
             compared += 1;

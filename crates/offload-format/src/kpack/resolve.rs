@@ -16,7 +16,7 @@
 //! a tool can answer for another machine's settings.
 
 use super::archive::{Archive, ArchiveError};
-use super::host::{GFXARCH, Marker, MarkerError};
+use super::host::{GFXARCH, HostBinary, Marker, MarkerError, WrapperKind};
 use std::path::{Component, Path, PathBuf};
 
 /// The prefix of CLR's ISA names.
@@ -420,6 +420,36 @@ impl<'s, S: ArchiveSource> Resolver<'s, S> {
         let mut trace = Vec::new();
         let result = self.load_traced(request, &mut trace);
         Resolution { result, trace }
+    }
+
+    /// Resolves every `HIPK` record of a host binary, in record order, as
+    /// CLR registers them: (record index, resolution). A record whose marker
+    /// cannot be read fails with `InvalidMetadata`.
+    pub fn load_host(
+        &self,
+        binary_path: &Path,
+        host: &HostBinary<'_>,
+        arch_list: &[String],
+    ) -> Vec<(usize, Resolution)> {
+        let mut out = Vec::new();
+        for (index, w) in host.wrappers.iter().enumerate() {
+            if w.record.kind() != WrapperKind::Hipk {
+                continue;
+            }
+            let resolution = match &w.marker {
+                Some(Ok(marker)) => {
+                    let request = Request { binary_path, marker, co_index: w.record.co_index(), arch_list };
+                    self.load(&request)
+                }
+                Some(Err(e)) => Resolution { result: Err(LoadError::InvalidMetadata(e.clone())), trace: Vec::new() },
+                None => Resolution {
+                    result: Err(LoadError::InvalidMetadata(MarkerError::Shape("the record points at no file bytes"))),
+                    trace: Vec::new(),
+                },
+            };
+            out.push((index, resolution));
+        }
+        out
     }
 
     fn load_traced(&self, request: &Request<'_>, trace: &mut Vec<Step>) -> Result<Loaded, LoadError> {
