@@ -1147,3 +1147,39 @@ pub fn package_walk(kind: Option<offload_inspect::package::Kind>, data: &[u8]) {
         assert!(!e.to_string().is_empty());
     }
 }
+
+/// kpack (`docs/formats/kpack.md`): the archive reader, `verify`, one
+/// frame's decompression, the `.rocm_kpack_ref` marker reader and the
+/// msgpack reader, all over the same input. Every located code object lies
+/// inside the input; a served code object has exactly its declared size.
+pub fn kpack(data: &[u8]) {
+    use offload_format::kpack::{Archive, Marker, verify};
+    use offload_format::msgpack;
+
+    if let Ok((value, used)) = msgpack::read(data) {
+        assert!(used >= 1 && used <= data.len());
+        // Re-reading the prefix gives the same value (compared as text: a
+        // NaN float is not equal to itself).
+        let again = msgpack::read(&data[..used]).map(|(v, n)| (format!("{v:?}"), n));
+        assert_eq!(again, Ok((format!("{value:?}"), used)));
+    }
+    if let Ok(marker) = Marker::parse(data) {
+        assert!(marker.len <= data.len());
+        assert!(marker.search_paths.iter().all(|p| within(data, p.as_bytes())));
+    }
+    let Ok(archive) = Archive::parse(data) else { return };
+    assert!(archive.toc_offset + archive.toc_len <= data.len() as u64);
+    for ordinal in 0..archive.spans.len() {
+        let stored = archive.stored(ordinal as u32).expect("every span was checked");
+        assert!(within(data, stored));
+    }
+    let options = verify::VerifyOptions { decompress: true, limit: MAX_DECLARED };
+    for problem in verify::verify(&archive, &options) {
+        assert!(!problem.to_string().is_empty());
+    }
+    for (_, entry) in archive.entries() {
+        if let Ok(bytes) = archive.decompress(entry, MAX_DECLARED) {
+            assert_eq!(bytes.len() as u64, entry.original_size);
+        }
+    }
+}

@@ -15,6 +15,9 @@
 //! * **CUDA fat binaries** (`.nv_fatbin`, `__nv_relfatbin`, `.fatbin`
 //!   files) and cubins: [`cuda`].
 //! * The module `clang-offload-wrapper` writes: [`wrapper`].
+//! * ROCm's **kpack** archives and the host binaries split into them, and
+//!   the runtime loader's resolution of both: [`kpack`] (on top of a
+//!   bounded MessagePack reader, [`msgpack`]).
 //!
 //! The building blocks: [`bytes`] (fields read at checked offsets), [`elf`], [`coff`] and [`bitcode`] (the object and
 //! bitcode readers), [`target_id`], [`offload_arch`], [`amdgpu`] and
@@ -39,7 +42,9 @@ pub mod bytes;
 pub mod coff;
 pub mod cuda;
 pub mod elf;
+pub mod kpack;
 pub mod llvm_hash;
+pub mod msgpack;
 pub mod offload_arch;
 pub mod offload_binary;
 pub mod plan;

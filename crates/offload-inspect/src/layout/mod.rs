@@ -18,10 +18,7 @@ pub use pointers::{Storage, WordEdit};
 use offload_format::elf::{EM_X86_64, ET_REL};
 use offload_format::elf::{ElfError, ElfFile, SHT_NOBITS};
 
-/// "HIPF" as the little-endian u32 the runtime compares with.
-pub const HIPF: u32 = 0x4849_5046;
-/// "HIPK": device code moved out by TheRock's kpack.
-pub const HIPK: u32 = 0x4B50_4948;
+pub use offload_format::kpack::host::{HIPF, HIPK};
 /// Bytes of one wrapper record.
 pub const RECORD_SIZE: u64 = 24;
 

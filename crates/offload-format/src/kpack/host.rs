@@ -1,0 +1,295 @@
+//! The host side of a kpacked binary (`docs/formats/kpack.md`, "The host
+//! binary"): the `.rocm_kpack_ref` marker, a msgpack map naming the binary
+//! and where its archives are, and the `HIPK` wrapper records in
+//! `.hipFatBinSegment` that point at it.
+//!
+//! [`Marker::parse`] and [`WrapperRecord::parse`] take bytes; [`HostBinary::read`]
+//! finds both in an ELF x86-64 host binary through the crate's [`crate::elf`]
+//! reader, following `R_X86_64_RELATIVE` relocations for the pointers (the
+//! splitter zeroes the pointer words in the file of a shared library).
+
+use crate::elf::{ElfFile, SHF_ALLOC, SHT_NOBITS, SHT_RELA};
+use crate::msgpack::{self, Value};
+use std::collections::BTreeMap;
+
+/// The marker section's name.
+pub const MARKER_SECTION: &str = ".rocm_kpack_ref";
+/// The section of the wrapper records.
+pub const WRAPPER_SECTION: &str = ".hipFatBinSegment";
+/// The section that held the device code (`SHT_NOBITS` once split).
+pub const FATBIN_SECTION: &str = ".hip_fatbin";
+/// The runtime reads the marker inside a window of this many bytes.
+pub const MARKER_WINDOW: usize = 64 * 1024;
+/// The text that stands for a target ID in a search path.
+pub const GFXARCH: &str = "@GFXARCH@";
+/// Bytes of one wrapper record.
+pub const RECORD_LEN: usize = 24;
+/// `HIPF` as the little-endian u32 of a record with embedded device code.
+pub const HIPF: u32 = 0x4849_5046;
+/// `HIPK` as the little-endian u32 of a record whose device code is in an
+/// archive.
+pub const HIPK: u32 = 0x4B50_4948;
+
+use crate::elf::{EM_X86_64, R_X86_64_RELATIVE};
+
+/// A parsed `.rocm_kpack_ref` marker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Marker<'a> {
+    /// `kernel_name`: the binary's name in the archives' TOC keys.
+    pub kernel_name: &'a str,
+    /// `kpack_search_paths`, the string items in order.
+    pub search_paths: Vec<&'a str>,
+    /// Items of `kpack_search_paths` that are not UTF-8 strings (the
+    /// runtime drops them).
+    pub dropped_paths: usize,
+    /// Bytes the msgpack map takes.
+    pub len: usize,
+}
+
+/// Why marker bytes are unusable; the loader answers all of these with
+/// `KPACK_ERROR_INVALID_METADATA` (12).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MarkerError {
+    /// Not valid msgpack inside the 64 KiB window.
+    #[error("kpack marker: {0}")]
+    Msgpack(msgpack::Error),
+    /// msgpack of the wrong shape (what is wrong).
+    #[error("kpack marker: {0}")]
+    Shape(&'static str),
+}
+
+impl<'a> Marker<'a> {
+    /// Parses the msgpack map at the start of `bytes` (looking at the first
+    /// 64 KiB only, as the runtime does).
+    ///
+    /// ```
+    /// use offload_format::kpack::Marker;
+    ///
+    /// // {"kpack_search_paths": ["../.kpack/x_@GFXARCH@.kpack"], "kernel_name": "lib/a.so"}
+    /// let mut bytes = b"\x82\xb2kpack_search_paths\x91\xbb../.kpack/x_@GFXARCH@.kpack".to_vec();
+    /// bytes.extend_from_slice(b"\xabkernel_name\xa8lib/a.so");
+    /// let marker = Marker::parse(&bytes)?;
+    /// assert_eq!(marker.kernel_name, "lib/a.so");
+    /// assert_eq!(marker.search_paths, ["../.kpack/x_@GFXARCH@.kpack"]);
+    /// assert_eq!(marker.lookup_key(1), "lib/a.so#1");
+    /// # Ok::<(), offload_format::kpack::MarkerError>(())
+    /// ```
+    pub fn parse(bytes: &'a [u8]) -> Result<Marker<'a>, MarkerError> {
+        let window = bytes.get(..MARKER_WINDOW).unwrap_or(bytes);
+        let (value, len) = msgpack::read(window).map_err(MarkerError::Msgpack)?;
+        if value.as_map().is_none() {
+            return Err(MarkerError::Shape("not a map"));
+        }
+        let kernel_name = value
+            .get("kernel_name")
+            .ok_or(MarkerError::Shape("no kernel_name"))?
+            .as_str()
+            .ok_or(MarkerError::Shape("kernel_name is not a UTF-8 string"))?;
+        let paths = value
+            .get("kpack_search_paths")
+            .ok_or(MarkerError::Shape("no kpack_search_paths"))?
+            .as_array()
+            .ok_or(MarkerError::Shape("kpack_search_paths is not an array"))?;
+        if paths.is_empty() {
+            return Err(MarkerError::Shape("kpack_search_paths is empty"));
+        }
+        let search_paths: Vec<&str> = paths.iter().filter_map(Value::as_str).collect();
+        Ok(Marker { kernel_name, dropped_paths: paths.len() - search_paths.len(), search_paths, len })
+    }
+
+    /// The TOC key of the `co_index`-th fat binary: `kernel_name#co_index`.
+    pub fn lookup_key(&self, co_index: u32) -> String {
+        format!("{}#{co_index}", self.kernel_name)
+    }
+}
+
+/// What a wrapper record's magic says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WrapperKind {
+    /// `HIPF`: the pointer leads to a fat binary in the file.
+    Hipf,
+    /// `HIPK`: the pointer leads to a kpack marker.
+    Hipk,
+    /// Any other magic.
+    Other(u32),
+}
+
+/// One 24-byte `__CudaFatBinaryWrapper` record of `.hipFatBinSegment`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WrapperRecord {
+    /// The magic (`HIPF` or `HIPK`).
+    pub magic: u32,
+    /// The version (1).
+    pub version: u32,
+    /// The pointer word as stored in the file (0 when a relocation sets it).
+    pub binary: u64,
+    /// The reserved word; for `HIPK`, its low 32 bits are the `co_index`.
+    pub reserved1: u64,
+}
+
+impl WrapperRecord {
+    /// Reads the record at the start of `bytes` (little-endian), or `None`
+    /// when fewer than 24 bytes are given.
+    pub fn parse(bytes: &[u8]) -> Option<WrapperRecord> {
+        let b = bytes.get(..RECORD_LEN)?;
+        let u32_at = |at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+        let u64_at = |at: usize| u64::from(u32_at(at)) | (u64::from(u32_at(at + 4)) << 32);
+        Some(WrapperRecord { magic: u32_at(0), version: u32_at(4), binary: u64_at(8), reserved1: u64_at(16) })
+    }
+
+    /// Whether the record is `HIPF`, `HIPK` or neither.
+    pub fn kind(&self) -> WrapperKind {
+        match self.magic {
+            HIPF => WrapperKind::Hipf,
+            HIPK => WrapperKind::Hipk,
+            other => WrapperKind::Other(other),
+        }
+    }
+
+    /// The index of this fat binary among the binary's fat binaries (the
+    /// `#N` of the TOC key): the low 32 bits of `reserved1`.
+    pub fn co_index(&self) -> u32 {
+        self.reserved1 as u32
+    }
+}
+
+/// Splits a `.hipFatBinSegment` into records; `None` when its size is not
+/// a multiple of 24.
+pub fn records(section: &[u8]) -> Option<Vec<WrapperRecord>> {
+    if !section.len().is_multiple_of(RECORD_LEN) {
+        return None;
+    }
+    section.chunks_exact(RECORD_LEN).map(WrapperRecord::parse).collect()
+}
+
+/// A section's placement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SectionInfo {
+    /// Index in the section table.
+    pub index: usize,
+    /// `sh_addr`.
+    pub addr: u64,
+    /// `sh_size`.
+    pub size: u64,
+    /// Whether it is `SHT_NOBITS` (no bytes in the file).
+    pub nobits: bool,
+}
+
+/// One wrapper record of a host binary and where its pointer leads.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostWrapper<'a> {
+    /// The record.
+    pub record: WrapperRecord,
+    /// Its address.
+    pub addr: u64,
+    /// The pointer's value before the load bias: an `R_X86_64_RELATIVE`
+    /// addend when one covers the word, else the word itself.
+    pub pointer: u64,
+    /// Whether a relocation gave the pointer.
+    pub relocated: bool,
+    /// For `HIPK`: the marker read where the pointer leads, or why it
+    /// cannot be (`None` for other records, or when the pointer leads to
+    /// no allocated section bytes in the file).
+    pub marker: Option<Result<Marker<'a>, MarkerError>>,
+}
+
+/// The kpack view of an ELF host binary.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostBinary<'a> {
+    /// `.hip_fatbin`, when present.
+    pub fatbin: Option<SectionInfo>,
+    /// `.rocm_kpack_ref`, when present.
+    pub marker_section: Option<SectionInfo>,
+    /// The marker at the start of `.rocm_kpack_ref`, when present.
+    pub marker: Option<Result<Marker<'a>, MarkerError>>,
+    /// The records of `.hipFatBinSegment`, in order (empty without one).
+    pub wrappers: Vec<HostWrapper<'a>>,
+}
+
+/// Why a host binary cannot be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HostError {
+    /// Not a readable ELF file.
+    #[error(transparent)]
+    Elf(#[from] crate::elf::ElfError),
+    /// Not 64-bit little-endian x86-64 (the only layout the splitter makes).
+    #[error("kpack host binaries are read as 64-bit little-endian x86-64 ELF only")]
+    Unsupported,
+    /// `.hipFatBinSegment` is not a whole number of records (its size).
+    #[error(".hipFatBinSegment is {0} bytes, not a whole number of 24-byte records")]
+    RecordSize(u64),
+}
+
+impl<'a> HostBinary<'a> {
+    /// Whether any wrapper record is `HIPK`.
+    pub fn is_kpacked(&self) -> bool {
+        self.wrappers.iter().any(|w| w.record.kind() == WrapperKind::Hipk)
+    }
+
+    /// Reads the kpack view of an ELF x86-64 host binary.
+    pub fn read(data: &'a [u8]) -> Result<HostBinary<'a>, HostError> {
+        let file = ElfFile::parse(data)?;
+        if !file.codec.is64 || file.codec.big || file.header.machine != EM_X86_64 {
+            return Err(HostError::Unsupported);
+        }
+        let find = |name: &str| {
+            (1..file.sections.len()).find(|&i| file.section_name(i).ok() == Some(name.as_bytes())).map(|index| {
+                let sh = file.sections[index];
+                SectionInfo { index, addr: sh.addr, size: sh.size, nobits: sh.sh_type == SHT_NOBITS }
+            })
+        };
+        let marker_section = find(MARKER_SECTION);
+        let marker = marker_section.and_then(|s| file.section_data(s.index).ok()).map(Marker::parse);
+        let mut wrappers = Vec::new();
+        if let Some(seg) = find(WRAPPER_SECTION) {
+            let bytes = file.section_data(seg.index)?;
+            let recs = records(bytes).ok_or(HostError::RecordSize(seg.size))?;
+            let relative = relative_addends(&file, seg.addr, seg.size);
+            for (i, record) in recs.into_iter().enumerate() {
+                let addr = seg.addr.wrapping_add((i * RECORD_LEN) as u64);
+                let word = addr.wrapping_add(8);
+                let found = relative.get(&word).copied();
+                let pointer = found.unwrap_or(record.binary);
+                let marker =
+                    (record.kind() == WrapperKind::Hipk).then(|| bytes_at(&file, pointer).map(Marker::parse)).flatten();
+                wrappers.push(HostWrapper { record, addr, pointer, relocated: found.is_some(), marker });
+            }
+        }
+        Ok(HostBinary { fatbin: find(FATBIN_SECTION), marker_section, marker, wrappers })
+    }
+}
+
+/// The `R_X86_64_RELATIVE` relocations of every `SHT_RELA` section that
+/// patch a word in `[start, start + size)`: address to addend (a later one
+/// wins, as the dynamic loader applies them in order).
+fn relative_addends(file: &ElfFile<'_>, start: u64, size: u64) -> BTreeMap<u64, u64> {
+    let mut out = BTreeMap::new();
+    for (i, sh) in file.sections.iter().enumerate() {
+        if sh.sh_type != SHT_RELA {
+            continue;
+        }
+        let Ok(bytes) = file.section_data(i) else { continue };
+        for rel in bytes.chunks_exact(24) {
+            let word = |at: usize| {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(&rel[at..at + 8]);
+                u64::from_le_bytes(b)
+            };
+            let (at, info, addend) = (word(0), word(8), word(16));
+            if info as u32 == R_X86_64_RELATIVE && at.wrapping_sub(start) < size {
+                out.insert(at, addend);
+            }
+        }
+    }
+    out
+}
+
+/// The file bytes of the allocated section that holds address `addr`, from
+/// `addr` to the section's end.
+fn bytes_at<'a>(file: &ElfFile<'a>, addr: u64) -> Option<&'a [u8]> {
+    let (index, sh) = file.sections.iter().enumerate().find(|(_, sh)| {
+        sh.flags & SHF_ALLOC != 0 && sh.sh_type != SHT_NOBITS && addr.wrapping_sub(sh.addr) < sh.size
+    })?;
+    let data = file.section_data(index).ok()?;
+    data.get(usize::try_from(addr.wrapping_sub(sh.addr)).ok()?..)
+}
