@@ -65,7 +65,7 @@ typedef struct offload_buffer offload_buffer;
 typedef struct offload_inventory offload_inventory;
 
 // One code object (or host entry), with the fields of `offload list
-// --json` (see the README's JSON schema). Filled by
+// --json` (see docs/reference/json.md). Filled by
 // offload_inventory_get(); every string is owned by the inventory and is
 // valid until offload_inventory_free().
 typedef struct offload_code_object {

@@ -1,7 +1,7 @@
 //! The C API of offload-binutils (`liboffload`, header `include/offload.h`).
 //!
 //! Every entry point checks its pointers, runs its body under
-//! `catch_unwind` (see [`status::guard`]) and reports failures as an
+//! `catch_unwind` (see `status::guard`) and reports failures as an
 //! `offload_status` plus a per-thread message. No Rust type crosses the
 //! boundary: handles are opaque pointers, and the structs C reads are
 //! `#[repr(C)]` with C strings owned by the handle.

@@ -376,7 +376,7 @@ impl ToolSpec {
         best.map(|(_, s)| s)
     }
 
-    /// Parses `args` (without argv[0]); `argv0` is used in messages.
+    /// Parses `args` (without `argv[0]`); `argv0` is used in messages.
     pub fn parse(&self, argv0: &str, args: &[String]) -> Outcome {
         let args = match expand_response_files(args) {
             Ok(args) => args,

@@ -2,12 +2,12 @@
 
 use std::process::ExitCode;
 
-/// argv[0] exactly as the tool was invoked (LLVM prints it verbatim).
+/// `argv[0]` exactly as the tool was invoked (LLVM prints it verbatim).
 pub fn argv0() -> String {
     std::env::args_os().next().map(|a| a.to_string_lossy().into_owned()).unwrap_or_default()
 }
 
-/// The command-line arguments after argv[0]; arguments that are not valid
+/// The command-line arguments after `argv[0]`; arguments that are not valid
 /// UTF-8 are converted lossily.
 pub fn args() -> Vec<String> {
     std::env::args_os().skip(1).map(|a| a.to_string_lossy().into_owned()).collect()

@@ -29,7 +29,7 @@
 //! The examples use a HIP bundle compiled for `gfx906` and `gfx90a:xnack+`
 //! (the repository's `samples/hip-gfx906-gfx90a.bc`: a host entry and two
 //! device entries). For a file on disk, read or memory-map it and pass the
-//! bytes; the name passed to [`inspect::scan`] is only used in messages.
+//! bytes; the name passed to [`scan`] is only used in messages.
 //!
 //! ## List the code objects of a file
 //!

@@ -3,7 +3,7 @@
 //! raw bundle file (docs/formats/host-references.md §6.6), or of one entry of a
 //! CUDA fat binary (`.nv_fatbin`/`__nv_relfatbin`
 //! sections and `.fatbin` files), or of one OpenMP image of
-//! `.llvm.offloading` ([`openmp`]).
+//! `.llvm.offloading` (`openmp`).
 //!
 //! The entry is named by its bundle entry ID or by its target ID; where
 //! several fat binaries hold it, a unit index picks one. The new object
@@ -17,7 +17,7 @@
 //! Where the result fits the old extent it is written in place and the
 //! slack zeroed; otherwise `.hip_fatbin` (or a linked file's `.nv_fatbin`)
 //! moves to a new PT_LOAD at the end of the file with the program header
-//! table (docs/formats/host-references.md §4 (c)), see [`segment`]. [`verify`] re-reads the output before it is written.
+//! table (docs/formats/host-references.md §4 (c)), see `segment`. [`verify`] re-reads the output before it is written.
 
 mod archive;
 mod check;
