@@ -28,7 +28,8 @@
 //! [`bitcode`] (the object and bitcode readers), [`target_id`],
 //! [`offload_arch`], [`amdgpu`] and [`triple`] (names of targets and
 //! processors), [`llvm_hash`] and [`string_map`] (LLVM's hash tables),
-//! and [`plan`] (outputs described as pieces).
+//! [`llvm_release`] (what differs between the LLVM releases the drop-in
+//! tools follow) and [`plan`] (outputs described as pieces).
 //!
 //! Every reader works on a byte slice without copying and checks every
 //! offset and size against the slice before use: hostile input gives an
@@ -118,6 +119,7 @@ pub mod gpus;
 pub mod inspect;
 pub mod layout;
 pub mod llvm_hash;
+pub mod llvm_release;
 pub mod offload_arch;
 pub mod offload_binary;
 pub mod package;
