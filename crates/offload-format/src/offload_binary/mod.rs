@@ -17,8 +17,10 @@
 //! start of the binary they belong to.
 //!
 //! * [`read`]: zero-copy reader over a buffer of concatenated binaries, with
-//!   every offset and size checked; versions 1 and 2 are read.
-//! * [`mod@write`]: the version 1 writer (byte-identical to LLVM 19) and the
+//!   every offset and size checked; versions 1, 2 and 3 are read, compressed
+//!   version 3 binaries through [`read::inflate_all`].
+//! * [`mod@write`]: the version 1 writer (byte-identical to LLVM 19, and to
+//!   LLVM 22 with [`write_plan_for`]), the version 2 and 3 writers and the
 //!   string-table builder.
 //! * [`args`]: the `--image=key=value,...` syntax of the packager and the
 //!   record orders of LLVM 19 and LLVM 16.
@@ -34,10 +36,13 @@ pub mod container;
 pub mod read;
 pub mod write;
 
+#[cfg(test)]
+mod llvm22_tests;
+
 pub use crate::bitcode::is_bitcode;
 pub use args::{ImageArgs, RecordOrder};
 pub use read::{Binaries, Error, OffloadBinary};
-pub use write::{Image, WriteError, write, write_plan};
+pub use write::{Compression, Image, WriteError, write, write_plan, write_plan_for, write_v2, write_v3};
 
 use crate::bitcode::embedded as bitcode;
 use std::fmt;
