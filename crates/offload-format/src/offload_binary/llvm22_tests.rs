@@ -31,7 +31,12 @@ fn packages() -> Vec<(&'static str, &'static [u8], &'static str, Vec<&'static st
         ("pkg-openmp.out", fixture!("pkg-openmp.out"), text(fixture!("pkg-openmp.out.objdump.txt")), vec![OMP]),
         ("pkg-cuda.out", fixture!("pkg-cuda.out"), text(fixture!("pkg-cuda.out.objdump.txt")), vec![CUDA]),
         ("pkg-sycl.out", fixture!("pkg-sycl.out"), text(fixture!("pkg-sycl.out.objdump.txt")), vec![SYCL]),
-        ("pkg-all.out", fixture!("pkg-all.out"), text(fixture!("pkg-all.out.objdump.txt")), vec![HIP_X, OMP, CUDA, SYCL]),
+        (
+            "pkg-all.out",
+            fixture!("pkg-all.out"),
+            text(fixture!("pkg-all.out.objdump.txt")),
+            vec![HIP_X, OMP, CUDA, SYCL],
+        ),
     ]
 }
 
@@ -306,7 +311,11 @@ fn version_3_layouts_round_trip() {
         let second = (v1.len() + packed.len() + v2.len()) as u64;
         assert_eq!(
             e,
-            Error::InflateLimit { offset: second, inflated_size: 2 * plain.len() as u64, limit: plain.len() as u64 + 8 }
+            Error::InflateLimit {
+                offset: second,
+                inflated_size: 2 * plain.len() as u64,
+                limit: plain.len() as u64 + 8
+            }
         );
     }
 }

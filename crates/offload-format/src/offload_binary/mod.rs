@@ -16,6 +16,12 @@
 //! `.llvm.offloading` sections the same way). Offsets are relative to the
 //! start of the binary they belong to.
 //!
+//! Version 2 (LLVM 23) puts several entries behind one header (the last
+//! header field is their count) and gives string records a value size (24
+//! bytes); version 3 (LLVM main) adds an inflated size to a 40-byte header
+//! and may compress everything after it. The offload kind numbers changed
+//! in LLVM 21 (HIP 3 became 4). docs/llvm-releases.md describes all of it.
+//!
 //! * [`read`]: zero-copy reader over a buffer of concatenated binaries, with
 //!   every offset and size checked; versions 1, 2 and 3 are read, compressed
 //!   version 3 binaries through [`read::inflate_all`].

@@ -192,7 +192,7 @@ pub struct RawHeader {
 
 impl RawHeader {
     /// Bytes the header takes (32, or 40 for version 3).
-    pub fn len(&self) -> u64 {
+    pub fn header_len(&self) -> u64 {
         if self.version >= 3 { HEADER_SIZE_V3 } else { HEADER_SIZE }
     }
     /// Whether the header says the body is compressed.
@@ -414,7 +414,7 @@ fn parse_header(rest: &[u8], offset: u64) -> Result<RawHeader, Error> {
         inflated_size: if version >= 3 { rd(32)? } else { 0 },
     };
     let size = header.size;
-    if size > available || size < header.len() {
+    if size > available || size < header.header_len() {
         return Err(truncated("binary size", size, available));
     }
     if header.is_compressed() {
@@ -459,8 +459,8 @@ fn parse_chunk(rest: &[u8], offset: u64) -> Result<(Vec<OffloadBinary<'_>>, u64)
         let count = header.entry_size_or_count;
         let entries_size = count
             .checked_mul(ENTRY_SIZE)
-            .filter(|&s| s <= size - header.len())
-            .ok_or_else(|| truncated("entry count", count, (size - header.len()) / ENTRY_SIZE))?;
+            .filter(|&s| s <= size - header.header_len())
+            .ok_or_else(|| truncated("entry count", count, (size - header.header_len()) / ENTRY_SIZE))?;
         if header.entry_offset > size - entries_size {
             return Err(truncated("entries offset", header.entry_offset, size - entries_size));
         }

@@ -215,7 +215,9 @@ pub fn write_v3(images: &[Image<'_>], compression: Option<Compression>) -> Resul
     let Some(compression) = compression else { return Ok(plain) };
     let body = &plain[HEADER_SIZE_V3 as usize..];
     let packed = match compression {
-        Compression::Zstd(level) => zstd::bulk::compress(body, level).map_err(|e| WriteError::Compress(e.to_string()))?,
+        Compression::Zstd(level) => {
+            zstd::bulk::compress(body, level).map_err(|e| WriteError::Compress(e.to_string()))?
+        }
         Compression::Zlib(level) => {
             use std::io::Write;
             let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(level.min(9)));
@@ -247,11 +249,10 @@ fn write_multi(images: &[Image<'_>], version: u32) -> Result<Vec<u8>, WriteError
     let count = images.len() as u64;
     let records: u64 = images.iter().map(|i| i.strings.len() as u64).sum();
     let too_large = || WriteError::TooLarge;
-    let records_at = header_len.checked_add(count.checked_mul(ENTRY_SIZE).ok_or_else(too_large)?).ok_or_else(too_large)?;
-    let table_at = records
-        .checked_mul(STRING_RECORD_SIZE_V2)
-        .and_then(|r| r.checked_add(records_at))
-        .ok_or_else(too_large)?;
+    let records_at =
+        header_len.checked_add(count.checked_mul(ENTRY_SIZE).ok_or_else(too_large)?).ok_or_else(too_large)?;
+    let table_at =
+        records.checked_mul(STRING_RECORD_SIZE_V2).and_then(|r| r.checked_add(records_at)).ok_or_else(too_large)?;
     let images_at = align8(table_at + table.bytes().len() as u64).ok_or_else(too_large)?;
     let images_len = images.iter().try_fold(0u64, |a, i| a.checked_add(i.image.len() as u64)).ok_or_else(too_large)?;
     let size = images_at.checked_add(images_len).and_then(align8).ok_or_else(too_large)?;
