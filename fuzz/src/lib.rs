@@ -254,6 +254,66 @@ pub fn offload_binary(data: &[u8]) {
     }
 }
 
+/// OffloadBinary versions 2 and 3, compressed bodies included. The first
+/// byte picks how the rest is used: as is (0); as the inflated body of a
+/// version 3 binary compressed here with zstd (1) or zlib (2), so that
+/// the fuzzer reaches what lies behind the decompression; as the body of a
+/// version 2 binary (3). The second byte is then the entry count. Every
+/// buffer goes through [`offload_binary`] and `read::inflate_all`, whose
+/// output stays within the input plus the inflation limit.
+pub fn offload_binary_v3(data: &[u8]) {
+    use offload_format::offload_binary::{MAGIC, read};
+    const LIMIT: u64 = 1 << 24;
+    let Some((&mode, rest)) = data.split_first() else { return };
+    let (count, body) = rest.split_first().map_or((0, &[][..]), |(&c, b)| (u64::from(c % 8), b));
+    let header = |version: u32, size: u64, inflated: Option<u64>| {
+        let mut h = MAGIC.to_vec();
+        h.extend(version.to_le_bytes());
+        h.extend(size.to_le_bytes());
+        h.extend(if inflated.is_some() { 40u64 } else { 32 }.to_le_bytes());
+        h.extend(count.to_le_bytes());
+        if let Some(i) = inflated {
+            h.extend(i.to_le_bytes());
+        }
+        h
+    };
+    let input = match mode % 4 {
+        1 | 2 => {
+            // The crate's CCOB compressor gives plain zstd and zlib streams.
+            let method = if mode % 4 == 1 { Method::Zstd } else { Method::Zlib };
+            let opts = CompressOptions { method, level: 1, version: 3, threads: 0 };
+            let packed = compressed::compress_data(body, &opts).expect("in memory");
+            let mut d = header(3, 40 + packed.len() as u64, Some(40 + body.len() as u64));
+            d.extend(packed);
+            d.resize(d.len().next_multiple_of(8), 0);
+            d
+        }
+        3 => {
+            let mut d = header(2, (32 + body.len() as u64).next_multiple_of(8), None);
+            d.extend(body);
+            d.resize(d.len().next_multiple_of(8), 0);
+            d
+        }
+        _ => rest.to_vec(),
+    };
+    offload_binary(&input);
+    match read::inflate_all(&input, LIMIT) {
+        Ok(buf) => {
+            let chunks = input.len() as u64 / 40 + 1;
+            assert!(buf.len() as u64 <= input.len() as u64 + LIMIT + 8 * chunks);
+            offload_binary(&buf);
+            for b in Binaries::new(&buf).flatten() {
+                assert!(!b.header().is_compressed());
+                let _ = (b.offload_kind().name(), b.is_metadata_only(), b.header().entry_count());
+            }
+        }
+        Err(e) => {
+            assert!(e.offset() <= input.len() as u64);
+            let _ = (e.to_string(), e.detail());
+        }
+    }
+}
+
 /// The container scan (raw, ELF, COFF, bitcode, archives) and the
 /// packages it finds.
 pub fn container_scan(data: &[u8]) {
@@ -528,6 +588,8 @@ pub fn rt_offload_binary(images: Vec<PackageImage>) {
             image: i.image,
         })
         .collect();
+    // Version 2 and 3 hold values with NULs, which version 1 refuses.
+    rt_offload_binary_v2_v3(&images);
     let plan = match offload_binary::write_plan(&images) {
         Ok(p) => p,
         Err(e) => {
@@ -551,6 +613,37 @@ pub fn rt_offload_binary(images: Vec<PackageImage>) {
     }
     let scan = offload_binary::container::scan(&bytes, "p");
     assert!(scan.error.is_none() && (images.is_empty() || scan.packages.len() == 1));
+}
+
+/// The version 2 and 3 writers (one binary, every image an entry; version
+/// 3 also compressed with zstd and zlib): read back (inflated where
+/// compressed), every entry comes back, kinds in the bit numbering.
+fn rt_offload_binary_v2_v3(images: &[Image]) {
+    use offload_format::offload_binary::{Compression, read, write_v2, write_v3};
+    if images.is_empty() || images.iter().any(|i| i.strings.iter().any(|(k, _)| k.contains(&0))) {
+        assert!(write_v2(images).is_err());
+        return;
+    }
+    let check = |bytes: &[u8], version: u32| {
+        assert_eq!(bytes.len() % 8, 0);
+        let back = offload_binary::OffloadBinary::parse_all(bytes).expect("own v2/v3 reads");
+        assert_eq!(back.len(), images.len());
+        for (b, i) in back.iter().zip(images) {
+            assert_eq!((b.version(), b.image(), b.image_kind(), b.flags()), (version, i.image, i.image_kind, i.flags));
+            assert_eq!(b.strings(), &i.strings[..]);
+            // Written in the bit numbering (HIP 4) and read back the same.
+            assert_eq!(b.offload_kind(), i.offload_kind);
+        }
+    };
+    check(&write_v2(images).expect("v2 writes"), 2);
+    let plain = write_v3(images, None).expect("v3 writes");
+    check(&plain, 3);
+    for c in [Compression::Zstd(1), Compression::Zlib(1)] {
+        let packed = write_v3(images, Some(c)).expect("v3 compresses");
+        let inflated = read::inflate(&packed, 0, plain.len() as u64).expect("own v3 inflates");
+        assert_eq!(inflated, plain);
+        assert!(read::inflate(&packed, 0, plain.len() as u64 - 1).is_err());
+    }
 }
 
 /// The name and bytes of every member of an archive we wrote, which must

@@ -19,11 +19,12 @@
 //!   the runtime loader's resolution of both: [`kpack`] (on top of a
 //!   bounded MessagePack reader, [`msgpack`]).
 //!
-//! The building blocks: [`bytes`] (fields read at checked offsets), [`elf`], [`coff`] and [`bitcode`] (the object and
-//! bitcode readers), [`target_id`], [`offload_arch`], [`amdgpu`] and
-//! [`triple`] (names of targets and processors), [`llvm_hash`] and
-//! [`string_map`] (LLVM's hash tables), and [`plan`] (outputs described as
-//! pieces).
+//! The building blocks: [`bytes`] (fields read at checked offsets),
+//! [`elf`], [`coff`] and [`bitcode`] (the object and bitcode readers),
+//! [`target_id`], [`offload_arch`], [`amdgpu`] and [`triple`] (names of
+//! targets and processors), [`llvm_hash`] and [`string_map`] (LLVM's hash
+//! tables), [`llvm_release`] (what differs between the LLVM releases the
+//! drop-in tools follow) and [`plan`] (outputs described as pieces).
 //!
 //! Every reader works on a byte slice without copying and checks every
 //! offset and size against the slice before use: hostile input gives an
@@ -44,6 +45,7 @@ pub mod cuda;
 pub mod elf;
 pub mod kpack;
 pub mod llvm_hash;
+pub mod llvm_release;
 pub mod msgpack;
 pub mod offload_arch;
 pub mod offload_binary;

@@ -94,6 +94,12 @@ impl ImageArgs {
     pub fn offload_kind(&self) -> OffloadKind {
         self.get("kind").map(OffloadKind::from_name).unwrap_or(OffloadKind::None)
     }
+
+    /// The offload kind `kind` names for `release`'s packager (LLVM 22
+    /// knows `sycl`); None when absent or unknown.
+    pub fn offload_kind_in(&self, release: crate::llvm_release::LlvmRelease) -> OffloadKind {
+        self.get("kind").map_or(OffloadKind::None, |k| release.offload_kind_from_name(k))
+    }
 }
 
 #[cfg(test)]
@@ -112,6 +118,10 @@ mod tests {
         assert_eq!(ImageArgs::parse("file=a,file=b").files(), ["a", "b"]);
         assert_eq!(ImageArgs::parse("kind=openmp,kind=cuda").offload_kind(), OffloadKind::None);
         assert_eq!(ImageArgs::parse("kind=hip").offload_kind(), OffloadKind::Hip);
+        use crate::llvm_release::LlvmRelease;
+        assert_eq!(ImageArgs::parse("kind=sycl").offload_kind(), OffloadKind::None);
+        assert_eq!(ImageArgs::parse("kind=sycl").offload_kind_in(LlvmRelease::Llvm22), OffloadKind::Sycl);
+        assert_eq!(ImageArgs::parse("kind=sycl").offload_kind_in(LlvmRelease::Llvm19), OffloadKind::None);
     }
 
     #[test]

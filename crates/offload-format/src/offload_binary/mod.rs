@@ -16,9 +16,17 @@
 //! `.llvm.offloading` sections the same way). Offsets are relative to the
 //! start of the binary they belong to.
 //!
+//! Version 2 (LLVM 23) puts several entries behind one header (the last
+//! header field is their count) and gives string records a value size (24
+//! bytes); version 3 (LLVM main) adds an inflated size to a 40-byte header
+//! and may compress everything after it. The offload kind numbers changed
+//! in LLVM 21 (HIP 3 became 4). docs/llvm-releases.md describes all of it.
+//!
 //! * [`read`]: zero-copy reader over a buffer of concatenated binaries, with
-//!   every offset and size checked; versions 1 and 2 are read.
-//! * [`mod@write`]: the version 1 writer (byte-identical to LLVM 19) and the
+//!   every offset and size checked; versions 1, 2 and 3 are read, compressed
+//!   version 3 binaries through [`read::inflate_all`].
+//! * [`mod@write`]: the version 1 writer (byte-identical to LLVM 19, and to
+//!   LLVM 22 with [`write_plan_for`]), the version 2 and 3 writers and the
 //!   string-table builder.
 //! * [`args`]: the `--image=key=value,...` syntax of the packager and the
 //!   record orders of LLVM 19 and LLVM 16.
@@ -34,22 +42,30 @@ pub mod container;
 pub mod read;
 pub mod write;
 
+#[cfg(test)]
+mod llvm22_tests;
+
 pub use crate::bitcode::is_bitcode;
 pub use args::{ImageArgs, RecordOrder};
 pub use read::{Binaries, Error, OffloadBinary};
-pub use write::{Image, WriteError, write, write_plan};
+pub use write::{Compression, Image, WriteError, write, write_plan, write_plan_for, write_v2, write_v3};
 
 use crate::bitcode::embedded as bitcode;
 use std::fmt;
 
 /// The magic bytes that start every OffloadBinary.
 pub const MAGIC: [u8; 4] = [0x10, 0xFF, 0x10, 0xAD];
-/// The version LLVM 15 to 19 write and read.
+/// The version LLVM 15 to 22 write and read.
 pub const VERSION: u32 = 1;
 /// Every part of a binary is aligned to this many bytes.
 pub const ALIGNMENT: u64 = 8;
 /// Size of the version 1 and 2 header.
 pub const HEADER_SIZE: u64 = 32;
+/// Size of the version 3 header (adds the inflated size).
+pub const HEADER_SIZE_V3: u64 = 40;
+/// Entry flag of version 2 and 3: the entry carries metadata only, no
+/// image (`OIF_Metadata`).
+pub const FLAG_METADATA: u32 = 1;
 /// Size of one entry.
 pub const ENTRY_SIZE: u64 = 40;
 /// Size of one version 1 string record (key offset, value offset).
@@ -170,7 +186,13 @@ impl fmt::Display for ImageKind {
     }
 }
 
-/// Which offloading model produced the image (`OffloadKind` in LLVM 15-19).
+/// Which offloading model produced the image (`OffloadKind` in LLVM).
+///
+/// The stored number changed in LLVM 21 (docs/llvm-releases.md): LLVM 15-20
+/// number the kinds 1, 2, 3 (HIP 3), LLVM 21 on use one bit each (HIP 4,
+/// SYCL 8). The enum is the kind itself; [`crate::llvm_release`] has each
+/// release's numbers, and [`OffloadKind::from_stored`] is the reader's rule
+/// for a number found in a file.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum OffloadKind {
@@ -181,39 +203,51 @@ pub enum OffloadKind {
     OpenMp,
     /// CUDA (value 2).
     Cuda,
-    /// HIP (value 3).
+    /// HIP (value 3 in LLVM 15-20, 4 from LLVM 21).
     Hip,
-    /// A value LLVM 19 has no name for (newer releases renumbered the kinds
-    /// as bit flags: HIP 4, SYCL 8).
+    /// SYCL (value 8, LLVM 21 on).
+    Sycl,
+    /// A value no release gives a name (in version 2 and 3 binaries also 3,
+    /// which there means OpenMP and CUDA together).
     Other(u16),
 }
 
 impl OffloadKind {
-    /// The kind for a stored value; unknown values are kept as
-    /// [`OffloadKind::Other`].
+    /// The kind a stored value means in a version 1 binary, whichever
+    /// release wrote it: 3 is HIP (LLVM 15-20), 4 is HIP and 8 SYCL (LLVM
+    /// 21 on, which never write 3); unknown values are kept as
+    /// [`OffloadKind::Other`]. The numbers of the two numberings only
+    /// collide at 3 and 4, and no release wrote 3 or 4 for anything but
+    /// HIP into a version 1 binary.
     pub fn from_u16(v: u16) -> Self {
         match v {
             0 => OffloadKind::None,
             1 => OffloadKind::OpenMp,
             2 => OffloadKind::Cuda,
-            3 => OffloadKind::Hip,
+            3 | 4 => OffloadKind::Hip,
+            8 => OffloadKind::Sycl,
             n => OffloadKind::Other(n),
         }
     }
 
-    /// The stored value.
-    pub fn to_u16(self) -> u16 {
-        match self {
-            OffloadKind::None => 0,
-            OffloadKind::OpenMp => 1,
-            OffloadKind::Cuda => 2,
-            OffloadKind::Hip => 3,
-            OffloadKind::Other(n) => n,
-        }
+    /// The kind a stored value means in a binary of format `version`:
+    /// version 1 per [`Self::from_u16`]; versions 2 and 3 exist only since
+    /// LLVM 23, which number the kinds as bits (3 is no single kind).
+    pub fn from_stored(version: u32, v: u16) -> Self {
+        if version <= 1 { Self::from_u16(v) } else { crate::llvm_release::KindNumbering::BitMask.kind(v) }
     }
 
-    /// The kind for a `kind=` value: exact, case-sensitive names; anything
-    /// else (including `sycl` and joined values like `openmp,cuda`) is None.
+    /// The value LLVM 15-20 store (HIP 3; SYCL, which they cannot name, as
+    /// the newer 8). The writer for a given release uses
+    /// [`crate::llvm_release::LlvmRelease::offload_kind_value`] instead.
+    pub fn to_u16(self) -> u16 {
+        crate::llvm_release::KindNumbering::Sequential.value(self)
+    }
+
+    /// The kind for a `kind=` value as LLVM 19 reads it: exact,
+    /// case-sensitive names; anything else (including `sycl` and joined
+    /// values like `openmp,cuda`) is None. LLVM 22's reading (with `sycl`)
+    /// is [`crate::llvm_release::LlvmRelease::offload_kind_from_name`].
     pub fn from_name(name: &str) -> Self {
         match name {
             "openmp" => OffloadKind::OpenMp,
@@ -223,12 +257,14 @@ impl OffloadKind {
         }
     }
 
-    /// LLVM's `getOffloadKindName`: `none` for every kind without a name.
+    /// LLVM's `getOffloadKindName` (LLVM 22's, which knows `sycl`): `none`
+    /// for every kind without a name.
     pub fn name(self) -> &'static str {
         match self {
             OffloadKind::OpenMp => "openmp",
             OffloadKind::Cuda => "cuda",
             OffloadKind::Hip => "hip",
+            OffloadKind::Sycl => "sycl",
             OffloadKind::None | OffloadKind::Other(_) => "none",
         }
     }
@@ -292,8 +328,15 @@ mod tests {
     fn kinds_round_trip_and_have_llvm_names() {
         for v in 0..20u16 {
             assert_eq!(ImageKind::from_u16(v).to_u16(), v);
-            assert_eq!(OffloadKind::from_u16(v).to_u16(), v);
+            // LLVM 21's HIP number reads as HIP and is written back as
+            // LLVM 19's.
+            assert_eq!(OffloadKind::from_u16(v).to_u16(), if v == 4 { 3 } else { v });
         }
+        assert_eq!(OffloadKind::from_u16(4), OffloadKind::Hip);
+        assert_eq!(OffloadKind::from_u16(8).name(), "sycl");
+        assert_eq!(OffloadKind::from_stored(2, 3), OffloadKind::Other(3));
+        assert_eq!(OffloadKind::from_stored(3, 4), OffloadKind::Hip);
+        assert_eq!(OffloadKind::from_stored(1, 3), OffloadKind::Hip);
         assert_eq!(OffloadKind::from_name("hip"), OffloadKind::Hip);
         assert_eq!(OffloadKind::from_name("OpenMP"), OffloadKind::None);
         assert_eq!(OffloadKind::from_name("sycl"), OffloadKind::None);

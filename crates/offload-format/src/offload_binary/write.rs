@@ -1,7 +1,20 @@
-//! The version 1 writer, byte-identical to LLVM 15-19's
-//! `OffloadBinary::write`, and the string-table builder it uses.
+//! The writers and the string-table builder they share:
+//!
+//! * version 1, byte-identical to LLVM 15-22's `OffloadBinary::write`
+//!   ([`write_plan`] with LLVM 19's offload-kind numbers, [`write_plan_for`]
+//!   with any release's: LLVM 22 stores HIP as 4);
+//! * version 2 ([`write_v2`], LLVM 23's layout: one header, several entries,
+//!   sized values) and version 3 ([`write_v3`], LLVM main: a 40-byte header,
+//!   optionally a compressed body). No release the drop-ins follow writes
+//!   these yet; they exist for tests and later rows of
+//!   [`crate::llvm_release`]. The layouts are described in
+//!   docs/llvm-releases.md.
 
-use super::{ENTRY_SIZE, HEADER_SIZE, ImageKind, MAGIC, OffloadKind, STRING_RECORD_SIZE_V1, VERSION, align8};
+use super::{
+    ENTRY_SIZE, HEADER_SIZE, HEADER_SIZE_V3, ImageKind, MAGIC, OffloadKind, STRING_RECORD_SIZE_V1,
+    STRING_RECORD_SIZE_V2, VERSION, align8,
+};
+use crate::llvm_release::{KindNumbering, LlvmRelease};
 use crate::plan::Plan;
 use std::collections::HashMap;
 
@@ -31,6 +44,15 @@ pub enum WriteError {
     /// The binary would not fit in 64 bits.
     #[error("the image is too large for an OffloadBinary")]
     TooLarge,
+    /// The release has no OffloadBinary (LLVM 14).
+    #[error("{0} has no OffloadBinary format")]
+    NoOffloadBinary(LlvmRelease),
+    /// A version 2 or 3 binary needs at least one entry.
+    #[error("an OffloadBinary of version 2 or 3 needs at least one image")]
+    NoImages,
+    /// Compression failed.
+    #[error("compressing the OffloadBinary failed: {0}")]
+    Compress(String),
 }
 
 /// A string table laid out like LLVM's ELF `StringTableBuilder` with tail
@@ -92,15 +114,16 @@ fn put64(out: &mut Vec<u8>, v: u64) {
     out.extend_from_slice(&v.to_le_bytes());
 }
 
+fn refuse_nul(s: &[u8]) -> Result<(), WriteError> {
+    if s.contains(&0) { Err(WriteError::NulInString(String::from_utf8_lossy(s).into_owned())) } else { Ok(()) }
+}
+
 /// Appends the binary for `img` to `plan`: everything before the image is
 /// owned, the image is borrowed, padding is zeros.
-fn append<'a>(plan: &mut Plan<'a>, img: &Image<'a>) -> Result<(), WriteError> {
+fn append<'a>(plan: &mut Plan<'a>, img: &Image<'a>, numbering: KindNumbering) -> Result<(), WriteError> {
     for (k, v) in &img.strings {
-        for s in [k, v] {
-            if s.contains(&0) {
-                return Err(WriteError::NulInString(String::from_utf8_lossy(s).into_owned()));
-            }
-        }
+        refuse_nul(k)?;
+        refuse_nul(v)?;
     }
     let table = StringTable::build(img.strings.iter().flat_map(|(k, v)| [*k, *v]));
     let n = img.strings.len() as u64;
@@ -117,7 +140,7 @@ fn append<'a>(plan: &mut Plan<'a>, img: &Image<'a>) -> Result<(), WriteError> {
     put64(&mut head, HEADER_SIZE);
     put64(&mut head, ENTRY_SIZE);
     put16(&mut head, img.image_kind.to_u16());
-    put16(&mut head, img.offload_kind.to_u16());
+    put16(&mut head, numbering.value(img.offload_kind));
     put32(&mut head, img.flags);
     put64(&mut head, records);
     put64(&mut head, n);
@@ -136,18 +159,143 @@ fn append<'a>(plan: &mut Plan<'a>, img: &Image<'a>) -> Result<(), WriteError> {
     Ok(())
 }
 
-/// The concatenated binaries for `images`, borrowing the image bytes.
+/// The concatenated version 1 binaries for `images` as LLVM 19 writes
+/// them (HIP stored as 3), borrowing the image bytes.
 pub fn write_plan<'a>(images: &[Image<'a>]) -> Result<Plan<'a>, WriteError> {
+    write_numbered(images, KindNumbering::Sequential)
+}
+
+/// The concatenated binaries for `images` as `release`'s packager writes
+/// them: version 1 in LLVM 15-22, with the release's offload-kind numbers
+/// (LLVM 22 stores HIP as 4 and SYCL as 8).
+pub fn write_plan_for<'a>(release: LlvmRelease, images: &[Image<'a>]) -> Result<Plan<'a>, WriteError> {
+    let numbering = release.facts().kind_numbering.ok_or(WriteError::NoOffloadBinary(release))?;
+    write_numbered(images, numbering)
+}
+
+fn write_numbered<'a>(images: &[Image<'a>], numbering: KindNumbering) -> Result<Plan<'a>, WriteError> {
     let mut plan = Plan::new();
     for img in images {
-        append(&mut plan, img)?;
+        append(&mut plan, img, numbering)?;
     }
     Ok(plan)
 }
 
-/// The binary for one image, as bytes.
+/// The binary for one image as LLVM 19 writes it, as bytes.
 pub fn write(img: &Image<'_>) -> Result<Vec<u8>, WriteError> {
     Ok(write_plan(std::slice::from_ref(img))?.to_vec())
+}
+
+/// How [`write_v3`] compresses the body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Compression {
+    /// zstd at this level.
+    Zstd(i32),
+    /// zlib at this level (0-9).
+    Zlib(u32),
+}
+
+/// One version 2 binary holding every image (LLVM 23's layout): header,
+/// all entries, the string records of all entries in entry order (24 bytes:
+/// key offset, value offset, value size), one shared string table, zeros
+/// to a multiple of 8, the images back to back, zeros to a multiple of 8.
+/// Offload kinds use the bit numbering (HIP 4). Values may hold NULs
+/// (their size is stored); keys may not.
+pub fn write_v2(images: &[Image<'_>]) -> Result<Vec<u8>, WriteError> {
+    write_multi(images, 2)
+}
+
+/// One version 3 binary (LLVM main's layout): as [`write_v2`] with a
+/// 40-byte header whose last field, the inflated size, is 0. With
+/// `compression`, everything after the header is compressed, the inflated
+/// size is the uncompressed binary's size, the size is the header's and
+/// the compressed data's (not a multiple of 8), and zeros follow up to a
+/// multiple of 8.
+pub fn write_v3(images: &[Image<'_>], compression: Option<Compression>) -> Result<Vec<u8>, WriteError> {
+    let plain = write_multi(images, 3)?;
+    let Some(compression) = compression else { return Ok(plain) };
+    let body = &plain[HEADER_SIZE_V3 as usize..];
+    let packed = match compression {
+        Compression::Zstd(level) => {
+            zstd::bulk::compress(body, level).map_err(|e| WriteError::Compress(e.to_string()))?
+        }
+        Compression::Zlib(level) => {
+            use std::io::Write;
+            let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::new(level.min(9)));
+            e.write_all(body).map_err(|e| WriteError::Compress(e.to_string()))?;
+            e.finish().map_err(|e| WriteError::Compress(e.to_string()))?
+        }
+    };
+    let size = HEADER_SIZE_V3 + packed.len() as u64;
+    let mut out = Vec::with_capacity(size.next_multiple_of(8) as usize);
+    out.extend_from_slice(&plain[..HEADER_SIZE_V3 as usize]);
+    out[8..16].copy_from_slice(&size.to_le_bytes());
+    out[32..40].copy_from_slice(&(plain.len() as u64).to_le_bytes());
+    out.extend_from_slice(&packed);
+    out.resize(out.len().next_multiple_of(8), 0);
+    Ok(out)
+}
+
+fn write_multi(images: &[Image<'_>], version: u32) -> Result<Vec<u8>, WriteError> {
+    if images.is_empty() {
+        return Err(WriteError::NoImages);
+    }
+    for img in images {
+        for (k, _) in &img.strings {
+            refuse_nul(k)?;
+        }
+    }
+    let header_len = if version >= 3 { HEADER_SIZE_V3 } else { HEADER_SIZE };
+    let table = StringTable::build(images.iter().flat_map(|i| i.strings.iter().flat_map(|(k, v)| [*k, *v])));
+    let count = images.len() as u64;
+    let records: u64 = images.iter().map(|i| i.strings.len() as u64).sum();
+    let too_large = || WriteError::TooLarge;
+    let records_at =
+        header_len.checked_add(count.checked_mul(ENTRY_SIZE).ok_or_else(too_large)?).ok_or_else(too_large)?;
+    let table_at =
+        records.checked_mul(STRING_RECORD_SIZE_V2).and_then(|r| r.checked_add(records_at)).ok_or_else(too_large)?;
+    let images_at = align8(table_at + table.bytes().len() as u64).ok_or_else(too_large)?;
+    let images_len = images.iter().try_fold(0u64, |a, i| a.checked_add(i.image.len() as u64)).ok_or_else(too_large)?;
+    let size = images_at.checked_add(images_len).and_then(align8).ok_or_else(too_large)?;
+    let cap = usize::try_from(size).map_err(|_| too_large())?;
+
+    let numbering = KindNumbering::BitMask;
+    let mut out = Vec::with_capacity(cap);
+    out.extend_from_slice(&MAGIC);
+    put32(&mut out, version);
+    put64(&mut out, size);
+    put64(&mut out, header_len);
+    put64(&mut out, count);
+    if version >= 3 {
+        put64(&mut out, 0);
+    }
+    let (mut record_at, mut image_at) = (records_at, images_at);
+    for img in images {
+        put16(&mut out, img.image_kind.to_u16());
+        put16(&mut out, numbering.value(img.offload_kind));
+        put32(&mut out, img.flags);
+        put64(&mut out, record_at);
+        put64(&mut out, img.strings.len() as u64);
+        put64(&mut out, image_at);
+        put64(&mut out, img.image.len() as u64);
+        record_at += STRING_RECORD_SIZE_V2 * img.strings.len() as u64;
+        image_at += img.image.len() as u64;
+    }
+    for img in images {
+        for (k, v) in &img.strings {
+            // Every string was added to the table above.
+            put64(&mut out, table_at + table.offset(k).unwrap_or(0));
+            put64(&mut out, table_at + table.offset(v).unwrap_or(0));
+            put64(&mut out, v.len() as u64);
+        }
+    }
+    out.extend_from_slice(table.bytes());
+    out.resize(images_at as usize, 0);
+    for img in images {
+        out.extend_from_slice(img.image);
+    }
+    out.resize(cap, 0);
+    Ok(out)
 }
 
 #[cfg(test)]
