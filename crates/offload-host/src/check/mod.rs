@@ -246,6 +246,7 @@ fn amdgpu_code_object(bytes: &[u8], gpus: &[Gpu]) -> Option<UnitCheck> {
         image_kind: None,
         payload: Payload::Plain(Bytes::Borrowed(bytes)),
         cuda: None,
+        kpack: None,
     };
     let objects = [object];
     let units = [(Location::default(), Format::Bundle)];
