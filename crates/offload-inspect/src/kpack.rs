@@ -15,10 +15,10 @@
 use crate::select::{Gpu, Rejection, Selection, Tier, Verdict};
 use crate::{BytesError, CodeObject, Diagnostic, Format, Inventory, Location, Payload, Severity, Step, Unit};
 use offload_format::kpack::archive::{Archive, Entry, Scheme, decode_stored};
+use offload_format::kpack::clr_arch_list;
 use offload_format::kpack::host::{GFXARCH, HostBinary, Marker, WrapperKind};
 use offload_format::kpack::resolve::{ArchiveSource, Env, RealFiles, Request, Resolver, SearchOrder, flag_set};
 use offload_format::kpack::verify::Problem;
-use offload_format::kpack::clr_arch_list;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -135,7 +135,9 @@ pub(crate) fn target_mismatch(bytes: &[u8], target: &str) -> Option<String> {
     match t.processor {
         Some(p) if p == processor => None,
         Some(p) => Some(format!("the code object is for {p}, but is filed under {target}")),
-        None => Some(format!("the code object names an unknown processor ({:#x}), filed under {target}", t.flags & 0xff)),
+        None => {
+            Some(format!("the code object names an unknown processor ({:#x}), filed under {target}", t.flags & 0xff))
+        }
     }
 }
 
@@ -210,7 +212,8 @@ pub fn attach(inv: &mut Inventory<'_>, data: &[u8], library: &Path, env: &Env, d
         return;
     }
     let severity = if deep { Severity::Error } else { Severity::Warning };
-    let mut split = Split { library: library.to_path_buf(), env: env.clone(), records: Vec::new(), archives: Vec::new() };
+    let mut split =
+        Split { library: library.to_path_buf(), env: env.clone(), records: Vec::new(), archives: Vec::new() };
     // Files read so far: path, and the owned buffer when it is an archive.
     let mut read: Vec<(PathBuf, Option<usize>)> = Vec::new();
     for (index, w) in host.wrappers.iter().enumerate() {
@@ -232,9 +235,17 @@ pub fn attach(inv: &mut Inventory<'_>, data: &[u8], library: &Path, env: &Env, d
                     severity: Severity::Error,
                     offset: None,
                     location: rloc.to_string(),
-                    message: format!("HIPK record {index}: {e}: the kpack loader refuses it (KPACK_ERROR_INVALID_METADATA)"),
+                    message: format!(
+                        "HIPK record {index}: {e}: the kpack loader refuses it (KPACK_ERROR_INVALID_METADATA)"
+                    ),
                 });
-                split.records.push(SplitRecord { record: index, unit, co_index, marker: Err(e), looked_for: Vec::new() });
+                split.records.push(SplitRecord {
+                    record: index,
+                    unit,
+                    co_index,
+                    marker: Err(e),
+                    looked_for: Vec::new(),
+                });
                 continue;
             }
             Ok(m) => m,
@@ -247,13 +258,10 @@ pub fn attach(inv: &mut Inventory<'_>, data: &[u8], library: &Path, env: &Env, d
             let buffer = match read.iter().find(|(p, _)| *p == canonical) {
                 Some((_, b)) => *b,
                 None => {
-                    let b = std::fs::read(&file)
-                        .ok()
-                        .filter(|d| Archive::parse(d).is_ok())
-                        .map(|d| {
-                            inv.owned.push(Arc::from(d));
-                            inv.owned.len() - 1
-                        });
+                    let b = std::fs::read(&file).ok().filter(|d| Archive::parse(d).is_ok()).map(|d| {
+                        inv.owned.push(Arc::from(d));
+                        inv.owned.len() - 1
+                    });
                     read.push((canonical.clone(), b));
                     if b.is_some() {
                         split.archives.push(canonical);
@@ -328,7 +336,12 @@ fn object<'a>(
         unit,
         container: false,
         image_kind: None,
-        payload: Payload::Kpack { stored: crate::Bytes::Owned { buffer, start, len }, scheme, ordinal: entry.ordinal, len: entry.original_size },
+        payload: Payload::Kpack {
+            stored: crate::Bytes::Owned { buffer, start, len },
+            scheme,
+            ordinal: entry.ordinal,
+            len: entry.original_size,
+        },
         cuda: None,
         kpack: Some(KpackRef {
             archive: Some(file.to_path_buf()),
@@ -375,8 +388,12 @@ pub fn select(inv: &Inventory<'_>, sel: &mut Selection, gpu: &Gpu, order: Search
         let result = match &r.marker {
             Ok(m) => {
                 let marker = m.marker();
-                let request =
-                    Request { binary_path: &split.library, marker: &marker, co_index: r.co_index, arch_list: &arch_list };
+                let request = Request {
+                    binary_path: &split.library,
+                    marker: &marker,
+                    co_index: r.co_index,
+                    arch_list: &arch_list,
+                };
                 resolver.load(&request).result.map_err(|e| (e.name().to_string(), e.code(), e.to_string()))
             }
             Err(e) => Err(("KPACK_ERROR_INVALID_METADATA".to_string(), 12, e.clone())),

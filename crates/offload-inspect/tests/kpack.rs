@@ -153,7 +153,10 @@ fn a_split_library_lists_the_entries_its_search_paths_reach() {
         assert_eq!(o.format, Format::KpackArchive);
         assert!(o.compressed);
         let loc = o.location.to_string();
-        assert!(loc.starts_with(&format!("kpack {}/installed/stage/.kpack/kpdemo_lib_", dir.path().display())), "{loc}");
+        assert!(
+            loc.starts_with(&format!("kpack {}/installed/stage/.kpack/kpdemo_lib_", dir.path().display())),
+            "{loc}"
+        );
         assert!(loc.ends_with(&format!("key kpdemo/stage/lib/libkp_xnack.so#0 target {}", o.stored_target)), "{loc}");
         assert_eq!(inv.bytes(o).unwrap().len() as u64, o.size);
     }
@@ -297,5 +300,9 @@ fn a_split_library_with_a_damaged_archive_or_marker_reports_it() {
     }
     let inv = scan_library(&bad, binary, &env, false);
     assert!(inv.has_errors());
-    assert!(inv.diagnostics.iter().any(|d| d.message.contains("KPACK_ERROR_INVALID_METADATA")), "{:?}", inv.diagnostics);
+    assert!(
+        inv.diagnostics.iter().any(|d| d.message.contains("KPACK_ERROR_INVALID_METADATA")),
+        "{:?}",
+        inv.diagnostics
+    );
 }

@@ -22,9 +22,9 @@ pub mod ldcache;
 #[cfg(test)]
 mod tests;
 
+use offload_format::kpack::SearchOrder;
 use offload_inspect::elf_flags::{self, Setting};
 use offload_inspect::select::{Gpu, Rejection, Runtime, Verdict, select};
-use offload_format::kpack::SearchOrder;
 use offload_inspect::{Bytes, CodeObject, Format, Inventory, Location, Payload};
 use std::collections::BTreeSet;
 
@@ -167,7 +167,12 @@ pub fn judge(inv: &Inventory, bytes: &[u8], gpus: &[Gpu]) -> FileCheck {
 /// found), judged by what AMD's kpack loader serves or refuses
 /// (`offload_inspect::kpack::select`, the loader's newer fall-through
 /// order, with this process's `ROCM_KPACK_*` variables).
-fn units_of(objects: &[CodeObject], units: &[(Location, Format)], gpus: &[Gpu], inv: Option<&Inventory>) -> Vec<UnitCheck> {
+fn units_of(
+    objects: &[CodeObject],
+    units: &[(Location, Format)],
+    gpus: &[Gpu],
+    inv: Option<&Inventory>,
+) -> Vec<UnitCheck> {
     let mut device: Vec<Vec<usize>> = vec![Vec::new(); units.len()];
     for (i, o) in objects.iter().enumerate() {
         if is_device(o)
