@@ -54,12 +54,15 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// One run of AMD's loader: binary, agent, and per record the MD5 served
+/// or the error name.
+type Case = (String, String, Vec<Result<String, String>>);
+
 #[test]
 fn extract_gpu_gives_every_loader_answer() {
     let dir = copy();
     let answers = std::fs::read_to_string(fixtures().join("loader-answers.txt")).unwrap();
-    // (binary, agent, per record: Ok(md5) or Err(error name)).
-    let mut cases: Vec<(String, String, Vec<Result<String, String>>)> = Vec::new();
+    let mut cases: Vec<Case> = Vec::new();
     for line in answers.lines() {
         let w: Vec<&str> = line.split_whitespace().collect();
         if line.starts_with("$ loader ") {
