@@ -181,6 +181,8 @@ enum Source<'b> {
     /// A CUDA fat binary entry's compressed stream, holding every object of
     /// the group (one, or the children of a concatenated entry).
     Cuda { stream: &'b [u8], codec: offload_format::cuda::Codec, uncompressed: u64 },
+    /// One kpack archive entry's stored bytes: one object.
+    Kpack { stored: &'b [u8], scheme: offload_format::kpack::Scheme, ordinal: u32, len: u64 },
     /// Not an object of the inventory: one position.
     Missing,
 }
@@ -208,7 +210,7 @@ struct Group<'b> {
 /// use offload_inspect::{Options, scan};
 /// use std::sync::Mutex;
 ///
-/// let data = include_bytes!("../../../../samples/hip-gfx906-gfx90a.compressed.bc");
+/// let data = include_bytes!("../../../samples/hip-gfx906-gfx90a.compressed.bc");
 /// let inventory = scan(data, "sample", &Options::default());
 /// let device: Vec<usize> =
 ///     (0..inventory.objects.len()).filter(|&i| inventory.objects[i].offload_kind != "host").collect();
@@ -239,6 +241,7 @@ pub fn visit_objects<'a, E: Send>(
         .filter_map(|g| match g.source {
             Source::Compressed(blob) => read_blob(blob).ok().map(|b| b.header.uncompressed_size),
             Source::Cuda { uncompressed, .. } => Some(uncompressed),
+            Source::Kpack { len, .. } => Some(len),
             Source::Plain(_) | Source::Missing => None,
         })
         .max()
@@ -280,6 +283,12 @@ pub fn visit_objects<'a, E: Send>(
         match group.source {
             Source::Plain(bytes) => visit_one(start, Ok(bytes)).err().map(|e| (start, e)),
             Source::Missing => visit_one(start, Err(BytesError::OutOfRange)).err().map(|e| (start, e)),
+            Source::Kpack { stored, scheme, ordinal, len } => {
+                let _in_use = Counted::new(&live);
+                let data = crate::kpack::decode(stored, scheme, ordinal, len);
+                decoded.fetch_add(1, Ordering::Relaxed);
+                visit_one(start, data.as_deref().map_err(Clone::clone)).err().map(|e| (start, e))
+            }
             Source::Cuda { stream, codec, uncompressed } => {
                 let _in_use = Counted::new(&live);
                 let data = offload_format::cuda::decompress(codec, stream, uncompressed).map_err(BytesError::from);
@@ -345,6 +354,10 @@ fn group<'i>(inv: &'i Inventory, wanted: &[usize]) -> Vec<Group<'i>> {
                     }
                 }
             }
+            Payload::Kpack { stored, scheme, ordinal, len } => groups.push(Group {
+                source: Source::Kpack { stored: inv.resolve(stored), scheme, ordinal, len },
+                positions: vec![position],
+            }),
             Payload::Compressed { blob, .. } => {
                 let blob = inv.resolve(blob);
                 let key = (blob.as_ptr() as usize, blob.len());

@@ -96,6 +96,7 @@ mod deep;
 pub mod elf_flags;
 pub mod id;
 pub mod keep;
+pub mod kpack;
 pub mod layout;
 pub mod package;
 pub mod report;
@@ -153,6 +154,17 @@ pub enum Step {
     /// A file inside a package (zip, wheel, tar, deb, conda), by its path
     /// there: `member torch/lib/libx.so` (see [`crate::package`]).
     PackageMember(String),
+    /// A ROCm kpack archive another file leads to (a kpack-split host
+    /// binary's search paths), by its path as the loader forms it.
+    KpackArchive(String),
+    /// An entry of a kpack archive's table of contents: its binary key
+    /// (`<kernel_name>#<co_index>`) and the target it is filed under.
+    KpackEntry {
+        /// The binary key.
+        key: String,
+        /// The target ID it is filed under.
+        target: String,
+    },
 }
 
 /// Where a code object lies, outermost step first. Displayed as the steps
@@ -179,6 +191,8 @@ impl fmt::Display for Step {
             Step::Image(i) => write!(f, "image {i}"),
             Step::Global(name) => write!(f, "global {name}"),
             Step::PackageMember(path) => write!(f, "member {path}"),
+            Step::KpackArchive(path) => write!(f, "kpack {path}"),
+            Step::KpackEntry { key, target } => write!(f, "key {key} target {target}"),
         }
     }
 }
@@ -187,7 +201,13 @@ impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let starts_with_container = matches!(
             self.0.first(),
-            Some(Step::Member { .. } | Step::Section(_) | Step::Global(_) | Step::PackageMember(_))
+            Some(
+                Step::Member { .. }
+                    | Step::Section(_)
+                    | Step::Global(_)
+                    | Step::PackageMember(_)
+                    | Step::KpackArchive(_)
+            )
         );
         if !starts_with_container {
             f.write_str("file")?;
@@ -220,6 +240,10 @@ pub enum Format {
     CudaFatbin,
     /// A cubin on its own (an ELF for EM_CUDA).
     Cubin,
+    /// An entry of a ROCm kpack archive (`.kpack`), found in the archive
+    /// itself or through a kpack-split host binary
+    /// (`docs/formats/kpack.md`).
+    KpackArchive,
 }
 
 impl Format {
@@ -232,6 +256,7 @@ impl Format {
             Format::OffloadBinary => "offload-binary",
             Format::CudaFatbin => "cuda-fatbin",
             Format::Cubin => "cubin",
+            Format::KpackArchive => "kpack-archive",
         }
     }
 }
@@ -285,6 +310,19 @@ pub enum Payload<'a> {
         /// Offset of the object in the decoded stream.
         start: u64,
         /// The object's size in bytes.
+        len: u64,
+    },
+    /// The stored bytes of one entry of a kpack archive: a zstd frame (or
+    /// the code object itself for the `none` scheme) that decodes to `len`
+    /// bytes.
+    Kpack {
+        /// The stored bytes.
+        stored: Bytes<'a>,
+        /// How they are stored.
+        scheme: offload_format::kpack::Scheme,
+        /// The entry's ordinal in its archive.
+        ordinal: u32,
+        /// The size the entry declares once decoded.
         len: u64,
     },
 }
@@ -354,6 +392,8 @@ pub struct CodeObject<'a> {
     pub payload: Payload<'a>,
     /// CUDA fat binary entries and cubins only.
     pub cuda: Option<CudaEntry>,
+    /// kpack archive entries only: which archive, key and target.
+    pub kpack: Option<kpack::KpackRef>,
 }
 
 impl CodeObject<'_> {
@@ -428,6 +468,9 @@ pub enum BytesError {
     /// A CUDA entry's stream does not decode.
     #[error(transparent)]
     Cuda(#[from] offload_format::cuda::CudaError),
+    /// A kpack archive entry does not decode to its declared size.
+    #[error(transparent)]
+    Kpack(#[from] offload_format::kpack::ArchiveError),
 }
 
 /// Everything [`scan`] found. It can be shared between threads (see
@@ -441,6 +484,9 @@ pub struct Inventory<'a> {
     pub units: Vec<Unit>,
     /// What was found wrong or unusual, in the order found.
     pub diagnostics: Vec<Diagnostic>,
+    /// The `HIPK` records of a kpack-split host binary, when
+    /// [`kpack::attach`] looked at them.
+    pub kpack: Option<kpack::Split>,
     owned: Vec<Arc<[u8]>>,
 }
 
@@ -470,6 +516,9 @@ impl<'a> Inventory<'a> {
             Payload::Cuda { stream, codec, uncompressed, start, len } => {
                 let data = offload_format::cuda::decompress(codec, self.resolve(stream), uncompressed)?;
                 keep_range(data, start, len).map(Cow::Owned)
+            }
+            Payload::Kpack { stored, scheme, ordinal, len } => {
+                kpack::decode(self.resolve(stored), scheme, ordinal, len).map(Cow::Owned)
             }
         }
     }

@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 mod cuda;
+pub(crate) mod kpack;
 mod records;
 
 /// Finds every code object in `data`. `name` is the file's name, used for
@@ -168,6 +169,9 @@ impl<'a> Scanner<'a> {
         }
         if offload_format::cuda::is_cubin(data) {
             return self.cubin(base, data, loc);
+        }
+        if offload_format::kpack::archive::has_magic(data) {
+            return self.kpack_archive(base, data, loc);
         }
         match object::FileKind::parse(data) {
             Ok(object::FileKind::Archive) => self.archive(base, data, name, loc, depth),
@@ -382,6 +386,7 @@ impl<'a> Scanner<'a> {
             image_kind: None,
             payload: Payload::Plain(self.bytes_of(base, payload)),
             cuda: None,
+            kpack: None,
         });
         self.inv.objects.len() - 1
     }
@@ -527,6 +532,7 @@ impl<'a> Scanner<'a> {
                 image_kind: None,
                 payload: Payload::Compressed { blob, start: e.start, len: e.len },
                 cuda: None,
+                kpack: None,
             });
         }
     }
@@ -619,6 +625,7 @@ impl<'a> Scanner<'a> {
                 image_kind: Some(b.image_kind()),
                 payload: Payload::Plain(self.bytes_of(base, image)),
                 cuda: None,
+                kpack: None,
             });
             let record = self.inv.objects.len() - 1;
             self.nested(base, image, &loc.with(Step::Image(j)), depth, record, false);

@@ -293,6 +293,9 @@ pub enum Rejection {
     Features(Vec<(String, bool, Option<bool>)>),
     /// The CUDA driver's rules (`select_cuda`).
     Cuda(super::select_cuda::CudaRejection),
+    /// An entry of a kpack-split binary that AMD's kpack loader does not
+    /// serve (another one, or an error), in words (`crate::kpack::select`).
+    Kpack(String),
 }
 
 impl Rejection {
@@ -309,6 +312,7 @@ impl Rejection {
             Rejection::Features(f) if f.first().is_some_and(|(n, _, _)| n == "sramecc") => "sramecc-mismatch",
             Rejection::Features(_) => "xnack-mismatch",
             Rejection::Cuda(r) => r.code(),
+            Rejection::Kpack(_) => "kpack-not-loaded",
         }
     }
 
@@ -347,6 +351,7 @@ impl Rejection {
                 .collect::<Vec<_>>()
                 .join("; "),
             Rejection::Cuda(r) => r.explain(gpu),
+            Rejection::Kpack(why) => why.clone(),
         }
     }
 }
@@ -377,6 +382,10 @@ pub struct Selection {
     pub chosen: Vec<usize>,
     /// Units that hold code of the runtime's kind but nothing loadable.
     pub failed_units: Vec<usize>,
+    /// Failed units a loader refuses with an error of its own (the kpack
+    /// loader for a kpack-split binary, `crate::kpack::select`): the unit
+    /// and the error, `NAME: message`.
+    pub refusals: Vec<(usize, String)>,
 }
 
 /// A compatible object: its tier and how many features it fixes.
@@ -457,7 +466,7 @@ fn evaluate(o: &CodeObject, gpu: &Gpu, runtime: Runtime) -> Result<(Tier, usize)
 /// use offload_inspect::select::{Gpu, Runtime, Tier, Verdict, select};
 /// use offload_inspect::{Options, scan};
 ///
-/// let data = include_bytes!("../../../../samples/hip-gfx906-gfx90a.bc");
+/// let data = include_bytes!("../../../samples/hip-gfx906-gfx90a.bc");
 /// let inventory = scan(data, "sample", &Options::default());
 /// let selection = select(&inventory.objects, &Gpu::parse("gfx906")?, Runtime::Hip);
 /// assert_eq!(selection.chosen, [1]);

@@ -87,6 +87,7 @@ pub fn range(object: &CodeObject, scanned: &[u8]) -> Option<(u64, u64)> {
     let bytes = match object.payload {
         Payload::Plain(Bytes::Borrowed(b)) => b,
         Payload::Compressed { blob: Bytes::Borrowed(b), .. } => b,
+        Payload::Kpack { stored: Bytes::Borrowed(b), .. } => b,
         _ => return None,
     };
     let start = (bytes.as_ptr() as usize).checked_sub(scanned.as_ptr() as usize)?;

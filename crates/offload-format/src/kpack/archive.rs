@@ -388,24 +388,40 @@ impl<'a> Archive<'a> {
         if declared > limit {
             return Err(ArchiveError::TooLarge { declared, limit });
         }
-        let ordinal = entry.ordinal;
-        let stored = self.stored(ordinal)?;
-        let out = match self.scheme {
-            Scheme::None => stored.to_vec(),
-            Scheme::ZstdPerKernel => {
-                let zstd_err = |e: std::io::Error| ArchiveError::Decompress { ordinal, message: e.to_string() };
-                let mut decoder = zstd::stream::read::Decoder::with_buffer(stored).map_err(zstd_err)?;
-                decoder.window_log_max(crate::bundle::compressed::zstd_window_log_max(declared)).map_err(zstd_err)?;
-                let mut out = Vec::new();
-                decoder.take(declared.saturating_add(1)).read_to_end(&mut out).map_err(zstd_err)?;
-                out
-            }
-        };
-        if out.len() as u64 != declared {
-            return Err(ArchiveError::SizeMismatch { ordinal, declared, actual: out.len() as u64 });
-        }
-        Ok(out)
+        decode_stored(self.stored(entry.ordinal)?, self.scheme, entry.ordinal, declared, limit)
     }
+}
+
+/// Decodes the stored bytes of one code object (what [`Archive::stored`]
+/// returns for `ordinal`) under `scheme`, as [`Archive::decompress`] does:
+/// nothing is allocated when `declared` is over `limit`, decoding stops one
+/// byte past `declared`, and the result must be exactly `declared` bytes.
+/// For callers that keep the stored bytes and not the parsed archive.
+pub fn decode_stored(
+    stored: &[u8],
+    scheme: Scheme,
+    ordinal: u32,
+    declared: u64,
+    limit: u64,
+) -> Result<Vec<u8>, ArchiveError> {
+    if declared > limit {
+        return Err(ArchiveError::TooLarge { declared, limit });
+    }
+    let out = match scheme {
+        Scheme::None => stored.to_vec(),
+        Scheme::ZstdPerKernel => {
+            let zstd_err = |e: std::io::Error| ArchiveError::Decompress { ordinal, message: e.to_string() };
+            let mut decoder = zstd::stream::read::Decoder::with_buffer(stored).map_err(zstd_err)?;
+            decoder.window_log_max(crate::bundle::compressed::zstd_window_log_max(declared)).map_err(zstd_err)?;
+            let mut out = Vec::new();
+            decoder.take(declared.saturating_add(1)).read_to_end(&mut out).map_err(zstd_err)?;
+            out
+        }
+    };
+    if out.len() as u64 != declared {
+        return Err(ArchiveError::SizeMismatch { ordinal, declared, actual: out.len() as u64 });
+    }
+    Ok(out)
 }
 
 fn read_toc<'a>(toc: &Value<'a>) -> Result<Vec<Binary<'a>>, ArchiveError> {

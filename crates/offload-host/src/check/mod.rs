@@ -22,6 +22,7 @@ pub mod ldcache;
 #[cfg(test)]
 mod tests;
 
+use offload_format::kpack::SearchOrder;
 use offload_inspect::elf_flags::{self, Setting};
 use offload_inspect::select::{Gpu, Rejection, Runtime, Verdict, select};
 use offload_inspect::{Bytes, CodeObject, Format, Inventory, Location, Payload};
@@ -145,8 +146,12 @@ pub fn judge(inv: &Inventory, bytes: &[u8], gpus: &[Gpu]) -> FileCheck {
     if let Some(unit) = amdgpu_code_object(bytes, gpus) {
         return FileCheck { role: Role::Standalone, units: vec![unit] };
     }
-    let units =
-        units_of(&inv.objects, &inv.units.iter().map(|u| (u.location.clone(), u.format)).collect::<Vec<_>>(), gpus);
+    let units = units_of(
+        &inv.objects,
+        &inv.units.iter().map(|u| (u.location.clone(), u.format)).collect::<Vec<_>>(),
+        gpus,
+        Some(inv),
+    );
     let role = if units.is_empty() {
         Role::Host
     } else if is_host_container(bytes) {
@@ -157,8 +162,17 @@ pub fn judge(inv: &Inventory, bytes: &[u8], gpus: &[Gpu]) -> FileCheck {
     FileCheck { role, units }
 }
 
-/// The units with device code, judged for each GPU.
-fn units_of(objects: &[CodeObject], units: &[(Location, Format)], gpus: &[Gpu]) -> Vec<UnitCheck> {
+/// The units with device code, judged for each GPU. The `HIPK` records of
+/// a kpack-split binary in `inv` are units too (with or without archives
+/// found), judged by what AMD's kpack loader serves or refuses
+/// (`offload_inspect::kpack::select`, the loader's newer fall-through
+/// order, with this process's `ROCM_KPACK_*` variables).
+fn units_of(
+    objects: &[CodeObject],
+    units: &[(Location, Format)],
+    gpus: &[Gpu],
+    inv: Option<&Inventory>,
+) -> Vec<UnitCheck> {
     let mut device: Vec<Vec<usize>> = vec![Vec::new(); units.len()];
     for (i, o) in objects.iter().enumerate() {
         if is_device(o)
@@ -168,11 +182,28 @@ fn units_of(objects: &[CodeObject], units: &[(Location, Format)], gpus: &[Gpu]) 
         }
     }
     // Per GPU and runtime, the selection over all objects.
-    let selections: Vec<Vec<(Runtime, offload_inspect::select::Selection)>> =
-        gpus.iter().map(|g| runtimes(g).into_iter().map(|r| (r, select(objects, g, r))).collect()).collect();
+    let kpack_units: Vec<usize> =
+        inv.and_then(|i| i.kpack.as_ref()).map(|k| k.records.iter().map(|r| r.unit).collect()).unwrap_or_default();
+    let selections: Vec<Vec<(Runtime, offload_inspect::select::Selection)>> = gpus
+        .iter()
+        .map(|g| {
+            runtimes(g)
+                .into_iter()
+                .map(|r| {
+                    let mut sel = select(objects, g, r);
+                    if r == Runtime::Hip
+                        && let Some(inv) = inv
+                    {
+                        offload_inspect::kpack::select(inv, &mut sel, g, SearchOrder::FallThrough);
+                    }
+                    (r, sel)
+                })
+                .collect()
+        })
+        .collect();
     let mut out = Vec::new();
     for (u, members) in device.iter().enumerate() {
-        if members.is_empty() {
+        if members.is_empty() && !kpack_units.contains(&u) {
             continue;
         }
         let Some((location, format)) = units.get(u) else { continue };
@@ -184,9 +215,11 @@ fn units_of(objects: &[CodeObject], units: &[(Location, Format)], gpus: &[Gpu]) 
             .zip(&selections)
             .map(|(gpu, sels)| {
                 let chosen = sels.iter().find_map(|(_, s)| s.chosen.iter().find(|&&i| objects[i].unit == u));
-                match chosen {
-                    Some(&i) => Ok(objects[i].id.clone()),
-                    None => Err(why_not(objects, members, gpu, sels, &targets)),
+                let refused = sels.iter().find_map(|(_, s)| s.refusals.iter().find(|(r, _)| *r == u));
+                match (chosen, refused) {
+                    (Some(&i), _) => Ok(objects[i].id.clone()),
+                    (None, Some((_, why))) => Err(format!("the kpack loader loads nothing: {why}")),
+                    (None, None) => Err(why_not(objects, members, gpu, sels, &targets)),
                 }
             })
             .collect();
@@ -246,10 +279,11 @@ fn amdgpu_code_object(bytes: &[u8], gpus: &[Gpu]) -> Option<UnitCheck> {
         image_kind: None,
         payload: Payload::Plain(Bytes::Borrowed(bytes)),
         cuda: None,
+        kpack: None,
     };
     let objects = [object];
     let units = [(Location::default(), Format::Bundle)];
-    let mut checks = units_of(&objects, &units, gpus);
+    let mut checks = units_of(&objects, &units, gpus, None);
     let mut unit = checks.pop()?;
     unit.location = "file".into();
     Some(unit)

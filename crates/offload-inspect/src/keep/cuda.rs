@@ -87,6 +87,7 @@ fn gpu_choices(rules: &Rules, groups: &[ImageGroup]) -> Vec<usize> {
                 image_kind: None,
                 payload: Payload::Plain(Bytes::Borrowed(&[])),
                 cuda: Some(CudaEntry { kind, arch, flags, relocatable: false, fatbin: None, unregistered: false }),
+                kpack: None,
             });
             owner.push(i);
         }

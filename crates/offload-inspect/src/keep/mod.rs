@@ -211,6 +211,7 @@ impl Rules {
                     container: false,
                     image_kind: None,
                     cuda: None,
+                    kpack: None,
                     payload: Payload::Plain(Bytes::Borrowed(&[])),
                 });
                 index.push((u, e));

@@ -100,6 +100,7 @@ const CODE_MAGICS: &[&[u8]] = &[
     &[0xcf, 0xfa, 0xed, 0xfe],
     &[0xca, 0xfe, 0xba, 0xbe], // Mach-O universal
     b"MZ",                     // PE image
+    b"KPAK",                   // ROCm kpack archive
     &[0x64, 0x86],             // COFF objects: x86-64, i386, arm64
     &[0x4c, 0x01],
     &[0x64, 0xaa],

@@ -99,11 +99,12 @@ fn stream_of(o: &CodeObject<'_>) -> Option<((u8, usize, usize), u64)> {
     let (tag, bytes) = match o.payload {
         Payload::Plain(_) => return None,
         Payload::Compressed { blob, .. } => (0, blob),
-        Payload::Cuda { stream, .. } => (1, stream),
+        Payload::Cuda { stream, .. } => (2, stream),
+        Payload::Kpack { stored, .. } => (4, stored),
     };
     let id = match bytes {
         Bytes::Borrowed(b) => (tag, b.as_ptr() as usize, b.len()),
-        Bytes::Owned { buffer, start, .. } => (tag + 2, buffer, start),
+        Bytes::Owned { buffer, start, .. } => (tag + 1, buffer, start),
     };
     Some((id, blob_len(bytes)))
 }

@@ -152,6 +152,7 @@ impl<'a> Scanner<'a> {
             image_kind: None,
             payload,
             cuda: Some(info),
+            kpack: None,
         });
     }
 

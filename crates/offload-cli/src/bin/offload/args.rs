@@ -74,6 +74,26 @@ impl Kind {
     }
 }
 
+/// `--kpack-order`: which search order of AMD's kpack loader to follow
+/// for kpack-split binaries (docs/formats/kpack.md, "The loader").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum KpackOrder {
+    /// A failing compatible archive falls through to the next one (the newer loader)
+    #[default]
+    FallThrough,
+    /// The first compatible archive decides (the loader of July 2026)
+    First,
+}
+
+impl KpackOrder {
+    pub fn order(self) -> offload_format::kpack::SearchOrder {
+        match self {
+            KpackOrder::FallThrough => offload_format::kpack::SearchOrder::FallThrough,
+            KpackOrder::First => offload_format::kpack::SearchOrder::FirstCompatible,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Mode {
     /// Zero the dropped code objects in place (the file keeps its size)
@@ -103,6 +123,9 @@ pub enum Sub {
         /// The runtime that loads the code [default: cuda for an NVIDIA GPU, else hip]
         #[arg(long, value_enum)]
         kind: Option<Kind>,
+        /// kpack-split binaries: the search order of AMD's kpack loader to follow
+        #[arg(long, value_enum, default_value_t)]
+        kpack_order: KpackOrder,
         /// Machine-readable output (schema in docs/reference/json.md)
         #[arg(long)]
         json: bool,
@@ -194,6 +217,9 @@ pub struct ExtractArgs {
     /// The runtime that loads the code, with --gpu [default: cuda for an NVIDIA GPU, else hip]
     #[arg(long, value_enum, requires = "gpu")]
     kind: Option<Kind>,
+    /// kpack-split binaries, with --gpu: the search order of AMD's kpack loader to follow
+    #[arg(long, value_enum, default_value_t)]
+    kpack_order: KpackOrder,
     /// The file to write (exactly one match; - for standard output)
     #[arg(short, long, value_name = "FILE", conflicts_with = "output_dir")]
     output: Option<String>,
@@ -328,6 +354,7 @@ pub enum Command {
     Select {
         gpu: Gpu,
         runtime: Runtime,
+        kpack_order: KpackOrder,
         json: bool,
         uri: bool,
         files: Vec<String>,
@@ -336,6 +363,7 @@ pub enum Command {
         filters: Vec<Filter>,
         gpu: Option<Gpu>,
         runtime: Runtime,
+        kpack_order: KpackOrder,
         output: Option<String>,
         dir: Option<String>,
         json: bool,
@@ -466,8 +494,8 @@ impl From<Sub> for Command {
         match sub {
             Sub::List { json, uri, files } => Command::List { json, uri, files },
             Sub::Verify { json, files } => Command::Verify { json, files },
-            Sub::Select { gpu, kind, json, uri, files } => {
-                Command::Select { runtime: runtime(kind, Some(&gpu)), gpu, json, uri, files }
+            Sub::Select { gpu, kind, kpack_order, json, uri, files } => {
+                Command::Select { runtime: runtime(kind, Some(&gpu)), gpu, kpack_order, json, uri, files }
             }
             Sub::Extract(e) => {
                 let mut filters = Vec::new();
@@ -483,6 +511,7 @@ impl From<Sub> for Command {
                 Command::Extract {
                     filters,
                     runtime: runtime(e.kind, e.gpu.as_ref()),
+                    kpack_order: e.kpack_order,
                     gpu: e.gpu,
                     output: e.output,
                     dir: e.output_dir,

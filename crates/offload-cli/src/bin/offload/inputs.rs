@@ -38,6 +38,12 @@ impl<'a> Item<'a> {
         };
         let mut inv = scan(self.bytes, &name, opts);
         package::rebase(&mut inv, self.prefix, self.base);
+        // A kpack-split library's archives lie beside it: looked for only
+        // for a file on disk (docs/formats/kpack.md).
+        if self.prefix.is_empty() && self.file != "-" {
+            let env = offload_inspect::kpack::process_env();
+            offload_inspect::kpack::attach(&mut inv, self.bytes, Path::new(self.file), &env, opts.deep);
+        }
         self.units.set(self.units_before + inv.units.len());
         inv
     }

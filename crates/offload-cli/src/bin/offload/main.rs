@@ -19,6 +19,7 @@ mod size;
 use args::{Command, Filter};
 use clap::CommandFactory;
 use offload_cli::diag;
+use offload_format::kpack::SearchOrder;
 use offload_format::plan::Plan;
 use offload_inspect::decode::visit_objects;
 use offload_inspect::select::{Gpu, Runtime, Selection, Tier, Verdict, select};
@@ -53,14 +54,14 @@ fn main() -> ExitCode {
     let colors = |json: bool| Colors::new(color, json);
     let code = match command {
         Command::List { json, uri, files } => list(&argv0, &files, json, uri),
-        Command::Select { gpu, runtime, json, uri, files } => {
-            select_cmd(&argv0, &files, &gpu, runtime, json, uri, colors(json))
+        Command::Select { gpu, runtime, kpack_order, json, uri, files } => {
+            select_cmd(&argv0, &files, &gpu, (runtime, kpack_order.order()), json, uri, colors(json))
         }
         Command::Verify { json, files } => verify(&argv0, &files, json, colors(json)),
         Command::Prune(args) => prune::run(&argv0, &args),
         Command::Replace(args) => replace::run(&argv0, &args),
-        Command::Extract { filters, gpu, runtime, output, dir, json, file } => {
-            extract(&argv0, &file, &filters, gpu.as_ref(), runtime, output, dir, json)
+        Command::Extract { filters, gpu, runtime, kpack_order, output, dir, json, file } => {
+            extract(&argv0, &file, &filters, gpu.as_ref(), (runtime, kpack_order.order()), output, dir, json)
         }
         Command::ExtractUri { uris, output, dir, json } => extract_uri::run(&argv0, &uris, output, dir, json),
         Command::Gpus { sysfs_root, json } => gpus::run(&argv0, sysfs_root.as_deref(), json),
@@ -181,7 +182,15 @@ fn verdict_text(v: &Verdict, sel_ids: &dyn Fn(usize) -> String, gpu: &Gpu, runti
     }
 }
 
-fn select_cmd(argv0: &str, files: &[String], gpu: &Gpu, runtime: Runtime, json: bool, uri: bool, colors: Colors) -> u8 {
+fn select_cmd(
+    argv0: &str,
+    files: &[String],
+    gpu: &Gpu,
+    (runtime, kpack_order): (Runtime, SearchOrder),
+    json: bool,
+    uri: bool,
+    colors: Colors,
+) -> u8 {
     let mut status = 0;
     let (mut chosen_rows, mut other_rows, mut chosen_json, mut other_json) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -190,7 +199,7 @@ fn select_cmd(argv0: &str, files: &[String], gpu: &Gpu, runtime: Runtime, json: 
         let problems = inputs::each(path, !json, &mut |item| {
             let (path, inv) = (item.file, item.scan(&Options::default()));
             report(argv0, path, &inv);
-            let sel: Selection = select(&inv.objects, gpu, runtime);
+            let sel: Selection = kpack_select(&inv, gpu, runtime, kpack_order);
             let ids = |i: usize| inv.objects.get(i).map(|o| o.id.clone()).unwrap_or_default();
             for (o, v) in inv.objects.iter().zip(&sel.verdicts) {
                 let Some(v) = v else { continue };
@@ -231,6 +240,11 @@ fn select_cmd(argv0: &str, files: &[String], gpu: &Gpu, runtime: Runtime, json: 
             }
             for &u in &sel.failed_units {
                 let loc = inv.units.get(u).map(|u| u.location.to_string()).unwrap_or_default();
+                if let Some((_, why)) = sel.refusals.iter().find(|(r, _)| *r == u) {
+                    eprintln!("{argv0}: error: {path}: {loc}: the kpack loader loads nothing on {gpu}: {why}");
+                    status = 1;
+                    continue;
+                }
                 eprintln!(
                     "{argv0}: error: {path}: no code object in the fat binary at {loc} loads on {gpu} ({} runtime)",
                     runtime.name()
@@ -274,10 +288,19 @@ fn verify(argv0: &str, files: &[String], json: bool, colors: Colors) -> u8 {
         // Findings of every item of the path: (file, severity, offset, location, message).
         let mut diags: Vec<(String, Severity, Option<u64>, String, String)> = Vec::new();
         let (mut found, mut units) = (0, 0);
+        // kpack archives given, and those the split libraries reach (by
+        // canonical path): an archive no library reaches is dead weight.
+        let (mut archives, mut reached) = (Vec::new(), Vec::new());
         let problems = inputs::each(path, !json, &mut |item| {
             let inv = item.scan(&Options { deep: true, ..Default::default() });
             found += inv.objects.len();
             units += inv.units.len();
+            if let Some(split) = &inv.kpack {
+                reached.extend(split.archives.iter().cloned());
+            }
+            if item.member().is_none() && offload_format::kpack::archive::has_magic(item.bytes) {
+                archives.push((item.file.to_string(), std::fs::canonicalize(item.file).ok()));
+            }
             let file = item.file.to_string();
             diags.extend(
                 inv.diagnostics
@@ -287,6 +310,14 @@ fn verify(argv0: &str, files: &[String], json: bool, colors: Colors) -> u8 {
         });
         // Packages that could not be read: findings in JSON, messages on
         // standard error (as for every command) in text.
+        if std::path::Path::new(path).is_dir() {
+            for (file, canonical) in archives {
+                if canonical.is_some_and(|c| !reached.contains(&c)) {
+                    let message = "no kpack-split library in this folder reaches this archive through its search paths (dead weight, or a library is missing)";
+                    diags.push((file, Severity::Warning, None, "file".into(), message.into()));
+                }
+            }
+        }
         let unread = diags.len()..diags.len() + problems.len();
         if !json {
             inputs::report(argv0, &problems);
@@ -335,6 +366,16 @@ fn verify(argv0: &str, files: &[String], json: bool, colors: Colors) -> u8 {
     status
 }
 
+/// [`select`], with what AMD's kpack loader answers for the records of a
+/// kpack-split binary (`offload_inspect::kpack::select`).
+fn kpack_select(inv: &Inventory, gpu: &Gpu, runtime: Runtime, order: SearchOrder) -> Selection {
+    let mut sel = select(&inv.objects, gpu, runtime);
+    if runtime == Runtime::Hip {
+        offload_inspect::kpack::select(inv, &mut sel, gpu, order);
+    }
+    sel
+}
+
 /// A file name for an extracted code object.
 pub(crate) fn output_name(file: &str, index: usize, id: &str, bytes: &[u8]) -> String {
     let clean: String =
@@ -366,7 +407,7 @@ fn extract(
     path: &str,
     filters: &[Filter],
     gpu: Option<&Gpu>,
-    runtime: Runtime,
+    (runtime, kpack_order): (Runtime, SearchOrder),
     output: Option<String>,
     dir: Option<String>,
     json: bool,
@@ -388,7 +429,14 @@ fn extract(
         }
         let inv = item.scan(&Options::default());
         report(argv0, item.file, &inv);
-        let chosen = gpu.map(|g| select(&inv.objects, g, runtime).chosen).unwrap_or_default();
+        let selection = gpu.map(|g| kpack_select(&inv, g, runtime, kpack_order));
+        if let Some(sel) = &selection {
+            for (u, why) in &sel.refusals {
+                let loc = inv.units.get(*u).map(|u| u.location.to_string()).unwrap_or_default();
+                eprintln!("{argv0}: error: {}: {loc}: the kpack loader loads nothing: {why}", item.file);
+            }
+        }
+        let chosen = selection.map(|s| s.chosen).unwrap_or_default();
         let picked: Vec<usize> = (0..inv.objects.len())
             .filter(|&i| {
                 let o = &inv.objects[i];

@@ -1,0 +1,184 @@
+//! `offload` on AMD's kpack-split fixtures
+//! (`crates/offload-format/tests/fixtures/kpack/`), run as a program:
+//! every answer of AMD's loader (`loader-answers.txt`) through
+//! `extract --gpu` (same bytes by MD5, or a refusal naming the loader's
+//! error), `check --gpu` on the installed tree, `list` of an archive and
+//! of a split library, and `verify` of a damaged archive.
+
+use md5::{Digest, Md5};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const OFFLOAD: &str = env!("CARGO_BIN_EXE_offload");
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../offload-format/tests/fixtures/kpack")
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() { out.extend(walk(&path)) } else { out.push(path) }
+    }
+    out
+}
+
+/// The fixtures under their real names (`%3A` back to `:`).
+fn copy() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for sub in ["installed", "site"] {
+        let from = fixtures().join(sub);
+        for entry in walk(&from) {
+            let rel = entry.strip_prefix(&from).unwrap().to_string_lossy().replace("%3A", ":");
+            let dest = dir.path().join(sub).join(rel);
+            std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+            std::fs::copy(&entry, dest).unwrap();
+        }
+    }
+    dir
+}
+
+fn offload(cwd: &Path, args: &[&str]) -> Output {
+    Command::new(OFFLOAD)
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("ROCM_KPACK_PATH")
+        .env_remove("ROCM_KPACK_PATH_PREFIX")
+        .env_remove("ROCM_KPACK_DISABLE")
+        .output()
+        .unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// One run of AMD's loader: binary, agent, and per record the MD5 served
+/// or the error name.
+type Case = (String, String, Vec<Result<String, String>>);
+
+#[test]
+fn extract_gpu_gives_every_loader_answer() {
+    let dir = copy();
+    let answers = std::fs::read_to_string(fixtures().join("loader-answers.txt")).unwrap();
+    let mut cases: Vec<Case> = Vec::new();
+    for line in answers.lines() {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        if line.starts_with("$ loader ") {
+            cases.push((String::new(), w[3].to_string(), Vec::new()));
+        } else if let Some(rest) = line.strip_prefix("binary: ") {
+            cases.last_mut().unwrap().0 = rest.to_string();
+        } else if let Some(rest) = line.trim_start().strip_prefix("RESULT ") {
+            let a: Vec<&str> = rest.split_once(": ").unwrap().1.split_whitespace().collect();
+            let r = if a[1] == "bytes" { Ok(a[3].to_string()) } else { Err(a[0].to_string()) };
+            cases.last_mut().unwrap().2.push(r);
+        }
+    }
+    assert_eq!(cases.len(), 99);
+    let (mut served, mut refused) = (0, 0);
+    for (binary, agent, want) in cases.iter().filter(|c| !c.2.is_empty()) {
+        let what = format!("{binary} on {agent}");
+        let out_dir = tempfile::tempdir().unwrap();
+        let out = offload(
+            dir.path(),
+            &["extract", "--gpu", agent, "--output-dir", &out_dir.path().to_string_lossy(), "--json", binary],
+        );
+        let stderr = text(&out.stderr);
+        let mut written: Vec<(String, String)> = Vec::new();
+        for f in walk(out_dir.path()) {
+            let name = f.file_name().unwrap().to_string_lossy().into_owned();
+            let md5: String = Md5::digest(std::fs::read(&f).unwrap()).iter().map(|b| format!("{b:02x}")).collect();
+            written.push((name, md5));
+        }
+        let all_served = want.iter().all(Result::is_ok);
+        if all_served {
+            assert!(out.status.success(), "{what}: {stderr}");
+            let mut got: Vec<&str> = written.iter().map(|(_, m)| m.as_str()).collect();
+            let mut expected: Vec<&str> = want.iter().map(|r| r.as_ref().unwrap().as_str()).collect();
+            got.sort();
+            expected.sort();
+            assert_eq!(got, expected, "{what}");
+            served += want.len();
+        } else {
+            // A record the loader refuses: no file written, the error named.
+            assert!(!out.status.success(), "{what}");
+            assert!(written.is_empty(), "{what}");
+            for r in want {
+                match r {
+                    Err(name) => {
+                        assert!(stderr.contains(name.as_str()), "{what}: {stderr}");
+                        refused += 1;
+                    }
+                    Ok(_) => served += 1,
+                }
+            }
+        }
+    }
+    assert_eq!((served, refused), (47, 61));
+}
+
+#[test]
+fn check_passes_with_archives_and_fails_naming_the_paths_without() {
+    let dir = copy();
+    let stage = dir.path().join("installed/stage");
+    let ok = offload(&stage, &["check", "--gpu", "gfx1100", "lib"]);
+    assert_eq!(ok.status.code(), Some(0), "{}{}", text(&ok.stdout), text(&ok.stderr));
+    assert!(text(&ok.stdout).contains("all load"), "{}", text(&ok.stdout));
+    let bad = offload(&stage, &["check", "--gpu", "gfx1201", "lib"]);
+    assert_eq!(bad.status.code(), Some(1));
+    let stdout = text(&bad.stdout);
+    assert!(stdout.contains("KPACK_ERROR_ARCHIVE_NOT_FOUND"), "{stdout}");
+    assert!(stdout.contains(".kpack/kpdemo_lib_gfx1201.kpack"), "{stdout}");
+    assert!(stdout.contains(".kpack/kpdemo_lib_gfx12-generic.kpack"), "{stdout}");
+    // ROCM_KPACK_DISABLE: the runtime loads nothing.
+    let off = Command::new(OFFLOAD)
+        .args(["check", "--gpu", "gfx1100", "lib"])
+        .current_dir(&stage)
+        .env("ROCM_KPACK_DISABLE", "1")
+        .output()
+        .unwrap();
+    assert_eq!(off.status.code(), Some(1));
+    assert!(text(&off.stdout).contains("KPACK_ERROR_NOT_IMPLEMENTED"), "{}", text(&off.stdout));
+}
+
+#[test]
+fn list_select_and_verify_see_archives_and_split_libraries() {
+    let dir = copy();
+    let stage = dir.path().join("installed/stage");
+    let out = offload(&stage, &["list", ".kpack/kpdemo_lib_gfx11-generic.kpack"]);
+    assert!(out.status.success());
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("file key kpdemo/stage/lib/libkp_generic.so#0 target gfx11-generic"), "{stdout}");
+    assert!(stdout.contains("kpack-archive"), "{stdout}");
+    let out = offload(&stage, &["list", "lib/libkp_multi.so"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // Two fat binaries, each in gfx90a and gfx1100 archives.
+    assert_eq!(text(&out.stdout).lines().count(), 1 + 4, "{}", text(&out.stdout));
+    // The first-compatible order of the July 2026 loader.
+    let fall = offload(&stage, &["select", "--gpu", "gfx90a:xnack+", "lib/libkp_plain.so"]);
+    assert!(fall.status.success());
+    let first = offload(&stage, &["select", "--gpu", "gfx90a:xnack+", "--kpack-order", "first", "lib/libkp_plain.so"]);
+    assert_eq!(first.status.code(), Some(1));
+    assert!(text(&first.stderr).contains("KPACK_ERROR_KERNEL_NOT_FOUND"), "{}", text(&first.stderr));
+    // verify: the tree is clean; a library moved away from its archives
+    // and a damaged archive are errors.
+    let out = offload(&stage, &["verify", "."]);
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    std::fs::copy(stage.join("lib/libkp_plain.so"), dir.path().join("moved.so")).unwrap();
+    let out = offload(dir.path(), &["verify", "moved.so"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stdout).contains("no kpack archive found"), "{}", text(&out.stdout));
+    let archive = stage.join(".kpack/kpdemo_lib_gfx1100.kpack");
+    let mut bytes = std::fs::read(&archive).unwrap();
+    let past_end = bytes.len() as u64 * 2;
+    bytes[8..16].copy_from_slice(&past_end.to_le_bytes());
+    std::fs::write(&archive, &bytes).unwrap();
+    let out = offload(&stage, &["verify", ".kpack/kpdemo_lib_gfx1100.kpack"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stdout).contains(":0x8: error"), "{}", text(&out.stdout));
+    // An archive no library reaches.
+    std::fs::copy(stage.join(".kpack/kpdemo_lib_gfx90a.kpack"), stage.join(".kpack/other_gfx90a.kpack")).unwrap();
+    let out = offload(&stage, &["verify", "."]);
+    assert!(text(&out.stdout).contains("other_gfx90a.kpack: warning"), "{}", text(&out.stdout));
+}
