@@ -98,6 +98,7 @@ pub mod id;
 pub mod keep;
 pub mod layout;
 pub mod package;
+pub mod record;
 pub mod report;
 mod scan;
 pub mod select;
