@@ -4,13 +4,14 @@
 use crate::status::{Failure, OFFLOAD_ERROR_FORMAT, OFFLOAD_ERROR_IO};
 use crate::strings::c_string;
 use crate::types::{offload_code_object, offload_diagnostic};
+use offload_inspect::record::{CodeObjectRecord, DiagnosticRecord};
 use offload_inspect::{CodeObject, Inventory, Options, Severity, scan};
 use offload_io::{Input, error_text};
 use std::borrow::Cow;
 use std::ffi::CString;
 
-/// The C strings of one code object, made once at scan time so that the
-/// pointers handed out stay put.
+/// The C strings of one code object's record, made once at scan time so
+/// that the pointers handed out stay put.
 struct ObjectStrings {
     location: CString,
     format: CString,
@@ -32,8 +33,10 @@ pub struct offload_inventory {
     // Field order matters: `inventory` borrows the bytes that `_input`
     // owns (a mapping or a buffer), and fields drop in declaration order.
     inventory: Inventory<'static>,
-    objects: Vec<ObjectStrings>,
-    diagnostics: Vec<DiagnosticStrings>,
+    /// One per code object: what offload_code_object is filled from.
+    records: Vec<(CodeObjectRecord, ObjectStrings)>,
+    /// One per finding: what offload_diagnostic is filled from.
+    diagnostics: Vec<(DiagnosticRecord, DiagnosticStrings)>,
     file: Option<CString>,
     _input: Option<Input>,
 }
@@ -70,44 +73,56 @@ impl offload_inventory {
     }
 
     fn new(inventory: Inventory<'static>, file: Option<CString>, input: Option<Input>) -> Box<offload_inventory> {
-        let objects = inventory
+        // No file name in the records (the handle keeps it as a C string)
+        // and no URI (the C struct has no field for it).
+        let records = inventory
             .objects
             .iter()
-            .map(|o| ObjectStrings {
-                location: c_string(&o.location.to_string()),
-                format: c_string(o.format.name()),
-                id: c_string(&o.id),
-                offload_kind: c_string(&o.offload_kind),
-                triple: c_string(&o.triple),
-                target_id: c_string(&o.target_id),
-                stored_target: c_string(&o.stored_target),
+            .enumerate()
+            .map(|(i, o)| {
+                let r = CodeObjectRecord::new(None, i, o, &[], None);
+                let s = ObjectStrings {
+                    location: c_string(&r.location),
+                    format: c_string(r.format),
+                    id: c_string(&r.id),
+                    offload_kind: c_string(&r.offload_kind),
+                    triple: c_string(&r.triple),
+                    target_id: c_string(&r.target_id),
+                    stored_target: c_string(&r.stored_target),
+                };
+                (r, s)
             })
             .collect();
         let diagnostics = inventory
             .diagnostics
             .iter()
-            .map(|d| DiagnosticStrings { location: c_string(&d.location), message: c_string(&d.message) })
+            .map(|d| {
+                let r = DiagnosticRecord::of(None, d);
+                let s = DiagnosticStrings { location: c_string(&r.location), message: c_string(&r.message) };
+                (r, s)
+            })
             .collect();
-        Box::new(offload_inventory { inventory, objects, diagnostics, file, _input: input })
+        Box::new(offload_inventory { inventory, records, diagnostics, file, _input: input })
     }
 
     pub fn inventory(&self) -> &Inventory<'static> {
         &self.inventory
     }
 
+    fn out_of_range(&self, index: usize) -> Failure {
+        Failure::invalid(format!(
+            "code object index {index} is out of range (the inventory holds {})",
+            self.inventory.objects.len()
+        ))
+    }
+
     fn object(&self, index: usize) -> Result<&CodeObject<'static>, Failure> {
-        self.inventory.objects.get(index).ok_or_else(|| {
-            Failure::invalid(format!(
-                "code object index {index} is out of range (the inventory holds {})",
-                self.inventory.objects.len()
-            ))
-        })
+        self.inventory.objects.get(index).ok_or_else(|| self.out_of_range(index))
     }
 
     /// The C view of code object `index`.
     pub fn code_object(&self, index: usize) -> Result<offload_code_object, Failure> {
-        let o = self.object(index)?;
-        let s = self.objects.get(index).ok_or_else(|| Failure::invalid("code object index out of range"))?;
+        let (r, s) = self.records.get(index).ok_or_else(|| self.out_of_range(index))?;
         Ok(offload_code_object {
             file: self.file.as_ref().map_or(std::ptr::null(), |f| f.as_ptr()),
             location: s.location.as_ptr(),
@@ -117,20 +132,18 @@ impl offload_inventory {
             triple: s.triple.as_ptr(),
             target_id: s.target_id.as_ptr(),
             stored_target: s.stored_target.as_ptr(),
-            size: o.size,
-            offset: o.offset.unwrap_or(0),
-            has_offset: o.offset.is_some(),
-            compressed: o.compressed,
-            unit: o.unit,
-            container: o.container,
+            size: r.size,
+            offset: r.offset.unwrap_or(0),
+            has_offset: r.offset.is_some(),
+            compressed: r.compressed,
+            unit: r.unit,
+            container: r.container,
         })
     }
 
     /// The C view of diagnostic `index`.
     pub fn diagnostic(&self, index: usize) -> Result<offload_diagnostic, Failure> {
-        let d = self.inventory.diagnostics.get(index);
-        let s = self.diagnostics.get(index);
-        let (Some(d), Some(s)) = (d, s) else {
+        let Some((d, s)) = self.diagnostics.get(index) else {
             return Err(Failure::invalid(format!(
                 "diagnostic index {index} is out of range (the inventory holds {})",
                 self.diagnostics.len()

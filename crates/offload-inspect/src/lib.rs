@@ -99,6 +99,7 @@ pub mod keep;
 pub mod kpack;
 pub mod layout;
 pub mod package;
+pub mod record;
 pub mod report;
 mod scan;
 pub mod select;

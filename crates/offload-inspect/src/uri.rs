@@ -94,6 +94,23 @@ pub fn range(object: &CodeObject, scanned: &[u8]) -> Option<(u64, u64)> {
     (start.checked_add(bytes.len())? <= scanned.len()).then_some((start as u64, bytes.len() as u64))
 }
 
+/// Where scanned bytes lie in a file, for their code objects' URIs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Origin<'a> {
+    /// The file's [`file_prefix`].
+    pub prefix: &'a str,
+    /// Offset in the file of the scanned bytes' first byte (a package
+    /// member's offset; 0 for the file itself).
+    pub offset: u64,
+}
+
+/// The URI of code object `o`, found in `scanned`, which lie at `origin`:
+/// [`range`] moved to the file; `None` where the object has no range.
+pub fn in_file(o: &CodeObject, scanned: &[u8], origin: &Origin) -> Option<String> {
+    let (start, size) = range(o, scanned)?;
+    Some(with_range(origin.prefix, origin.offset.checked_add(start)?, size))
+}
+
 /// A parsed `file://` URI.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FileUri {

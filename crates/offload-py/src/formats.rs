@@ -7,8 +7,9 @@ use crate::source::{Failure, Source};
 use offload_format::bundle::FileType;
 use offload_format::bundle::compressed::{self, CompressOptions};
 use offload_format::bundler::{self, Request, UnbundleOptions};
-use offload_format::llvm_hash::dense_map_order;
-use offload_format::offload_binary::{Image, ImageKind, OffloadBinary, OffloadKind, write_plan};
+use offload_format::offload_binary::{
+    Image, ImageArgs, ImageKind, OffloadBinary, OffloadKind, RecordOrder, write_plan,
+};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
@@ -162,16 +163,20 @@ fn pack<'py>(py: Python<'py>, images: Vec<Bound<'py, PyDict>>) -> PyResult<Bound
         .map(|i| ImageView { image: i.image.as_bytes(), file: &i.file, kind: i.kind.as_deref(), records: &i.records })
         .collect();
     let out = py.allow_threads(|| {
+        // The packager's arguments: `file` first, then the others in the
+        // order given; the records are written in the packager's order.
+        let args: Vec<ImageArgs> = views
+            .iter()
+            .map(|v| {
+                let given = [("file", v.file)].into_iter().chain(v.kind.map(|k| ("kind", k)));
+                ImageArgs::from_pairs(given.chain(v.records.iter().map(|(k, v)| (k.as_str(), v.as_str()))))
+            })
+            .collect();
         let mut written = Vec::new();
-        for &ImageView { image, file, kind, records } in &views {
-            // The packager's key set: `file` first, then the others in the
-            // order given; `file` and `kind` are not written as records.
-            let mut keys: Vec<&str> = vec!["file"];
-            keys.extend(kind.map(|_| "kind"));
-            keys.extend(records.iter().map(|(k, _)| k.as_str()));
-            let strings: Vec<(&[u8], &[u8])> = dense_map_order(&keys)
+        for (&ImageView { image, file, kind, .. }, args) in views.iter().zip(&args) {
+            let strings: Vec<(&[u8], &[u8])> = args
+                .string_records(RecordOrder::Llvm19)
                 .into_iter()
-                .filter_map(|i| records.iter().find(|(k, _)| Some(k.as_str()) == keys.get(i).copied()))
                 .map(|(k, v)| (k.as_bytes(), v.as_bytes()))
                 .collect();
             written.push(Image {

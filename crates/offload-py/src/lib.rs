@@ -8,7 +8,9 @@ mod formats;
 mod records;
 mod source;
 
-use offload_inspect::select::{Gpu, Runtime, Verdict, select as judge};
+use offload_inspect::record::{CodeObjectRecord, DiagnosticRecord, VerdictRecord};
+use offload_inspect::select::{Gpu, Runtime, select as judge};
+use offload_inspect::uri;
 use offload_inspect::{CodeObject as Found, Inventory, Options, Severity, scan as scan_bytes};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -22,12 +24,29 @@ fn object_bytes<'i, 'a>(inv: &'i Inventory<'a>, o: &Found<'a>, prefix: &str) -> 
     inv.bytes(o).map_err(|e| Failure::Format(format!("{prefix}'{}' at {}: {e}", o.id, o.location)))
 }
 
+/// The records of the code objects of a scan of `source` (`bytes`), with
+/// their URIs where `source` is a file; `keep` picks the objects.
+fn records(
+    source: &Source,
+    inv: &Inventory,
+    bytes: &[u8],
+    mut keep: impl FnMut(usize, CodeObjectRecord) -> Option<CodeObject>,
+) -> Vec<CodeObject> {
+    let file = source.file();
+    let prefix = file.filter(|f| *f != "-").and_then(|f| uri::file_prefix(std::path::Path::new(f)));
+    let origin = prefix.as_deref().map(|prefix| uri::Origin { prefix, offset: 0 });
+    let records =
+        inv.objects.iter().enumerate().map(|(i, o)| CodeObjectRecord::new(file, i, o, bytes, origin.as_ref()));
+    records.enumerate().filter_map(|(i, r)| keep(i, r)).collect()
+}
+
 fn listing(source: &Source, deep: bool) -> Result<(Vec<CodeObject>, Vec<Diagnostic>), Failure> {
     source.with_bytes(|bytes| {
         let inv = scan_bytes(bytes, &source.display_name(), &Options { deep, ..Options::default() });
+        let objects = records(source, &inv, bytes, |_, record| Some(CodeObject { record }));
         let file = source.file();
-        let objects = inv.objects.iter().enumerate().map(|(i, o)| CodeObject::new(file, i, o, bytes)).collect();
-        let diagnostics = inv.diagnostics.iter().map(|d| Diagnostic::new(file, d)).collect();
+        let diagnostics =
+            inv.diagnostics.iter().map(|d| Diagnostic { record: DiagnosticRecord::of(file, d) }).collect();
         Ok((objects, diagnostics))
     })
 }
@@ -47,14 +66,10 @@ fn scan(py: Python<'_>, input: &Bound<'_, PyAny>) -> PyResult<Vec<CodeObject>> {
 fn verify(py: Python<'_>, input: &Bound<'_, PyAny>) -> PyResult<Vec<Diagnostic>> {
     let source = Source::from_py(input)?;
     let (objects, mut diagnostics) = py.allow_threads(|| listing(&source, true))?;
-    if objects.is_empty() && !diagnostics.iter().any(|d| d.severity == Severity::Error.name()) {
-        diagnostics.push(Diagnostic {
-            file: source.file().map(str::to_string),
-            severity: Severity::Error.name().into(),
-            offset: None,
-            location: "file".into(),
-            message: "no offload code objects found".into(),
-        });
+    if objects.is_empty() && !diagnostics.iter().any(|d| d.record.severity == Severity::Error) {
+        let none = "no offload code objects found";
+        diagnostics
+            .push(Diagnostic { record: DiagnosticRecord::new(source.file(), Severity::Error, None, "file", none) });
     }
     Ok(diagnostics)
 }
@@ -65,29 +80,14 @@ fn judge_source(source: &Source, gpu: &Gpu, runtime: Runtime) -> Result<(Vec<Cod
     source.with_bytes(|bytes| {
         let inv = scan_bytes(bytes, &source.display_name(), &Options::default());
         let sel = judge(&inv.objects, gpu, runtime);
-        let (mut chosen, mut others) = (Vec::new(), Vec::new());
-        for (i, (o, v)) in inv.objects.iter().zip(&sel.verdicts).enumerate() {
-            let Some(v) = v else { continue };
-            let mut record = CodeObject::new(source.file(), i, o, bytes);
-            record.selected = Some(matches!(v, Verdict::Selected(_)));
-            match v {
-                Verdict::Selected(_) => chosen.push(record),
-                Verdict::NotChosen { chosen: c, .. } => {
-                    let preferred = inv.objects.get(*c).map(|o| o.id.as_str()).unwrap_or_default();
-                    record.reason_code = Some("not-chosen".into());
-                    // The CLI's wording (offload select --json).
-                    record.reason = Some(format!(
-                        "also compatible, but '{preferred}' is preferred (native before generic, more fixed features, file order)"
-                    ));
-                    others.push(record);
-                }
-                Verdict::Rejected(r) => {
-                    record.reason_code = Some(r.code().into());
-                    record.reason = Some(r.explain(gpu, runtime));
-                    others.push(record);
-                }
-            }
-        }
+        // Candidates only (containers get no verdict), selected ones first.
+        let candidates = records(source, &inv, bytes, |i, mut record| {
+            let v = sel.verdicts.get(i)?.as_ref()?;
+            record.verdict = Some(VerdictRecord::new(v, &inv.objects, gpu, runtime));
+            Some(CodeObject { record })
+        });
+        let (mut chosen, others): (Vec<_>, Vec<_>) =
+            candidates.into_iter().partition(|c| c.record.verdict.as_ref().is_some_and(|v| v.selected));
         let prefix = source.prefix();
         let error = if let Some(&u) = sel.failed_units.first() {
             let loc = inv.units.get(u).map(|u| u.location.to_string()).unwrap_or_default();
@@ -138,7 +138,7 @@ fn extract<'py>(
     let source = Source::from_py(input)?;
     let (index, expected) = match code_object.downcast::<CodeObject>() {
         Ok(c) => {
-            let c = c.get();
+            let c = &c.get().record;
             (c.index, Some((c.id.clone(), c.location.clone())))
         }
         Err(_) => (code_object.extract::<usize>()?, None),

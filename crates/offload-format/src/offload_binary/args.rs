@@ -35,9 +35,14 @@ impl ImageArgs {
     /// commas; a key given twice gets its values joined with a comma, a
     /// piece without `=` is a key with an empty value.
     pub fn parse(spec: &str) -> Self {
+        Self::from_pairs(spec.split(',').map(|piece| piece.split_once('=').unwrap_or((piece, ""))))
+    }
+
+    /// The arguments of `key=value` pairs given one by one (keys and values
+    /// may hold `,` and `=`), joined as [`ImageArgs::parse`] joins them.
+    pub fn from_pairs<'a>(given: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
         let mut pairs: Vec<(String, String)> = Vec::new();
-        for piece in spec.split(',') {
-            let (key, value) = piece.split_once('=').unwrap_or((piece, ""));
+        for (key, value) in given {
             match pairs.iter_mut().find(|(k, _)| k == key) {
                 Some((_, v)) => {
                     v.push(',');
@@ -122,6 +127,8 @@ mod tests {
         assert_eq!(ImageArgs::parse("kind=sycl").offload_kind(), OffloadKind::None);
         assert_eq!(ImageArgs::parse("kind=sycl").offload_kind_in(LlvmRelease::Llvm22), OffloadKind::Sycl);
         assert_eq!(ImageArgs::parse("kind=sycl").offload_kind_in(LlvmRelease::Llvm19), OffloadKind::None);
+        let given = ImageArgs::from_pairs([("file", "a,b"), ("k=1", "v,w"), ("k=1", "x")]);
+        assert_eq!(given.pairs().collect::<Vec<_>>(), [("file", "a,b"), ("k=1", "v,w,x")]);
     }
 
     #[test]

@@ -3,9 +3,9 @@
 //! hold code; or, for a folder, each file below it (each its own `file`,
 //! packages opened too). See `offload_inspect::package`.
 
-use crate::output::{self, Object};
 use crate::progress::Progress;
 use offload_inspect::package::{self, Event, HEAD_LEN, Limits};
+use offload_inspect::record::CodeObjectRecord;
 use offload_inspect::{CodeObject, Inventory, Options, Severity, Step, scan, uri};
 use std::cell::{Cell, OnceCell};
 use std::path::Path;
@@ -56,27 +56,20 @@ impl<'a> Item<'a> {
         }
     }
 
-    /// The JSON object of a code object this item's scan found.
-    pub fn object(&self, o: &CodeObject) -> Object {
-        if self.units_before == 0 {
-            return output::code_object(self.file, o);
-        }
-        let numbered = CodeObject { unit: o.unit.saturating_add(self.units_before), ..o.clone() };
-        output::code_object(self.file, &numbered)
-    }
-
-    /// The ROCm code-object URI of a code object this item's scan found
-    /// (`file://ABSOLUTE-PATH#offset=N&size=M`; a compressed bundle's range
-    /// for the objects inside it), or `None` where the bytes lie in no
-    /// range of the file (standard input, decoded or decompressed data).
-    pub fn uri(&self, o: &CodeObject) -> Option<String> {
-        if self.file == "-" {
-            return None;
-        }
-        let (start, size) = uri::range(o, self.bytes)?;
-        let offset = self.base?.checked_add(start)?;
-        let prefix = self.uri_prefix.get_or_init(|| uri::file_prefix(Path::new(self.file)));
-        Some(uri::with_range(prefix.as_deref()?, offset, size))
+    /// The record (`list --json`'s object) of code object `index` of this
+    /// item's scan: fat binaries numbered across the package, and the ROCm
+    /// code-object URI (`file://ABSOLUTE-PATH#offset=N&size=M`; a
+    /// compressed bundle's range for the objects inside it), none where the
+    /// bytes lie in no range of the file (standard input, decoded or
+    /// decompressed data).
+    pub fn record(&self, index: usize, o: &CodeObject) -> CodeObjectRecord {
+        let origin = self.base.filter(|_| self.file != "-").and_then(|offset| {
+            let prefix = self.uri_prefix.get_or_init(|| uri::file_prefix(Path::new(self.file))).as_deref()?;
+            Some(uri::Origin { prefix, offset })
+        });
+        let mut record = CodeObjectRecord::new(Some(self.file), index, o, self.bytes, origin.as_ref());
+        record.unit = record.unit.saturating_add(self.units_before);
+        record
     }
 }
 

@@ -22,9 +22,10 @@ use offload_cli::diag;
 use offload_format::kpack::SearchOrder;
 use offload_format::plan::Plan;
 use offload_inspect::decode::visit_objects;
-use offload_inspect::select::{Gpu, Runtime, Selection, Tier, Verdict, select};
+use offload_inspect::record::{self, CodeObjectRecord, DiagnosticRecord, VerdictRecord};
+use offload_inspect::select::{Gpu, Runtime, Selection, Verdict, select};
 use offload_inspect::{BytesError, Inventory, Options, Severity};
-use output::{Colors, Object, Paint, Value};
+use output::{Colors, Paint};
 use std::process::ExitCode;
 use std::sync::Mutex;
 
@@ -129,56 +130,31 @@ fn list(argv0: &str, files: &[String], json: bool, uri: bool) -> u8 {
 }
 
 /// The rows (and JSON objects) `list` prints for one scanned item.
-fn list_rows(item: &inputs::Item, inv: &Inventory, uri: bool, rows: &mut Vec<Vec<String>>, objects: &mut Vec<Object>) {
-    for o in &inv.objects {
-        let o_uri = item.uri(o);
-        objects.push(item.object(o).add("uri", output::opt_str(o_uri.clone())));
+fn list_rows(
+    item: &inputs::Item,
+    inv: &Inventory,
+    uri: bool,
+    rows: &mut Vec<Vec<String>>,
+    records: &mut Vec<CodeObjectRecord>,
+) {
+    for (i, o) in inv.objects.iter().enumerate() {
+        let r = item.record(i, o);
         let mut row = vec![
             item.file.to_string(),
-            o.location.to_string(),
-            o.format.name().to_string(),
-            o.offload_kind.clone(),
-            o.triple.clone(),
-            if o.target_id.is_empty() { "-".into() } else { o.target_id.clone() },
-            o.size.to_string(),
-            output::offset(o.offset),
-            if o.compressed { "yes".into() } else { "no".into() },
+            r.location.clone(),
+            r.format.to_string(),
+            r.offload_kind.clone(),
+            r.triple.clone(),
+            if r.target_id.is_empty() { "-".into() } else { r.target_id.clone() },
+            r.size.to_string(),
+            output::offset(r.offset),
+            if r.compressed { "yes".into() } else { "no".into() },
         ];
         if uri {
-            row.push(o_uri.unwrap_or_else(|| "-".into()));
+            row.push(r.uri.clone().unwrap_or_else(|| "-".into()));
         }
         rows.push(row);
-    }
-}
-
-/// The verdict's columns: `selected` / reason code, and the explanation.
-fn verdict_text(v: &Verdict, sel_ids: &dyn Fn(usize) -> String, gpu: &Gpu, runtime: Runtime) -> (String, String) {
-    match v {
-        Verdict::Selected(tier) => {
-            let how = match tier {
-                Tier::Native => format!("built for {}", gpu.processor),
-                Tier::Generic => "generic code object for the GPU's family".to_string(),
-                Tier::SpirV => "SPIR-V, compiled for the GPU when loaded".to_string(),
-                Tier::Compatible => format!("cubin of the same major version, runs on {}", gpu.processor),
-                Tier::Jit => {
-                    "PTX, JIT-compiled for the GPU when loaded (needs a driver that knows its PTX version)".to_string()
-                }
-            };
-            ("selected".into(), how)
-        }
-        Verdict::NotChosen { chosen, .. } => (
-            "not-chosen".into(),
-            format!(
-                "also compatible, but '{}' is preferred ({})",
-                sel_ids(*chosen),
-                if runtime == Runtime::Cuda {
-                    "cubin before PTX, nearest architecture, file order"
-                } else {
-                    "native before generic, more fixed features, file order"
-                }
-            ),
-        ),
-        Verdict::Rejected(r) => (r.code().into(), r.explain(gpu, runtime)),
+        records.push(r);
     }
 }
 
@@ -200,17 +176,12 @@ fn select_cmd(
             let (path, inv) = (item.file, item.scan(&Options::default()));
             report(argv0, path, &inv);
             let sel: Selection = kpack_select(&inv, gpu, runtime, kpack_order);
-            let ids = |i: usize| inv.objects.get(i).map(|o| o.id.clone()).unwrap_or_default();
-            for (o, v) in inv.objects.iter().zip(&sel.verdicts) {
+            for (i, (o, v)) in inv.objects.iter().zip(&sel.verdicts).enumerate() {
                 let Some(v) = v else { continue };
-                let (code, text) = verdict_text(v, &ids, gpu, runtime);
+                let (code, text) = record::explain(v, &inv.objects, gpu, runtime);
+                let mut r = item.record(i, o);
+                r.verdict = Some(VerdictRecord::new(v, &inv.objects, gpu, runtime));
                 let selected = matches!(v, Verdict::Selected(_));
-                let obj = item
-                    .object(o)
-                    .add("selected", Value::Bool(selected))
-                    .add("reason_code", if selected { Value::Null } else { Value::Str(code.clone()) })
-                    .add("reason", if selected { Value::Null } else { Value::Str(text.clone()) })
-                    .add("uri", output::opt_str(item.uri(o)));
                 let verdict = if selected {
                     "selected"
                 } else if code == "not-chosen" {
@@ -220,21 +191,21 @@ fn select_cmd(
                 };
                 let mut row = vec![
                     path.to_string(),
-                    o.location.to_string(),
-                    o.id.clone(),
-                    output::offset(o.offset),
-                    o.size.to_string(),
+                    r.location.clone(),
+                    r.id.clone(),
+                    output::offset(r.offset),
+                    r.size.to_string(),
                     verdict.to_string(),
                     text,
                 ];
                 if uri {
-                    row.push(item.uri(o).unwrap_or_else(|| "-".into()));
+                    row.push(r.uri.clone().unwrap_or_else(|| "-".into()));
                 }
                 if selected {
-                    chosen_json.push(obj);
+                    chosen_json.push(r);
                     chosen_rows.push(row);
                 } else {
-                    other_json.push(obj);
+                    other_json.push(r);
                     other_rows.push(row);
                 }
             }
@@ -285,8 +256,8 @@ fn verify(argv0: &str, files: &[String], json: bool, colors: Colors) -> u8 {
     let mut status = 0;
     let mut objects = Vec::new();
     for path in files {
-        // Findings of every item of the path: (file, severity, offset, location, message).
-        let mut diags: Vec<(String, Severity, Option<u64>, String, String)> = Vec::new();
+        // Findings of every item of the path.
+        let mut diags: Vec<DiagnosticRecord> = Vec::new();
         let (mut found, mut units) = (0, 0);
         // kpack archives given, and those the split libraries reach (by
         // canonical path): an archive no library reaches is dead weight.
@@ -301,12 +272,7 @@ fn verify(argv0: &str, files: &[String], json: bool, colors: Colors) -> u8 {
             if item.member().is_none() && offload_format::kpack::archive::has_magic(item.bytes) {
                 archives.push((item.file.to_string(), std::fs::canonicalize(item.file).ok()));
             }
-            let file = item.file.to_string();
-            diags.extend(
-                inv.diagnostics
-                    .iter()
-                    .map(|d| (file.clone(), d.severity, d.offset, d.location.clone(), d.message.clone())),
-            );
+            diags.extend(inv.diagnostics.iter().map(|d| DiagnosticRecord::of(Some(item.file), d)));
         });
         // Packages that could not be read: findings in JSON, messages on
         // standard error (as for every command) in text.
@@ -314,7 +280,7 @@ fn verify(argv0: &str, files: &[String], json: bool, colors: Colors) -> u8 {
             for (file, canonical) in archives {
                 if canonical.is_some_and(|c| !reached.contains(&c)) {
                     let message = "no kpack-split library in this folder reaches this archive through its search paths (dead weight, or a library is missing)";
-                    diags.push((file, Severity::Warning, None, "file".into(), message.into()));
+                    diags.push(DiagnosticRecord::new(Some(&file), Severity::Warning, None, "file", message));
                 }
             }
         }
@@ -322,32 +288,33 @@ fn verify(argv0: &str, files: &[String], json: bool, colors: Colors) -> u8 {
         if !json {
             inputs::report(argv0, &problems);
         }
-        diags.extend(problems.into_iter().map(|p| (p.file, p.severity, None, p.location, p.message)));
-        let mut errors = diags.iter().filter(|d| d.1 == Severity::Error).count();
+        diags.extend(
+            problems.iter().map(|p| DiagnosticRecord::new(Some(&p.file), p.severity, None, &p.location, &p.message)),
+        );
+        let mut errors = diags.iter().filter(|d| d.severity == Severity::Error).count();
         if found == 0 && errors == 0 {
-            diags.push((path.clone(), Severity::Error, None, "file".into(), "no offload code objects found".into()));
+            diags.push(DiagnosticRecord::new(
+                Some(path),
+                Severity::Error,
+                None,
+                "file",
+                "no offload code objects found",
+            ));
             errors += 1;
         }
-        for (k, (file, severity, offset, location, message)) in diags.iter().enumerate() {
-            if json {
-                objects.push(
-                    Object::default()
-                        .add("file", Value::Str(file.clone()))
-                        .add("severity", Value::Str(severity.name().into()))
-                        .add("offset", offset.map_or(Value::Null, Value::Num))
-                        .add("location", Value::Str(location.clone()))
-                        .add("message", Value::Str(message.clone())),
-                );
-            } else if !unread.contains(&k) {
-                let at = offset.map(|o| format!(":{o:#x}")).unwrap_or_default();
-                println!("{file}{at}: {}: {location}: {message}", severity.name());
+        if !json {
+            for d in diags.iter().enumerate().filter(|(k, _)| !unread.contains(k)).map(|(_, d)| d) {
+                let at = d.offset.map(|o| format!(":{o:#x}")).unwrap_or_default();
+                let file = d.file.as_deref().unwrap_or_default();
+                println!("{file}{at}: {}: {}: {}", d.severity.name(), d.location, d.message);
             }
         }
         if errors > 0 {
             status = 1;
         }
+        let warnings = diags.len() - errors;
+        objects.extend(diags);
         if !json {
-            let warnings = diags.len() - errors;
             let verdict =
                 if errors > 0 { colors.paint("FAILED", Paint::Red) } else { colors.paint("OK", Paint::Green) };
             let plural = |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
@@ -419,7 +386,7 @@ fn extract(
     let dir = dir.unwrap_or_else(|| ".".into());
     let mut outputs = offload_io::Outputs::new();
     // Staged outputs: the JSON object and the text line of each.
-    let mut written: Vec<(Object, String)> = Vec::new();
+    let mut written: Vec<(CodeObjectRecord, String)> = Vec::new();
     // Code objects in the items before this one (`--index` counts across a
     // package), matches so far, and whether an item failed.
     let (mut before, mut matched, mut failed) = (0, 0, false);
@@ -494,8 +461,9 @@ fn extract(
                 outputs.adopt(out);
                 let o = &inv.objects[i];
                 let line = format!("{dest}\t{}\t{}", o.id, o.location);
-                let object = item.object(o).add("path", Value::Str(dest)).add("uri", output::opt_str(item.uri(o)));
-                written.push((object, line));
+                let mut record = item.record(i, o);
+                record.path = Some(dest);
+                written.push((record, line));
             }
         }
         before += inv.objects.len();
@@ -516,7 +484,7 @@ fn extract(
         return 1;
     }
     if json {
-        let objects: Vec<Object> = written.into_iter().map(|(o, _)| o).collect();
+        let objects: Vec<CodeObjectRecord> = written.into_iter().map(|(o, _)| o).collect();
         print!("{}", output::array(&objects));
     } else if output.as_deref() != Some("-") {
         for (_, line) in &written {

@@ -4,7 +4,6 @@
 //! [`Colors`] says so.
 
 use crate::args::ColorChoice;
-use offload_inspect::CodeObject;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::ser::{CharEscape, Formatter};
 use std::io;
@@ -52,12 +51,11 @@ pub fn json<T: Serialize + ?Sized>(value: &T) -> String {
 pub enum Value {
     Str(String),
     Num(u64),
-    Bool(bool),
     Null,
 }
 
-/// A JSON object whose keys depend on the command (`list`'s keys, then
-/// `select`'s or `extract`'s), in insertion order.
+/// A JSON object built key by key, in insertion order (`extract-uri`'s
+/// records; code objects and findings are `offload_inspect::record`'s).
 #[derive(Default)]
 pub struct Object(Vec<(&'static str, Value)>);
 
@@ -85,23 +83,6 @@ pub fn array<T: Serialize>(records: &[T]) -> String {
     }
     let items: Vec<String> = records.iter().map(|r| format!("  {}", json(r))).collect();
     format!("[\n{}\n]\n", items.join(",\n"))
-}
-
-/// The keys `list` prints for a code object (the stable schema).
-pub fn code_object(file: &str, o: &CodeObject) -> Object {
-    Object::default()
-        .add("file", Value::Str(file.to_string()))
-        .add("location", Value::Str(o.location.to_string()))
-        .add("format", Value::Str(o.format.name().to_string()))
-        .add("id", Value::Str(o.id.clone()))
-        .add("offload_kind", Value::Str(o.offload_kind.clone()))
-        .add("triple", Value::Str(o.triple.clone()))
-        .add("target_id", Value::Str(o.target_id.clone()))
-        .add("size", Value::Num(o.size))
-        .add("offset", o.offset.map_or(Value::Null, Value::Num))
-        .add("compressed", Value::Bool(o.compressed))
-        .add("unit", Value::Num(o.unit as u64))
-        .add("image_kind", o.image_kind_name().map_or(Value::Null, Value::Str))
 }
 
 /// A string, or null.
@@ -202,16 +183,9 @@ mod tests {
 
     #[test]
     fn objects_keep_their_order_and_layout() {
-        let o = Object::default()
-            .add("z", Value::Num(1))
-            .add("a", Value::Null)
-            .add("s", Value::Str("x".into()))
-            .add("b", Value::Bool(false));
-        assert_eq!(json(&o), r#"{"z": 1, "a": null, "s": "x", "b": false}"#);
-        assert_eq!(
-            array(&[o, Object::default()]),
-            "[\n  {\"z\": 1, \"a\": null, \"s\": \"x\", \"b\": false},\n  {}\n]\n"
-        );
+        let o = Object::default().add("z", Value::Num(1)).add("a", Value::Null).add("s", Value::Str("x".into()));
+        assert_eq!(json(&o), r#"{"z": 1, "a": null, "s": "x"}"#);
+        assert_eq!(array(&[o, Object::default()]), "[\n  {\"z\": 1, \"a\": null, \"s\": \"x\"},\n  {}\n]\n");
         assert_eq!(json(&vec!["a", "b"]), r#"["a", "b"]"#);
     }
 
