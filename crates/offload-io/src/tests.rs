@@ -333,3 +333,25 @@ fn error_text_drops_the_os_error_suffix() {
     let e = io::Error::from_raw_os_error(libc::ENOENT);
     assert_eq!(error_text(&e), "No such file or directory");
 }
+
+/// A FIFO or device is refused by `Input::open_regular` without being
+/// opened for a blocking read (a walk must never wait on a pipe).
+#[test]
+fn open_regular_refuses_fifos_and_devices_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("pipe");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let path = fifo.to_str().unwrap().to_string();
+    std::thread::spawn(move || {
+        let _ = tx.send(Input::open_regular(&path).err().map(|e| e.to_string()));
+    });
+    let e = rx.recv_timeout(std::time::Duration::from_secs(20)).expect("blocked on a FIFO");
+    assert_eq!(e.as_deref(), Some("not a regular file"));
+    assert!(Input::open_regular("/dev/zero").is_err());
+    let file = dir.path().join("f");
+    fs::write(&file, b"abc").unwrap();
+    assert_eq!(Input::open_regular(file.to_str().unwrap()).unwrap().bytes(), b"abc");
+}

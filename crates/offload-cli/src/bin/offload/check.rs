@@ -250,7 +250,7 @@ fn is_program(path: &str) -> bool {
     if path == "-" || p.is_dir() {
         return false;
     }
-    let Ok(input) = offload_io::Input::open(path) else { return false };
+    let Ok(input) = offload_io::Input::open_regular(path) else { return false };
     let bytes = input.bytes();
     dynamic::abi(bytes).is_some_and(|a| a.machine != offload_format::elf::EM_AMDGPU && a.machine != 190)
         && dynamic::is_loadable(bytes)
