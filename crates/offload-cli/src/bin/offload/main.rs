@@ -37,6 +37,7 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    diag::report_output_errors();
     let argv0 = diag::argv0();
     let (command, color) = match args::parse(std::env::args_os()) {
         Ok(parsed) => parsed,
@@ -68,11 +69,16 @@ fn main() -> ExitCode {
         Command::Diff { a, b, json } => diff::run(&argv0, &a, &b, json),
         Command::Check(args) => check::run(&argv0, &args, colors(args.json)),
         Command::Completions(shell) => {
-            clap_complete::generate(shell, &mut args::Cli::command(), "offload", &mut std::io::stdout());
+            let mut text = Vec::new();
+            clap_complete::generate(shell, &mut args::Cli::command(), "offload", &mut text);
+            if let Err(e) = std::io::Write::write_all(&mut std::io::stdout(), &text) {
+                diag::output_failed(&e)
+            }
             0
         }
         Command::Man { output_dir } => generated::man(&argv0, output_dir.as_deref()),
     };
+    diag::flush_stdout();
     ExitCode::from(code)
 }
 
