@@ -113,3 +113,51 @@ fn folder_scans_pass_over_fifos() {
     let out = run_for(cmd, Duration::from_secs(30)).expect("offload list hung on a FIFO");
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// A CUDA fat binary holding one LZ4-compressed entry of `stream` that
+/// declares `declared` bytes (layout: docs/formats/cuda-fatbin.md).
+fn lz4_fatbin(stream: &[u8], declared: u64) -> Vec<u8> {
+    let padded = stream.len().div_ceil(8) * 8;
+    let mut e = Vec::new();
+    e.extend_from_slice(&2u16.to_le_bytes()); // cubin
+    e.extend_from_slice(&0x0101u16.to_le_bytes());
+    e.extend_from_slice(&64u32.to_le_bytes());
+    e.extend_from_slice(&(padded as u64).to_le_bytes());
+    e.extend_from_slice(&(stream.len() as u32).to_le_bytes());
+    e.extend_from_slice(&0u32.to_le_bytes());
+    e.extend_from_slice(&[8, 0, 1, 0]);
+    e.extend_from_slice(&80u32.to_le_bytes());
+    e.extend_from_slice(&[0; 8]);
+    e.extend_from_slice(&(0x11u64 | 0x2000).to_le_bytes());
+    e.extend_from_slice(&0u64.to_le_bytes());
+    e.extend_from_slice(&declared.to_le_bytes());
+    e.extend_from_slice(stream);
+    e.resize(64 + padded, 0);
+    let mut f = 0xBA55_ED50u32.to_le_bytes().to_vec();
+    f.extend_from_slice(&1u16.to_le_bytes());
+    f.extend_from_slice(&16u16.to_le_bytes());
+    f.extend_from_slice(&(e.len() as u64).to_le_bytes());
+    f.extend_from_slice(&e);
+    f
+}
+
+/// A 2 MiB fat binary whose LZ4 entry declares 510 MiB, read under a
+/// 384 MiB address-space limit: an error for that entry, not an abort
+/// (status 134) from an allocation that cannot be refused.
+#[test]
+fn a_declared_size_past_the_memory_limit_is_an_error() {
+    let t = tempfile::tempdir().unwrap();
+    let stream = vec![0u8; 2 << 20];
+    let path = t.path().join("bomb.fatbin");
+    fs::write(&path, lz4_fatbin(&stream, 510 << 20)).unwrap();
+    for cmd in ["verify", "list"] {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(format!("ulimit -v 393216; exec '{OFFLOAD}' {cmd} '{}'", path.display()))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(matches!(out.status.code(), Some(0..=2)), "{cmd}: {:?} {err}", out.status);
+        assert!(!err.contains("memory allocation"), "{cmd}: {err}");
+    }
+}
