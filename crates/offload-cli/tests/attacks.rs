@@ -161,3 +161,70 @@ fn a_declared_size_past_the_memory_limit_is_an_error() {
         assert!(!err.contains("memory allocation"), "{cmd}: {err}");
     }
 }
+
+/// An uncompressed offload bundle of `(id, bytes)` entries
+/// (docs/formats: magic, count, then offset, size, ID length and ID each).
+fn bundle(entries: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut head = b"__CLANG_OFFLOAD_BUNDLE__".to_vec();
+    head.extend_from_slice(&(entries.len() as u64).to_le_bytes());
+    let table: usize = entries.iter().map(|(id, _)| 24 + id.len()).sum();
+    let mut at = (head.len() + table) as u64;
+    for (id, bytes) in entries {
+        head.extend_from_slice(&at.to_le_bytes());
+        head.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+        head.extend_from_slice(&(id.len() as u64).to_le_bytes());
+        head.extend_from_slice(id.as_bytes());
+        at += bytes.len() as u64;
+    }
+    for (_, bytes) in entries {
+        head.extend_from_slice(bytes);
+    }
+    head
+}
+
+fn code_object(tag: u8) -> Vec<u8> {
+    let mut v = b"\x7fELF\x02\x01\x01".to_vec();
+    v.extend(std::iter::repeat_n(tag, 64));
+    v
+}
+
+/// A 330-character entry ID gives a shortened output name (with a hash)
+/// instead of "File name too long".
+#[test]
+fn over_long_entry_ids_give_shortened_names() {
+    let t = tempfile::tempdir().unwrap();
+    let long = format!("hipv4-amdgcn-amd-amdhsa--gfx906{}", ":x".repeat(150));
+    let other = format!("hipv4-amdgcn-amd-amdhsa--gfx906{}", ":y".repeat(150));
+    let path = t.path().join("b.bc");
+    fs::write(&path, bundle(&[(&long, &code_object(1)), (&other, &code_object(2))])).unwrap();
+    let out_dir = t.path().join("out");
+    fs::create_dir(&out_dir).unwrap();
+    let out = Command::new(OFFLOAD).args(["extract", "--all", "--output-dir"]).arg(&out_dir).arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut names: Vec<String> =
+        fs::read_dir(&out_dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names.iter().all(|n| n.len() <= 255 && n.ends_with(".co")), "{names:?}");
+}
+
+/// Two URIs of files with one name in two folders would write one output
+/// name twice: refused, and nothing is written.
+#[test]
+fn two_outputs_with_one_name_are_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let co = code_object(3);
+    for dir in ["a", "b"] {
+        fs::create_dir(t.path().join(dir)).unwrap();
+        fs::write(t.path().join(dir).join("x.co"), &co).unwrap();
+    }
+    let out_dir = t.path().join("out");
+    fs::create_dir(&out_dir).unwrap();
+    let uri = |d: &str| format!("file://{}#offset=0&size={}", t.path().join(d).join("x.co").display(), co.len());
+    let out =
+        Command::new(OFFLOAD).arg("extract").arg(uri("a")).arg(uri("b")).arg("--output-dir").arg(&out_dir).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("two outputs of this run have this name"), "{err}");
+    assert_eq!(fs::read_dir(&out_dir).unwrap().count(), 0);
+}

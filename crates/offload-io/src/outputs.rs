@@ -229,6 +229,22 @@ impl Outputs {
     /// output, which cannot be taken back, are written last. Staging files
     /// of a run that is dropped without commit are deleted.
     pub fn commit(self) -> Result<(), OutputError> {
+        // Two outputs of one run at one path: the second would silently
+        // replace the first. Refused before anything is renamed
+        // (docs/reliability.md).
+        let mut seen = std::collections::HashSet::new();
+        for s in &self.staged {
+            if let Staged::Renamed { dest, .. } = s {
+                let dir = dest.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+                let key = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf()).join(dest.file_name().unwrap_or_default());
+                if !seen.insert(key) {
+                    return Err(OutputError {
+                        path: dest.display().to_string(),
+                        error: io::Error::other("two outputs of this run have this name; nothing was written"),
+                    });
+                }
+            }
+        }
         let mut files = Vec::new();
         let mut streams = Vec::new();
         for s in self.staged {

@@ -355,3 +355,19 @@ fn open_regular_refuses_fifos_and_devices_without_blocking() {
     fs::write(&file, b"abc").unwrap();
     assert_eq!(Input::open_regular(file.to_str().unwrap()).unwrap().bytes(), b"abc");
 }
+
+/// Two outputs of one run at one path (also spelled differently) are
+/// refused at commit, and nothing is written: before, both were reported
+/// written and the first was lost.
+#[test]
+fn two_outputs_at_one_path_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("x.bc");
+    let b = dir.path().join(".").join("x.bc");
+    let mut outs = Outputs::new();
+    outs.stage(a.to_str().unwrap(), &Plan::borrowed(b"first"), &[]).unwrap();
+    outs.stage(b.to_str().unwrap(), &Plan::borrowed(b"second"), &[]).unwrap();
+    let e = outs.commit().unwrap_err();
+    assert!(e.to_string().contains("two outputs of this run have this name"), "{e}");
+    assert_eq!(names_in(dir.path()), Vec::<String>::new());
+}
