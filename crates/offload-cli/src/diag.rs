@@ -59,7 +59,8 @@ pub fn report_output_errors() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         let payload = info.payload();
-        let text = payload.downcast_ref::<String>().map(String::as_str).or_else(|| payload.downcast_ref::<&str>().copied());
+        let text =
+            payload.downcast_ref::<String>().map(String::as_str).or_else(|| payload.downcast_ref::<&str>().copied());
         match text.and_then(|t| t.strip_prefix("failed printing to std")) {
             Some(rest) => {
                 use std::io::Write;

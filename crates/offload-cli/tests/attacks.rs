@@ -199,7 +199,8 @@ fn over_long_entry_ids_give_shortened_names() {
     fs::write(&path, bundle(&[(&long, &code_object(1)), (&other, &code_object(2))])).unwrap();
     let out_dir = t.path().join("out");
     fs::create_dir(&out_dir).unwrap();
-    let out = Command::new(OFFLOAD).args(["extract", "--all", "--output-dir"]).arg(&out_dir).arg(&path).output().unwrap();
+    let out =
+        Command::new(OFFLOAD).args(["extract", "--all", "--output-dir"]).arg(&out_dir).arg(&path).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let mut names: Vec<String> =
         fs::read_dir(&out_dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
@@ -221,10 +222,30 @@ fn two_outputs_with_one_name_are_refused() {
     let out_dir = t.path().join("out");
     fs::create_dir(&out_dir).unwrap();
     let uri = |d: &str| format!("file://{}#offset=0&size={}", t.path().join(d).join("x.co").display(), co.len());
-    let out =
-        Command::new(OFFLOAD).arg("extract").arg(uri("a")).arg(uri("b")).arg("--output-dir").arg(&out_dir).output().unwrap();
+    let out = Command::new(OFFLOAD)
+        .arg("extract")
+        .arg(uri("a"))
+        .arg(uri("b"))
+        .arg("--output-dir")
+        .arg(&out_dir)
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("two outputs of this run have this name"), "{err}");
     assert_eq!(fs::read_dir(&out_dir).unwrap().count(), 0);
+}
+
+/// An entry ID holding ESC and BEL (a terminal title sequence) is printed
+/// escaped in the text table; JSON escapes it as JSON does.
+#[test]
+fn control_characters_in_ids_are_escaped_in_tables() {
+    let t = tempfile::tempdir().unwrap();
+    let id = "hipv4-amdgcn-amd-amdhsa--gfx906\u{1b}]0;pwned\u{7}\n";
+    let path = t.path().join("b.bc");
+    fs::write(&path, bundle(&[(id, &code_object(1))])).unwrap();
+    let out = Command::new(OFFLOAD).arg("list").arg(&path).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("\\x1b]0;pwned\\x07\\x0a"), "{text}");
+    assert!(!text.contains('\u{1b}') && !text.contains('\u{7}'), "{text}");
 }

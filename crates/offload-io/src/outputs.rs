@@ -236,7 +236,9 @@ impl Outputs {
         for s in &self.staged {
             if let Staged::Renamed { dest, .. } = s {
                 let dir = dest.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-                let key = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf()).join(dest.file_name().unwrap_or_default());
+                let key = fs::canonicalize(dir)
+                    .unwrap_or_else(|_| dir.to_path_buf())
+                    .join(dest.file_name().unwrap_or_default());
                 if !seen.insert(key) {
                     return Err(OutputError {
                         path: dest.display().to_string(),

@@ -95,10 +95,7 @@ pub(crate) fn open_regular(path: &Path) -> std::io::Result<File> {
     if !std::fs::metadata(path)?.is_file() {
         return Err(not_regular());
     }
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path)?;
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(path)?;
     if !file.metadata()?.is_file() {
         return Err(not_regular());
     }

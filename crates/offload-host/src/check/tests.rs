@@ -187,7 +187,10 @@ fn fifos_and_devices_among_dependencies_are_not_opened() {
     let t = tempfile::tempdir().unwrap();
     let r = t.path().to_path_buf();
     let fifo = r.join("bin/libfifo.so");
-    write(&r.join("bin/prog"), &lib(&[(NEEDED, "libfifo.so"), (NEEDED, fifo.to_str().unwrap()), (NEEDED, "/dev/zero"), (RUNPATH, "$ORIGIN")]));
+    write(
+        &r.join("bin/prog"),
+        &lib(&[(NEEDED, "libfifo.so"), (NEEDED, fifo.to_str().unwrap()), (NEEDED, "/dev/zero"), (RUNPATH, "$ORIGIN")]),
+    );
     let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
     // SAFETY: a valid NUL-terminated path.
     assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o644) }, 0);

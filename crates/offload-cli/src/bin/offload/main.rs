@@ -475,7 +475,11 @@ fn extract(
             if let Some((dest, out)) = slot.into_inner().ok().flatten() {
                 outputs.adopt(out);
                 let o = &inv.objects[i];
-                let line = format!("{dest}\t{}\t{}", o.id, o.location);
+                let line = format!(
+                    "{dest}\t{}\t{}",
+                    output::escape_controls(&o.id),
+                    output::escape_controls(&o.location.to_string())
+                );
                 let object = item.object(o).add("path", Value::Str(dest)).add("uri", output::opt_str(item.uri(o)));
                 written.push((object, line));
             }
