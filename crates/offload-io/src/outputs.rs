@@ -313,10 +313,10 @@ pub(crate) fn prepare(path: &str) -> Result<Staged, OutputError> {
             let dir = dest.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
             // SAFETY: geteuid has no preconditions.
             let euid = unsafe { libc::geteuid() };
-            if let Ok(d) = fs::metadata(dir) {
-                if !may_follow(d.mode(), d.uid(), meta.uid(), euid) {
-                    return Err(err(io::Error::from_raw_os_error(libc::EACCES)));
-                }
+            if let Ok(d) = fs::metadata(dir)
+                && !may_follow(d.mode(), d.uid(), meta.uid(), euid)
+            {
+                return Err(err(io::Error::from_raw_os_error(libc::EACCES)));
             }
             return Ok(Staged::Direct { dest, data: tempfile::tempfile().map_err(err)? });
         }
