@@ -39,3 +39,47 @@ pub fn parse_or_exit(spec: &crate::cl::ToolSpec, argv0: &str) -> Result<crate::c
         }
     }
 }
+
+/// Reports a failed write to standard output (`/dev/full`, a closed file,
+/// a full disk) as `<argv0>: error: standard output: <reason>` and exits 2.
+/// A pipe whose reader went away is not this case: SIGPIPE ends the
+/// process first, as for `cat` (docs/reliability.md).
+pub fn output_failed(e: &std::io::Error) -> ! {
+    use std::io::Write;
+    let text = e.to_string();
+    let reason = text.split(" (os error ").next().unwrap_or_default();
+    let _ = writeln!(std::io::stderr(), "{}: error: standard output: {reason}", argv0());
+    std::process::exit(2)
+}
+
+/// Makes a failed `print!` to standard output or standard error an error
+/// message and exit status 2 instead of a panic (exit 101): the standard
+/// library panics with "failed printing to stdout: <reason>".
+pub fn report_output_errors() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let text =
+            payload.downcast_ref::<String>().map(String::as_str).or_else(|| payload.downcast_ref::<&str>().copied());
+        match text.and_then(|t| t.strip_prefix("failed printing to std")) {
+            Some(rest) => {
+                use std::io::Write;
+                let reason = rest.split_once(": ").map_or(rest, |(_, r)| r);
+                let reason = reason.split(" (os error ").next().unwrap_or_default();
+                let stream = if rest.starts_with("out") { "standard output" } else { "standard error" };
+                let _ = writeln!(std::io::stderr(), "{}: error: {stream}: {reason}", argv0());
+                std::process::exit(2)
+            }
+            None => default(info),
+        }
+    }));
+}
+
+/// Flushes standard output at the end of a run: a write that failed only
+/// here (the last line had no newline) is reported like any other.
+pub fn flush_stdout() {
+    use std::io::Write;
+    if let Err(e) = std::io::stdout().flush() {
+        output_failed(&e)
+    }
+}

@@ -35,7 +35,17 @@ impl Input {
         if meta.is_dir() {
             return Err(io::Error::from_raw_os_error(libc::EISDIR));
         }
-        if meta.is_file() && meta.len() > 0 {
+        if meta.is_file() {
+            return Input::from_file(path, file, meta.len());
+        }
+        let mut buf = Vec::new();
+        (&file).read_to_end(&mut buf)?;
+        Ok(Input::from_bytes(path, buf))
+    }
+
+    /// A regular file of `len` bytes, mapped (an empty one is read).
+    fn from_file(path: &str, file: File, len: u64) -> io::Result<Input> {
+        if len > 0 {
             // SAFETY: the map is read-only and private to this process. As with
             // every mmap-based tool, a file truncated by another process while
             // we read it can fault; the tools never write to their inputs.
@@ -45,6 +55,24 @@ impl Input {
         let mut buf = Vec::new();
         (&file).read_to_end(&mut buf)?;
         Ok(Input::from_bytes(path, buf))
+    }
+
+    /// Opens `path` only if it is a regular file (for files found by a
+    /// folder walk or a search, which the user did not name): a pipe,
+    /// socket or device is refused before it is opened, and the opened
+    /// file is checked again without blocking (docs/reliability.md).
+    pub fn open_regular(path: &str) -> io::Result<Input> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let not_regular = || io::Error::other("not a regular file");
+        if !fs::metadata(path)?.is_file() {
+            return Err(not_regular());
+        }
+        let file = fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(path)?;
+        let meta = file.metadata()?;
+        if !meta.is_file() {
+            return Err(not_regular());
+        }
+        Input::from_file(path, file, meta.len())
     }
 
     /// An input held in memory (tests, stdin, decompressed data).

@@ -7,7 +7,9 @@
 //!   fails at commit undoes the renames before it;
 //! * standard output, pipes and devices are staged in anonymous temporary
 //!   files (never in memory) and written after the files are in place;
-//! * a symbolic link as output keeps the link and replaces its target;
+//! * a symbolic link as output keeps the link and replaces its target,
+//!   except a link in a sticky world-writable folder that belongs neither
+//!   to us nor to the folder's owner, which is refused (EACCES);
 //! * an input that is also an output is safe: the input stays mapped on the
 //!   old inode while the new file is renamed over the path;
 //! * payloads borrowed from a mapped input are copied by the kernel

@@ -229,6 +229,24 @@ impl Outputs {
     /// output, which cannot be taken back, are written last. Staging files
     /// of a run that is dropped without commit are deleted.
     pub fn commit(self) -> Result<(), OutputError> {
+        // Two outputs of one run at one path: the second would silently
+        // replace the first. Refused before anything is renamed
+        // (docs/reliability.md).
+        let mut seen = std::collections::HashSet::new();
+        for s in &self.staged {
+            if let Staged::Renamed { dest, .. } = s {
+                let dir = dest.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+                let key = fs::canonicalize(dir)
+                    .unwrap_or_else(|_| dir.to_path_buf())
+                    .join(dest.file_name().unwrap_or_default());
+                if !seen.insert(key) {
+                    return Err(OutputError {
+                        path: dest.display().to_string(),
+                        error: io::Error::other("two outputs of this run have this name; nothing was written"),
+                    });
+                }
+            }
+        }
         let mut files = Vec::new();
         let mut streams = Vec::new();
         for s in self.staged {
@@ -289,6 +307,17 @@ pub(crate) fn prepare(path: &str) -> Result<Staged, OutputError> {
     if let Some(meta) = &existing {
         let ft = meta.file_type();
         if ft.is_char_device() || ft.is_fifo() || ft.is_block_device() || ft.is_socket() {
+            // A pipe or device another user left in /tmp is not written
+            // into (the kernel's protected_fifos rule, by the same test).
+            use std::os::unix::fs::MetadataExt;
+            let dir = dest.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            // SAFETY: geteuid has no preconditions.
+            let euid = unsafe { libc::geteuid() };
+            if let Ok(d) = fs::metadata(dir)
+                && !may_follow(d.mode(), d.uid(), meta.uid(), euid)
+            {
+                return Err(err(io::Error::from_raw_os_error(libc::EACCES)));
+            }
             return Ok(Staged::Direct { dest, data: tempfile::tempfile().map_err(err)? });
         }
         if meta.is_dir() {
@@ -317,12 +346,31 @@ pub(crate) const MAX_LINKS: usize = 40;
 /// it dangles, as opening it for writing would), so the link stays and the
 /// file it points to is replaced, in the link target's own directory.
 /// A loop of links is ELOOP, as for `open`.
+///
+/// A link in a sticky world-writable folder (`/tmp`) is followed only when
+/// it belongs to the user running the tool or to the folder's owner, the
+/// rule of the kernel's `fs.protected_symlinks`; any other link there is
+/// refused with EACCES, so another user cannot plant a link at an output
+/// name and have our output replace a file of their choosing
+/// (docs/reliability.md).
 pub(crate) fn resolve_output(path: &Path) -> io::Result<PathBuf> {
     let mut dest = path.to_path_buf();
     for _ in 0..MAX_LINKS {
-        let is_link = fs::symlink_metadata(&dest).is_ok_and(|m| m.file_type().is_symlink());
-        if !is_link {
-            return Ok(dest);
+        let meta = match fs::symlink_metadata(&dest) {
+            Ok(m) if m.file_type().is_symlink() => m,
+            _ => return Ok(dest),
+        };
+        let dir = match dest.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        if let Ok(dir_meta) = fs::metadata(dir) {
+            use std::os::unix::fs::MetadataExt;
+            // SAFETY: geteuid has no preconditions.
+            let euid = unsafe { libc::geteuid() };
+            if !may_follow(dir_meta.mode(), dir_meta.uid(), meta.uid(), euid) {
+                return Err(io::Error::from_raw_os_error(libc::EACCES));
+            }
         }
         let target = fs::read_link(&dest)?;
         dest = match dest.parent() {
@@ -331,6 +379,15 @@ pub(crate) fn resolve_output(path: &Path) -> io::Result<PathBuf> {
         };
     }
     Err(io::Error::from_raw_os_error(libc::ELOOP))
+}
+
+/// Whether a symbolic link owned by `link_uid` in a folder of mode
+/// `dir_mode` owned by `dir_uid` may be followed by user `euid`: always,
+/// unless the folder is sticky and world-writable and the link belongs
+/// neither to `euid` nor to the folder's owner.
+pub(crate) fn may_follow(dir_mode: u32, dir_uid: u32, link_uid: u32, euid: u32) -> bool {
+    let shared = dir_mode & 0o1002 == 0o1002;
+    !shared || link_uid == euid || link_uid == dir_uid
 }
 
 /// What renaming one output replaced, to undo it.

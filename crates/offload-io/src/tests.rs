@@ -150,6 +150,51 @@ fn symbolic_links_are_followed() {
     assert!(fs::symlink_metadata(&looped).unwrap().file_type().is_symlink());
 }
 
+/// A link another user planted in a sticky world-writable folder is not
+/// followed (the kernel's protected_symlinks rule): the output is refused
+/// and the link's target keeps its bytes. Needs root to give the link to
+/// another user; skipped otherwise (the rule itself is tested below).
+#[test]
+fn planted_links_in_sticky_folders_are_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared");
+    fs::create_dir(&shared).unwrap();
+    fs::set_permissions(&shared, fs::Permissions::from_mode(0o1777)).unwrap();
+    let victim = dir.path().join("victim");
+    fs::write(&victim, b"precious").unwrap();
+    let link = shared.join("out.bin");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    if std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).is_err() {
+        return;
+    }
+    let e = Outputs::new().stage(link.to_str().unwrap(), &Plan::borrowed(b"evil"), &[]).unwrap_err();
+    assert_eq!(e.error.raw_os_error(), Some(libc::EACCES));
+    assert_eq!(fs::read(&victim).unwrap(), b"precious");
+    assert_eq!(names_in(&shared), ["out.bin"]);
+    // The same link owned by us is followed, as anywhere else.
+    std::os::unix::fs::lchown(&link, Some(0), Some(0)).unwrap();
+    let mut outs = Outputs::new();
+    outs.stage(link.to_str().unwrap(), &Plan::borrowed(b"mine"), &[]).unwrap();
+    outs.commit().unwrap();
+    assert_eq!(fs::read(&victim).unwrap(), b"mine");
+}
+
+#[test]
+fn link_following_rule_matches_protected_symlinks() {
+    use crate::outputs::may_follow;
+    // An ordinary folder: any link is followed.
+    assert!(may_follow(0o40755, 0, 1000, 0));
+    assert!(may_follow(0o40777, 0, 1000, 0));
+    // Sticky and world-writable: only our links or the folder owner's.
+    assert!(!may_follow(0o41777, 0, 1000, 0));
+    assert!(may_follow(0o41777, 0, 0, 0));
+    assert!(may_follow(0o41777, 1000, 1000, 0));
+    assert!(may_follow(0o41777, 0, 1000, 1000));
+    // Sticky but not world-writable (group-shared): followed.
+    assert!(may_follow(0o41770, 0, 1000, 0));
+}
+
 #[test]
 fn missing_directory_is_reported_like_llvm() {
     let mut outs = Outputs::new();
@@ -287,4 +332,42 @@ fn outputs_can_be_filled_piecewise() {
 fn error_text_drops_the_os_error_suffix() {
     let e = io::Error::from_raw_os_error(libc::ENOENT);
     assert_eq!(error_text(&e), "No such file or directory");
+}
+
+/// A FIFO or device is refused by `Input::open_regular` without being
+/// opened for a blocking read (a walk must never wait on a pipe).
+#[test]
+fn open_regular_refuses_fifos_and_devices_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("pipe");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let path = fifo.to_str().unwrap().to_string();
+    std::thread::spawn(move || {
+        let _ = tx.send(Input::open_regular(&path).err().map(|e| e.to_string()));
+    });
+    let e = rx.recv_timeout(std::time::Duration::from_secs(20)).expect("blocked on a FIFO");
+    assert_eq!(e.as_deref(), Some("not a regular file"));
+    assert!(Input::open_regular("/dev/zero").is_err());
+    let file = dir.path().join("f");
+    fs::write(&file, b"abc").unwrap();
+    assert_eq!(Input::open_regular(file.to_str().unwrap()).unwrap().bytes(), b"abc");
+}
+
+/// Two outputs of one run at one path (also spelled differently) are
+/// refused at commit, and nothing is written: before, both were reported
+/// written and the first was lost.
+#[test]
+fn two_outputs_at_one_path_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("x.bc");
+    let b = dir.path().join(".").join("x.bc");
+    let mut outs = Outputs::new();
+    outs.stage(a.to_str().unwrap(), &Plan::borrowed(b"first"), &[]).unwrap();
+    outs.stage(b.to_str().unwrap(), &Plan::borrowed(b"second"), &[]).unwrap();
+    let e = outs.commit().unwrap_err();
+    assert!(e.to_string().contains("two outputs of this run have this name"), "{e}");
+    assert_eq!(names_in(dir.path()), Vec::<String>::new());
 }

@@ -19,7 +19,14 @@ pub fn decompress(codec: Codec, stream: &[u8], declared: u64) -> Result<Vec<u8>,
             if declared > bound {
                 return Err(fail(format!("{declared} bytes cannot come from a {}-byte block", stream.len())));
             }
-            let mut out = vec![0u8; usize::try_from(declared).map_err(|_| fail("too large".into()))?];
+            // Within that bound the size is still the file's word: the
+            // memory is asked for fallibly, so a size this process cannot
+            // hold (a memory limit, `ulimit -v`) is an error, not an abort.
+            let len = usize::try_from(declared).map_err(|_| fail("too large".into()))?;
+            let mut out = Vec::new();
+            out.try_reserve_exact(len)
+                .map_err(|_| fail(format!("cannot allocate the {declared} bytes the entry declares")))?;
+            out.resize(len, 0);
             let n = lz4_flex::block::decompress_into(stream, &mut out).map_err(|e| fail(e.to_string()))?;
             out.truncate(n);
             out

@@ -80,8 +80,26 @@ const CACHE_LIMIT: u64 = 64 << 20;
 fn read_capped(path: &Path) -> Option<Vec<u8>> {
     use std::io::Read;
     let mut data = Vec::new();
-    File::open(path).ok()?.take(CACHE_LIMIT).read_to_end(&mut data).ok()?;
+    open_regular(path).ok()?.take(CACHE_LIMIT).read_to_end(&mut data).ok()?;
     Some(data)
+}
+
+/// Opens `path` for reading only if it is a regular file. A pipe, socket
+/// or device is refused before it is opened (opening a FIFO blocks until a
+/// writer comes; opening a device can have effects), and the opened file
+/// is checked again, without blocking, in case the name was swapped in
+/// between (docs/reliability.md).
+pub(crate) fn open_regular(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let not_regular = || std::io::Error::other("not a regular file");
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(not_regular());
+    }
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY).open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(not_regular());
+    }
+    Ok(file)
 }
 
 /// Splits a colon-separated search path; empty elements are dropped (the
@@ -197,11 +215,8 @@ pub enum DepsError {
 /// A mapped file (headers are all that is read; the map costs no memory
 /// until touched).
 fn map(path: &Path) -> std::io::Result<(memmap2::Mmap, (u64, u64))> {
-    let file = File::open(path)?;
+    let file = open_regular(path)?;
     let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
     // SAFETY: read-only private map of a file this process never writes.
     let map = unsafe { memmap2::Mmap::map(&file)? };
     Ok((map, (meta.dev(), meta.ino())))

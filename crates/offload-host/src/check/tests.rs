@@ -179,6 +179,30 @@ fn rpath_of_loaders_ld_library_path_runpath_and_origin() {
     assert_eq!(c.chain(4).len(), 4, "prog -> liba -> libb -> libd: {:?}", c.chain(4));
 }
 
+/// A dependency name that is a FIFO (found through `$ORIGIN`, or given
+/// as an absolute name) is passed over, never opened: opening it would
+/// wait for a writer forever.
+#[test]
+fn fifos_and_devices_among_dependencies_are_not_opened() {
+    let t = tempfile::tempdir().unwrap();
+    let r = t.path().to_path_buf();
+    let fifo = r.join("bin/libfifo.so");
+    write(
+        &r.join("bin/prog"),
+        &lib(&[(NEEDED, "libfifo.so"), (NEEDED, fifo.to_str().unwrap()), (NEEDED, "/dev/zero"), (RUNPATH, "$ORIGIN")]),
+    );
+    let c_path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o644) }, 0);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let c = closure(&r.join("bin/prog"), &bare_search()).unwrap();
+        let _ = tx.send(c.missing.iter().map(|m| m.name.clone()).collect::<Vec<_>>());
+    });
+    let missing = rx.recv_timeout(std::time::Duration::from_secs(20)).expect("check blocked on a FIFO");
+    assert_eq!(missing.len(), 3, "{missing:?}");
+}
+
 #[test]
 fn cache_system_dirs_root_and_nodeflib() {
     let t = tempfile::tempdir().unwrap();

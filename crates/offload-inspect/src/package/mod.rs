@@ -214,14 +214,70 @@ pub fn walk(data: &[u8], limits: &Limits, visit: &mut dyn FnMut(Event<'_>)) -> R
 /// (for fuzzing one reader at a time).
 pub fn walk_as(kind: Kind, data: &[u8], limits: &Limits, visit: &mut dyn FnMut(Event<'_>)) -> Result<(), PackageError> {
     let budget = limits.min_budget.max((data.len() as u64).saturating_mul(limits.max_expansion));
-    let mut w = Walker { limits: *limits, visit, steps: Vec::new(), budget };
+    let mut w = Walker { limits: *limits, visit, steps: Vec::new(), budget: Budget::new(budget) };
     w.container(kind, data, Some(0), 0).map_err(|kind| PackageError { at: Vec::new(), kind })
+}
+
+/// The decompressed bytes a walk may still produce, shared by every
+/// decoder of the walk: bytes read only to be skipped (a tar member in a
+/// compressed stream that holds no code), nested streams and zip members
+/// all count (docs/reliability.md).
+#[derive(Clone)]
+pub(crate) struct Budget(std::rc::Rc<BudgetState>);
+
+struct BudgetState {
+    left: std::cell::Cell<u64>,
+    spent: std::cell::Cell<bool>,
+    /// The walk said so already (once per walk).
+    reported: std::cell::Cell<bool>,
+}
+
+impl Budget {
+    fn new(bytes: u64) -> Budget {
+        Budget(std::rc::Rc::new(BudgetState { left: bytes.into(), spent: false.into(), reported: false.into() }))
+    }
+
+    /// Whether a decoder went past the budget.
+    pub(crate) fn spent(&self) -> bool {
+        self.0.spent.get()
+    }
+
+    /// `reader`, with every byte it produces charged to this budget; past
+    /// the budget it fails.
+    pub(crate) fn meter<R: Read>(&self, reader: R) -> Metered<R> {
+        Metered { inner: reader, budget: self.clone() }
+    }
+}
+
+/// A decoder whose output is charged to a [`Budget`].
+pub(crate) struct Metered<R> {
+    inner: R,
+    budget: Budget,
+}
+
+impl<R: Read> Read for Metered<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let state = &self.budget.0;
+        let left = state.left.get();
+        if state.spent.get() {
+            return Err(std::io::Error::other("expansion budget spent"));
+        }
+        let room = usize::try_from(left.saturating_add(1)).unwrap_or(usize::MAX).min(buf.len());
+        let n = self.inner.read(buf.get_mut(..room).unwrap_or_default())?;
+        if n as u64 > left {
+            state.left.set(0);
+            state.spent.set(true);
+            return Err(std::io::Error::other("expansion budget spent"));
+        }
+        state.left.set(left - n as u64);
+        Ok(n)
+    }
 }
 
 pub(crate) struct Walker<'v> {
     limits: Limits,
-    /// Bytes that members read from compressed data may still take.
-    budget: u64,
+    /// Bytes that decoders may still produce.
+    budget: Budget,
     visit: &'v mut dyn FnMut(Event<'_>),
     /// The members entered, outermost first.
     steps: Vec<Step>,
@@ -275,29 +331,35 @@ impl Walker<'_> {
         }
     }
 
+    /// A decoder of `format` failed: the budget was spent (reported once,
+    /// naming the member where it ran out), or the stream is corrupt.
+    fn read_problem(&mut self, format: &'static str, e: std::io::Error) {
+        if !self.budget.spent() {
+            self.problem(ErrorKind::Stream { format, message: e.to_string() });
+        } else if !self.budget.0.reported.replace(true) {
+            self.problem(ErrorKind::Expansion(self.limits.max_expansion));
+        }
+    }
+
     /// A member to be read from a stream (`format` names it in errors):
-    /// its first bytes decide whether the rest is read at all.
+    /// its first bytes decide whether the rest is read at all. `reader`
+    /// is a decoder metered by [`Budget::meter`] (or a slice of the input).
     fn member_stream(&mut self, reader: &mut dyn Read, declared: Option<u64>, format: &'static str, depth: usize) {
-        let corrupt = |e: std::io::Error| ErrorKind::Stream { format, message: e.to_string() };
+        if self.budget.spent() {
+            return;
+        }
         let mut head = Vec::with_capacity(HEAD_LEN);
         if let Err(e) = reader.take(HEAD_LEN as u64).read_to_end(&mut head) {
-            return self.problem(corrupt(e));
+            return self.read_problem(format, e);
         }
         if !interesting(&head) {
             return;
         }
-        let limits = Limits { max_member: self.limits.max_member.min(self.budget), ..self.limits };
+        let limits = self.limits;
         match buffer::fill(&head, reader, declared, &limits) {
-            Ok(buffer) => {
-                self.budget = self.budget.saturating_sub(buffer.len() as u64);
-                self.member(&buffer, None, depth)
-            }
-            Err(FillError::TooLarge(_)) if limits.max_member < self.limits.max_member => {
-                self.budget = 0;
-                self.problem(ErrorKind::Expansion(self.limits.max_expansion))
-            }
+            Ok(buffer) => self.member(&buffer, None, depth),
             Err(FillError::TooLarge(size)) => self.problem(ErrorKind::TooLarge { size, limit: self.limits.max_member }),
-            Err(FillError::Read(e)) => self.problem(corrupt(e)),
+            Err(FillError::Read(e)) => self.read_problem(format, e),
             Err(FillError::Spool(e)) => self.problem(ErrorKind::Spool(e.to_string())),
         }
     }

@@ -31,12 +31,16 @@ fn decoder<'a>(kind: Kind, data: &'a [u8]) -> Result<Box<dyn Read + 'a>, ErrorKi
 
 pub(super) fn walk(w: &mut Walker, kind: Kind, data: &[u8], depth: usize) -> Result<(), ErrorKind> {
     let format = kind.name();
-    let mut reader = decoder(kind, data)?;
+    // Every byte the decoder produces is charged, skipped ones included.
+    let mut reader = w.budget.meter(decoder(kind, data)?);
     let mut head = Vec::with_capacity(HEAD_LEN);
-    (&mut reader)
-        .take(HEAD_LEN as u64)
-        .read_to_end(&mut head)
-        .map_err(|e| ErrorKind::Stream { format, message: e.to_string() })?;
+    if let Err(e) = (&mut reader).take(HEAD_LEN as u64).read_to_end(&mut head) {
+        if w.budget.spent() {
+            w.read_problem(format, e);
+            return Ok(());
+        }
+        return Err(ErrorKind::Stream { format, message: e.to_string() });
+    }
     let mut whole = Cursor::new(head).chain(reader);
     let first = whole.get_ref().0.get_ref();
     if super::detect(first) == Some(Kind::Tar) {

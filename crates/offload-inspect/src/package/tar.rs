@@ -28,7 +28,11 @@ pub(super) fn walk_mapped(w: &mut Walker, data: &[u8], offset: Option<u64>, dept
             let slice = range.and_then(|(s, n)| data.get(s..s.checked_add(n)?));
             w.within(&name, |w| match slice {
                 // A sparse member's stored bytes are not its contents.
-                _ if kind == EntryType::GNUSparse => w.member_stream(&mut entry, Some(size), "tar", depth),
+                // Its holes expand without compression: metered.
+                _ if kind == EntryType::GNUSparse => {
+                    let mut reader = w.budget.meter(&mut entry);
+                    w.member_stream(&mut reader, Some(size), "tar", depth)
+                }
                 Some(bytes) => {
                     let at = start_in(data, bytes).and_then(|s| offset?.checked_add(s));
                     w.member(bytes, at, depth);
@@ -52,9 +56,21 @@ pub(super) fn walk_stream(
     let damaged = |e: std::io::Error| ErrorKind::Stream { format, message: format!("tar archive inside: {e}") };
     let mut archive = Archive::new(reader);
     let mut done = 0;
+    let mut last = Vec::new();
     for entry in archive.entries().map_err(damaged)? {
-        let mut entry = entry.map_err(damaged)?;
+        let mut entry = match entry {
+            Ok(entry) => entry,
+            // The budget ran out while the member before was skipped: said
+            // once, naming that member, and the walk of this stream ends
+            // (docs/reliability.md).
+            Err(e) if w.budget.spent() => {
+                w.within(&last, |w| w.read_problem(format, e));
+                return Ok(());
+            }
+            Err(e) => return Err(damaged(e)),
+        };
         done += 1;
+        last = entry.path_bytes().into_owned();
         if wanted(entry.header().entry_type()) {
             let name = entry.path_bytes().into_owned();
             let size = entry.size();

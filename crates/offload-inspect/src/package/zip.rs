@@ -11,8 +11,17 @@ use zip::ZipArchive;
 pub(super) fn walk(w: &mut Walker, data: &[u8], offset: Option<u64>, depth: usize) -> Result<(), ErrorKind> {
     let mut archive = ZipArchive::new(Cursor::new(data)).map_err(|e| ErrorKind::Zip(e.to_string()))?;
     let total = archive.len();
+    let overlapping = overlaps(&mut archive);
     for i in 0..total {
         let name = archive.name_for_index(i).unwrap_or_default().as_bytes().to_vec();
+        if let Some(&first) = overlapping.get(&i) {
+            let other = archive.name_for_index(first).unwrap_or_default().to_string();
+            w.within(&name, |w| {
+                w.problem(ErrorKind::Zip(format!("member data overlaps that of {other} (a zip bomb?); not read")))
+            });
+            w.progress(depth, i as u64 + 1, Some(total as u64));
+            continue;
+        }
         w.within(&name, |w| member(w, &mut archive, i, data, offset, depth));
         w.progress(depth, i as u64 + 1, Some(total as u64));
     }
@@ -54,11 +63,47 @@ fn member(
     match archive.by_index(i) {
         Ok(mut f) => {
             let declared = f.size();
-            w.member_stream(&mut f, Some(declared), format, depth);
+            let mut reader = w.budget.meter(&mut f);
+            w.member_stream(&mut reader, Some(declared), format, depth);
         }
         Err(zip::result::ZipError::UnsupportedArchive(why)) => {
             w.problem(ErrorKind::Unsupported(format!("{why} (compression method {method})")))
         }
         Err(e) => w.problem(ErrorKind::Zip(e.to_string())),
     }
+}
+
+/// The members whose bytes (local header to end of data) overlap those of
+/// a member before them in the central directory, each with the index of
+/// the one it overlaps. A real archive never shares bytes between members;
+/// a zip bomb points thousands of entries at one stream so that it is
+/// decoded thousands of times (docs/reliability.md).
+fn overlaps(archive: &mut ZipArchive<Cursor<&[u8]>>) -> std::collections::HashMap<usize, usize> {
+    let mut ranges: Vec<(u64, u64, usize)> = Vec::with_capacity(archive.len());
+    for i in 0..archive.len() {
+        if let Ok(f) = archive.by_index_raw(i) {
+            let end = f.data_start().and_then(|s| s.checked_add(f.compressed_size()));
+            if let Some(end) = end {
+                ranges.push((f.header_start(), end, i));
+            }
+        }
+    }
+    ranges.sort_unstable();
+    let mut out = std::collections::HashMap::new();
+    // Sorted by start: a range overlaps an earlier one when it starts
+    // before the furthest end seen so far.
+    let mut furthest: Option<(u64, usize)> = None;
+    for &(start, end, i) in &ranges {
+        match furthest {
+            Some((reach, j)) if start < reach => {
+                let (later, earlier) = if i > j { (i, j) } else { (j, i) };
+                out.entry(later).or_insert(earlier);
+                if end > reach {
+                    furthest = Some((end, i));
+                }
+            }
+            _ => furthest = Some((end, i)),
+        }
+    }
+    out
 }

@@ -250,7 +250,7 @@ fn is_program(path: &str) -> bool {
     if path == "-" || p.is_dir() {
         return false;
     }
-    let Ok(input) = offload_io::Input::open(path) else { return false };
+    let Ok(input) = offload_io::Input::open_regular(path) else { return false };
     let bytes = input.bytes();
     dynamic::abi(bytes).is_some_and(|a| a.machine != offload_format::elf::EM_AMDGPU && a.machine != 190)
         && dynamic::is_loadable(bytes)
@@ -369,11 +369,13 @@ fn served(f: &Findings, gpu: usize) -> usize {
     f.checked.iter().filter(|c| c.check.role == Role::Standalone && c.check.loads_on(gpu)).count()
 }
 
-/// Writes to standard output; a closed pipe (`| head`) ends the output
-/// quietly instead of panicking as `print!` does.
+/// Writes to standard output; a closed pipe (`| head`) ends the process
+/// by SIGPIPE, and any other failed write is an error (exit 2).
 fn out(text: &str) {
     use std::io::Write;
-    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    if let Err(e) = std::io::stdout().lock().write_all(text.as_bytes()) {
+        offload_cli::diag::output_failed(&e)
+    }
 }
 
 fn plural(n: usize, one: &str, many: &str) -> String {

@@ -138,7 +138,7 @@ fn one(
             parsed.offset
         )));
     }
-    let dest = output.map_or_else(|| format!("{dir}/{base}.co"), str::to_string);
+    let dest = output.map_or_else(|| format!("{dir}/{}", crate::fit_name(&format!("{base}.co"))), str::to_string);
     let staged =
         offload_io::Outputs::stage_detached(&dest, &Plan::borrowed(bytes), &[&input]).map_err(Failure::Output)?;
     outputs.adopt(staged);

@@ -124,7 +124,7 @@ pub fn each(path: &str, progress: bool, visit: &mut dyn FnMut(&Item<'_>)) -> Vec
                 }),
                 Ok(file) => {
                     let file = file.to_string_lossy();
-                    match offload_io::Input::open(&file) {
+                    match offload_io::Input::open_regular(&file) {
                         Err(e) => problems.push(unreadable(&file, &e)),
                         Ok(input) if package::interesting(head(input.bytes())) => {
                             bar.clear();

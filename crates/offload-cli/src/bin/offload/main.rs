@@ -39,6 +39,7 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    diag::report_output_errors();
     let argv0 = diag::argv0();
     let (command, color) = match args::parse(std::env::args_os()) {
         Ok(parsed) => parsed,
@@ -70,11 +71,16 @@ fn main() -> ExitCode {
         Command::Diff { a, b, json } => diff::run(&argv0, &a, &b, json),
         Command::Check(args) => check::run(&argv0, &args, colors(args.json)),
         Command::Completions(shell) => {
-            clap_complete::generate(shell, &mut args::Cli::command(), "offload", &mut std::io::stdout());
+            let mut text = Vec::new();
+            clap_complete::generate(shell, &mut args::Cli::command(), "offload", &mut text);
+            if let Err(e) = std::io::Write::write_all(&mut std::io::stdout(), &text) {
+                diag::output_failed(&e)
+            }
             0
         }
         Command::Man { output_dir } => generated::man(&argv0, output_dir.as_deref()),
     };
+    diag::flush_stdout();
     ExitCode::from(code)
 }
 
@@ -359,7 +365,31 @@ pub(crate) fn output_name(file: &str, index: usize, id: &str, bytes: &[u8]) -> S
     } else {
         ""
     };
-    format!("{}-{index}-{clean}{ext}", display_name(file))
+    fit_name(&format!("{}-{index}-{clean}{ext}", display_name(file)))
+}
+
+/// The longest file name written (Linux's NAME_MAX is 255 bytes).
+const MAX_NAME: usize = 255;
+
+/// `name` if it fits in a file name; else its first 200 bytes (cut at a
+/// character boundary), `-` and a 16-digit hash of the whole name, and the
+/// extension kept, so that long entry IDs still give distinct, writable
+/// names (docs/reliability.md).
+pub(crate) fn fit_name(name: &str) -> String {
+    if name.len() <= MAX_NAME {
+        return name.to_string();
+    }
+    // FNV-1a, 64 bits: stable across runs and releases.
+    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+    let ext = match name.rfind('.') {
+        Some(dot) if name.len() - dot <= 8 => &name[dot..],
+        _ => "",
+    };
+    let mut cut = 200;
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}-{hash:016x}{ext}", &name[..cut])
 }
 
 /// Why `extract` stopped.
@@ -460,7 +490,11 @@ fn extract(
             if let Some((dest, out)) = slot.into_inner().ok().flatten() {
                 outputs.adopt(out);
                 let o = &inv.objects[i];
-                let line = format!("{dest}\t{}\t{}", o.id, o.location);
+                let line = format!(
+                    "{dest}\t{}\t{}",
+                    output::escape_controls(&o.id),
+                    output::escape_controls(&o.location.to_string())
+                );
                 let mut record = item.record(i, o);
                 record.path = Some(dest);
                 written.push((record, line));

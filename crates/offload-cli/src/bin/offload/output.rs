@@ -103,6 +103,10 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
 /// [`table`] with each row cell passed through `cell(column, text)` (to
 /// colour it); widths are those of the plain text.
 pub fn table_with(header: &[&str], rows: &[Vec<String>], cell: &dyn Fn(usize, &str) -> String) -> String {
+    // Names from files (entry IDs, member names) may hold ESC, BEL or line
+    // breaks: shown escaped, never sent to the terminal as they are.
+    let rows: Vec<Vec<String>> = rows.iter().map(|r| r.iter().map(|c| escape_controls(c)).collect()).collect();
+    let rows = &rows[..];
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -121,6 +125,25 @@ pub fn table_with(header: &[&str], rows: &[Vec<String>], cell: &dyn Fn(usize, &s
             }
         }
         out.push('\n');
+    }
+    out
+}
+
+/// `text` with control characters (C0, DEL, C1) written as `\xNN` or
+/// `\u{NNNN}`, and `\` doubled when it could be read as such an escape
+/// (docs/reliability.md).
+pub fn escape_controls(text: &str) -> String {
+    if !text.chars().any(char::is_control) {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() && (c as u32) < 0x100 => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c if c.is_control() => out.push_str(&format!("\\u{{{:04x}}}", c as u32)),
+            c => out.push(c),
+        }
     }
     out
 }
@@ -187,6 +210,15 @@ mod tests {
         assert_eq!(json(&o), r#"{"z": 1, "a": null, "s": "x"}"#);
         assert_eq!(array(&[o, Object::default()]), "[\n  {\"z\": 1, \"a\": null, \"s\": \"x\"},\n  {}\n]\n");
         assert_eq!(json(&vec!["a", "b"]), r#"["a", "b"]"#);
+    }
+
+    #[test]
+    fn tables_escape_control_characters() {
+        let t = table(&["A", "B"], &[vec!["id\x1b]0;pwned\x07".into(), "x\ny".into()]]);
+        assert_eq!(t, "A                   B\nid\\x1b]0;pwned\\x07  x\\x0ay\n");
+        assert!(!t.contains('\x1b') && !t.contains('\x07'));
+        assert_eq!(escape_controls("plain\\text"), "plain\\text");
+        assert_eq!(escape_controls("a\u{9b}b"), "a\\x9bb");
     }
 
     #[test]

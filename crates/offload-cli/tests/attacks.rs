@@ -1,0 +1,251 @@
+//! Attacks on the environment and on the budgets (issue 25): each test
+//! sets up one hostile situation and asserts the promise of
+//! docs/reliability.md that it attacks.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const OFFLOAD: &str = env!("CARGO_BIN_EXE_offload");
+
+fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(rel)
+}
+
+fn shared_fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../offload-testkit/fixtures").join(rel)
+}
+
+/// Runs `cmd` with a time limit: `None` when it had to be killed.
+fn run_for(mut cmd: Command, limit: Duration) -> Option<Output> {
+    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if child.try_wait().unwrap().is_some() {
+            return Some(child.wait_with_output().unwrap());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}
+
+fn mkfifo(path: &Path) {
+    let status = Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(status.success());
+}
+
+/// Runs offload with standard output on /dev/full.
+fn to_dev_full(args: &[&str]) -> Output {
+    let full = fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    Command::new(OFFLOAD).args(args).stdout(full).stderr(Stdio::piped()).output().unwrap()
+}
+
+#[test]
+fn a_full_standard_output_is_an_error_not_a_panic() {
+    let lib = fixture("inspect/libscale.so");
+    let lib = lib.to_str().unwrap();
+    for args in [
+        vec!["list", lib],
+        vec!["list", "--json", lib],
+        vec!["verify", lib],
+        vec!["size", lib],
+        vec!["diff", lib, lib],
+        vec!["select", "--gpu", "gfx90a", lib],
+        vec!["completions", "bash"],
+    ] {
+        let out = to_dev_full(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("error: standard output: No space left on device"), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn a_closed_pipe_still_ends_the_process_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let mut child = Command::new(OFFLOAD)
+        .args(["completions", "bash"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.signal() == Some(libc_sigpipe()) || out.status.success(), "{:?}", out.status);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"));
+}
+
+fn libc_sigpipe() -> i32 {
+    13
+}
+
+/// A library name that resolves to a FIFO is passed over by `check`; it
+/// used to wait for a writer forever.
+#[test]
+fn check_passes_over_a_fifo_dependency() {
+    let t = tempfile::tempdir().unwrap();
+    let libs = t.path().join("libs");
+    fs::create_dir(&libs).unwrap();
+    mkfifo(&libs.join("libamdhip64.so"));
+    let root = t.path().join("root");
+    fs::create_dir(&root).unwrap();
+    let mut cmd = Command::new(OFFLOAD);
+    cmd.args(["check", "--gpu", "gfx90a", "--root"])
+        .arg(&root)
+        .arg(shared_fixture("prune/gnu_rela.so"))
+        .env("LD_LIBRARY_PATH", &libs);
+    let out = run_for(cmd, Duration::from_secs(30)).expect("offload check hung on a FIFO");
+    assert!(out.status.code().is_some(), "{:?}", out.status);
+}
+
+/// A FIFO in a folder is passed over by a folder scan.
+#[test]
+fn folder_scans_pass_over_fifos() {
+    let t = tempfile::tempdir().unwrap();
+    fs::copy(fixture("inspect/libscale.so"), t.path().join("libscale.so")).unwrap();
+    mkfifo(&t.path().join("a-fifo.so"));
+    let mut cmd = Command::new(OFFLOAD);
+    cmd.arg("list").arg(t.path());
+    let out = run_for(cmd, Duration::from_secs(30)).expect("offload list hung on a FIFO");
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A CUDA fat binary holding one LZ4-compressed entry of `stream` that
+/// declares `declared` bytes (layout: docs/formats/cuda-fatbin.md).
+fn lz4_fatbin(stream: &[u8], declared: u64) -> Vec<u8> {
+    let padded = stream.len().div_ceil(8) * 8;
+    let mut e = Vec::new();
+    e.extend_from_slice(&2u16.to_le_bytes()); // cubin
+    e.extend_from_slice(&0x0101u16.to_le_bytes());
+    e.extend_from_slice(&64u32.to_le_bytes());
+    e.extend_from_slice(&(padded as u64).to_le_bytes());
+    e.extend_from_slice(&(stream.len() as u32).to_le_bytes());
+    e.extend_from_slice(&0u32.to_le_bytes());
+    e.extend_from_slice(&[8, 0, 1, 0]);
+    e.extend_from_slice(&80u32.to_le_bytes());
+    e.extend_from_slice(&[0; 8]);
+    e.extend_from_slice(&(0x11u64 | 0x2000).to_le_bytes());
+    e.extend_from_slice(&0u64.to_le_bytes());
+    e.extend_from_slice(&declared.to_le_bytes());
+    e.extend_from_slice(stream);
+    e.resize(64 + padded, 0);
+    let mut f = 0xBA55_ED50u32.to_le_bytes().to_vec();
+    f.extend_from_slice(&1u16.to_le_bytes());
+    f.extend_from_slice(&16u16.to_le_bytes());
+    f.extend_from_slice(&(e.len() as u64).to_le_bytes());
+    f.extend_from_slice(&e);
+    f
+}
+
+/// A 2 MiB fat binary whose LZ4 entry declares 510 MiB, read under a
+/// 384 MiB address-space limit: an error for that entry, not an abort
+/// (status 134) from an allocation that cannot be refused.
+#[test]
+fn a_declared_size_past_the_memory_limit_is_an_error() {
+    let t = tempfile::tempdir().unwrap();
+    let stream = vec![0u8; 2 << 20];
+    let path = t.path().join("bomb.fatbin");
+    fs::write(&path, lz4_fatbin(&stream, 510 << 20)).unwrap();
+    for cmd in ["verify", "list"] {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(format!("ulimit -v 393216; exec '{OFFLOAD}' {cmd} '{}'", path.display()))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(matches!(out.status.code(), Some(0..=2)), "{cmd}: {:?} {err}", out.status);
+        assert!(!err.contains("memory allocation"), "{cmd}: {err}");
+    }
+}
+
+/// An uncompressed offload bundle of `(id, bytes)` entries
+/// (docs/formats: magic, count, then offset, size, ID length and ID each).
+fn bundle(entries: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut head = b"__CLANG_OFFLOAD_BUNDLE__".to_vec();
+    head.extend_from_slice(&(entries.len() as u64).to_le_bytes());
+    let table: usize = entries.iter().map(|(id, _)| 24 + id.len()).sum();
+    let mut at = (head.len() + table) as u64;
+    for (id, bytes) in entries {
+        head.extend_from_slice(&at.to_le_bytes());
+        head.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+        head.extend_from_slice(&(id.len() as u64).to_le_bytes());
+        head.extend_from_slice(id.as_bytes());
+        at += bytes.len() as u64;
+    }
+    for (_, bytes) in entries {
+        head.extend_from_slice(bytes);
+    }
+    head
+}
+
+fn code_object(tag: u8) -> Vec<u8> {
+    let mut v = b"\x7fELF\x02\x01\x01".to_vec();
+    v.extend(std::iter::repeat_n(tag, 64));
+    v
+}
+
+/// A 330-character entry ID gives a shortened output name (with a hash)
+/// instead of "File name too long".
+#[test]
+fn over_long_entry_ids_give_shortened_names() {
+    let t = tempfile::tempdir().unwrap();
+    let long = format!("hipv4-amdgcn-amd-amdhsa--gfx906{}", ":x".repeat(150));
+    let other = format!("hipv4-amdgcn-amd-amdhsa--gfx906{}", ":y".repeat(150));
+    let path = t.path().join("b.bc");
+    fs::write(&path, bundle(&[(&long, &code_object(1)), (&other, &code_object(2))])).unwrap();
+    let out_dir = t.path().join("out");
+    fs::create_dir(&out_dir).unwrap();
+    let out =
+        Command::new(OFFLOAD).args(["extract", "--all", "--output-dir"]).arg(&out_dir).arg(&path).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut names: Vec<String> =
+        fs::read_dir(&out_dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names.iter().all(|n| n.len() <= 255 && n.ends_with(".co")), "{names:?}");
+}
+
+/// Two URIs of files with one name in two folders would write one output
+/// name twice: refused, and nothing is written.
+#[test]
+fn two_outputs_with_one_name_are_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let co = code_object(3);
+    for dir in ["a", "b"] {
+        fs::create_dir(t.path().join(dir)).unwrap();
+        fs::write(t.path().join(dir).join("x.co"), &co).unwrap();
+    }
+    let out_dir = t.path().join("out");
+    fs::create_dir(&out_dir).unwrap();
+    let uri = |d: &str| format!("file://{}#offset=0&size={}", t.path().join(d).join("x.co").display(), co.len());
+    let out = Command::new(OFFLOAD)
+        .arg("extract")
+        .arg(uri("a"))
+        .arg(uri("b"))
+        .arg("--output-dir")
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("two outputs of this run have this name"), "{err}");
+    assert_eq!(fs::read_dir(&out_dir).unwrap().count(), 0);
+}
+
+/// An entry ID holding ESC and BEL (a terminal title sequence) is printed
+/// escaped in the text table; JSON escapes it as JSON does.
+#[test]
+fn control_characters_in_ids_are_escaped_in_tables() {
+    let t = tempfile::tempdir().unwrap();
+    let id = "hipv4-amdgcn-amd-amdhsa--gfx906\u{1b}]0;pwned\u{7}\n";
+    let path = t.path().join("b.bc");
+    fs::write(&path, bundle(&[(id, &code_object(1))])).unwrap();
+    let out = Command::new(OFFLOAD).arg("list").arg(&path).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("\\x1b]0;pwned\\x07\\x0a"), "{text}");
+    assert!(!text.contains('\u{1b}') && !text.contains('\u{7}'), "{text}");
+}
