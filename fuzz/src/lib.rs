@@ -867,12 +867,12 @@ fn small_declarations(data: &[u8]) -> bool {
 /// `list` runs it and deep as `verify` does, then selection for a few GPUs
 /// and the bytes of every code object (what `extract` writes).
 pub fn inspect_scan(data: &[u8]) {
-    use offload_inspect::{self, Options, select};
+    use offload_inspect::{Options, select};
     for deep in [false, true] {
         if deep && !small_declarations(data) {
             continue;
         }
-        let inv = inspect::scan(data, "fuzz-input", &Options { deep, ..Options::default() });
+        let inv = offload_inspect::scan(data, "fuzz-input", &Options { deep, ..Options::default() });
         for d in &inv.diagnostics {
             assert!(!d.message.is_empty());
             if let Some(o) = d.offset {
@@ -969,8 +969,7 @@ fn kept_entries_are_the_inputs(input: &[u8], output: &[u8], pruned: &offload_rew
 /// calls (the member is picked by its entry).
 pub fn replace(data: &[u8]) {
     use offload_rewrite::replace;
-    use offload_inspect as inspect;
-    let inv = inspect::scan(data, "fuzz", &Default::default());
+    let inv = offload_inspect::scan(data, "fuzz", &Default::default());
     let check = |new: &[u8], id: &str| {
         for unit in [None, Some(0), Some(1)] {
             let Ok(replaced) = replace::plan(data, new, id, unit) else { continue };
@@ -1217,7 +1216,7 @@ pub fn package_walk(kind: Option<offload_inspect::package::Kind>, data: &[u8]) {
                 let end = start.checked_add(m.bytes.len()).expect("no overflow");
                 assert_eq!(data.get(start..end), Some(m.bytes), "a stored member is the input's bytes at its offset");
             }
-            let mut inv = inspect::scan(m.bytes, "member", &Options::default());
+            let mut inv = offload_inspect::scan(m.bytes, "member", &Options::default());
             package::rebase(&mut inv, m.steps, m.offset);
             for o in &inv.objects {
                 if let Some(off) = o.offset {
