@@ -217,11 +217,12 @@ pub fn remove_stale_staging(dir: &Path) -> usize {
             continue;
         };
         let same = file.metadata().is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino());
-        // SAFETY: flock only reads its arguments; the descriptor is open.
-        if same && unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-            if fs::remove_file(&path).is_ok() {
-                removed += 1;
-            }
+        if same
+            // SAFETY: flock only reads its arguments; the descriptor is open.
+            && unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0
+            && fs::remove_file(&path).is_ok()
+        {
+            removed += 1;
         }
     }
     removed
