@@ -249,3 +249,78 @@ fn control_characters_in_ids_are_escaped_in_tables() {
     assert!(text.contains("\\x1b]0;pwned\\x07\\x0a"), "{text}");
     assert!(!text.contains('\u{1b}') && !text.contains('\u{7}'), "{text}");
 }
+
+/// Hidden staging files in `dir` (`.<name>...tmp`).
+fn staging_files(dir: &Path) -> Vec<String> {
+    fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.') && n.ends_with(".tmp"))
+        .collect()
+}
+
+/// SIGTERM or SIGINT while `prune -o OUT` writes its staging file: the
+/// handler removes the staging file, the process still dies by the
+/// signal, and OUT keeps its old bytes. The writer is caught with its
+/// staging file present by SIGSTOP, so the test does not depend on timing
+/// (a run that finished before it was caught is tried again).
+#[test]
+fn signals_during_a_write_leave_no_staging_file() {
+    use std::os::unix::process::ExitStatusExt;
+    let t = tempfile::tempdir().unwrap();
+    let input = t.path().join("big.bc");
+    // Two entries of 96 MiB each (sparse zeros after an ELF magic).
+    let size = 96usize << 20;
+    let mut a = code_object(1);
+    let mut b = code_object(2);
+    a.resize(size, 0);
+    b.resize(size, 0);
+    fs::write(&input, bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx906", &a), ("hipv4-amdgcn-amd-amdhsa--gfx90a", &b)]))
+        .unwrap();
+    drop((a, b));
+    let out = t.path().join("out.bc");
+    for (sig, name) in [(libc::SIGTERM, "SIGTERM"), (libc::SIGINT, "SIGINT")] {
+        let mut caught = false;
+        for _attempt in 0..20 {
+            fs::write(&out, b"precious").unwrap();
+            let mut child = Command::new(OFFLOAD)
+                .args(["prune", "--keep", "gfx906"])
+                .arg(&input)
+                .arg("-o")
+                .arg(&out)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let pid = child.id().to_string();
+            let start = Instant::now();
+            while staging_files(t.path()).is_empty()
+                && child.try_wait().unwrap().is_none()
+                && start.elapsed() < Duration::from_secs(30)
+            {
+                std::hint::spin_loop();
+            }
+            kill(&pid, "STOP");
+            if staging_files(t.path()).is_empty() || child.try_wait().unwrap().is_some() {
+                kill(&pid, "CONT");
+                let status = child.wait().unwrap();
+                assert!(status.success() || status.signal().is_none(), "{status:?}");
+                continue;
+            }
+            kill(&pid, &name[3..]);
+            kill(&pid, "CONT");
+            let status = child.wait().unwrap();
+            assert_eq!(status.signal(), Some(sig), "{name}: {status:?}");
+            assert_eq!(staging_files(t.path()), Vec::<String>::new(), "{name}");
+            assert_eq!(fs::read(&out).unwrap(), b"precious", "{name}");
+            caught = true;
+            break;
+        }
+        assert!(caught, "{name}: the writer was never caught before its commit");
+    }
+}
+
+fn kill(pid: &str, sig: &str) {
+    assert!(Command::new("kill").arg(format!("-{sig}")).arg(pid).status().unwrap().success());
+}

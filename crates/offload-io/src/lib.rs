@@ -23,12 +23,14 @@
 mod input;
 mod outputs;
 mod pool;
+mod signals;
 mod thin;
 mod write;
 
 pub use input::Input;
 pub use outputs::{OutputError, Outputs, StagedOutput};
 use pool::*;
+pub use signals::{remove_staging_on_signals, remove_stale_staging};
 pub use thin::read_thin_member;
 pub use write::materialize;
 use write::*;

@@ -17,7 +17,8 @@ pub(crate) enum Staged {
     Stdout(File),
     /// A temporary file to rename over `dest`; `replaces` when a file is
     /// there already.
-    Renamed { dest: PathBuf, tmp: tempfile::NamedTempFile, replaces: bool },
+    /// `reg` is declared after `tmp`, so it is dropped after the file is.
+    Renamed { dest: PathBuf, tmp: tempfile::NamedTempFile, replaces: bool, reg: crate::signals::Registration },
     /// A device or pipe: written directly at commit, from a temporary file.
     Direct { dest: PathBuf, data: File },
 }
@@ -251,11 +252,12 @@ impl Outputs {
         let mut streams = Vec::new();
         for s in self.staged {
             match s {
-                Staged::Renamed { dest, tmp, .. } => files.push((dest, tmp)),
+                Staged::Renamed { dest, tmp, reg, .. } => files.push((dest, tmp, reg)),
                 other => streams.push(other),
             }
         }
-        rename_all(files)?;
+        // A SIGINT or SIGTERM now waits for the renames (or their undoing).
+        crate::signals::deferring_signals(|| rename_all(files))?;
         for s in streams {
             match s {
                 Staged::Stdout(mut data) => {
@@ -329,14 +331,10 @@ pub(crate) fn prepare(path: &str) -> Result<Staged, OutputError> {
         _ => PathBuf::from("."),
     };
     let name = dest.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = tempfile::Builder::new()
-        .prefix(&format!(".{name}."))
-        .suffix(".tmp")
-        .tempfile_in(&dir)
-        .map_err(|e| err(normalize_create_error(e, &dir)))?;
+    let (tmp, reg) = crate::signals::create_staging(&dir, &name).map_err(|e| err(normalize_create_error(e, &dir)))?;
     let mode = existing.as_ref().map(|m| m.permissions().mode() & 0o7777).unwrap_or(0o666 & !umask());
     tmp.as_file().set_permissions(fs::Permissions::from_mode(mode)).map_err(err)?;
-    Ok(Staged::Renamed { dest, tmp, replaces: existing.is_some() })
+    Ok(Staged::Renamed { dest, tmp, replaces: existing.is_some(), reg })
 }
 
 /// How many symbolic links are followed to find an output's real path.
@@ -407,11 +405,13 @@ pub(crate) fn backup_name(dest: &Path, n: usize) -> PathBuf {
     dest.with_file_name(format!(".{name}.{}.{n}.bak", std::process::id()))
 }
 
-pub(crate) fn rename_all(files: Vec<(PathBuf, tempfile::NamedTempFile)>) -> Result<(), OutputError> {
+pub(crate) fn rename_all(
+    files: Vec<(PathBuf, tempfile::NamedTempFile, crate::signals::Registration)>,
+) -> Result<(), OutputError> {
     let single = files.len() == 1;
     let mut done: Vec<(PathBuf, Replaced)> = Vec::with_capacity(files.len());
     let mut result = Ok(());
-    for (dest, tmp) in files {
+    for (dest, tmp, _reg) in files {
         // A single output needs no undo: rename is atomic by itself.
         let replaced = if single || fs::symlink_metadata(&dest).is_err() {
             Replaced::Nothing

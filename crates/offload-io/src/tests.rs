@@ -371,3 +371,72 @@ fn two_outputs_at_one_path_are_refused() {
     assert!(e.to_string().contains("two outputs of this run have this name"), "{e}");
     assert_eq!(names_in(dir.path()), Vec::<String>::new());
 }
+
+/// Staging files carry the writer's pid in a name of a pattern that is
+/// ours alone; names of other tools do not match it.
+#[test]
+fn staging_names_carry_the_pid() {
+    use crate::signals::staging_pid;
+    use std::ffi::OsStr;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("x.bc");
+    let mut outs = Outputs::new();
+    outs.stage(out.to_str().unwrap(), &Plan::borrowed(b"data"), &[]).unwrap();
+    let names = names_in(dir.path());
+    assert_eq!(names.len(), 1, "{names:?}");
+    assert!(names[0].starts_with(".x.bc.ofl"), "{names:?}");
+    assert_eq!(staging_pid(OsStr::new(&names[0])), Some(std::process::id()));
+    drop(outs);
+    assert_eq!(names_in(dir.path()), Vec::<String>::new());
+    assert_eq!(staging_pid(OsStr::new(".a.ofl42-abc123.tmp")), Some(42));
+    for other in [
+        ".a.tmp",
+        ".a.XYZ123.tmp",
+        ".a.ofl42-abc.tmp",
+        "a.ofl42-abc123.tmp",
+        ".ofl42-abc123.tmp",
+        ".a.ofl-abc123.tmp",
+        ".a.ofl42-ABC123.tmp",
+        ".a.12.0.bak",
+        ".a.ofl42-abc123.tmp.x",
+    ] {
+        assert_eq!(staging_pid(OsStr::new(other)), None, "{other}");
+    }
+}
+
+/// The next run removes the staging files of dead runs in an output's
+/// folder, and only those: not a live process's (pid alive, or lock held
+/// as by a writer in another pid namespace), not another tool's.
+#[test]
+fn stale_staging_files_of_dead_runs_are_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let dead_file = format!(".old.bin.ofl{dead}-abc123.tmp");
+    let locked = format!(".old.bin.ofl{dead}-def456.tmp");
+    let keep = [
+        format!(".old.bin.ofl{}-abc123.tmp", std::process::id()),
+        ".old.bin.ofl1-abc123.tmp".to_string(),
+        ".old.bin.Ab12Cd.tmp".to_string(),
+        format!(".old.bin.{dead}.0.bak"),
+        locked.clone(),
+    ];
+    for name in keep.iter().chain([&dead_file]) {
+        fs::write(dir.path().join(name), b"stale").unwrap();
+    }
+    let holder = fs::File::open(dir.path().join(&locked)).unwrap();
+    // SAFETY: flock only reads its arguments; the descriptor is open.
+    assert_eq!(unsafe { libc::flock(std::os::unix::io::AsRawFd::as_raw_fd(&holder), libc::LOCK_EX) }, 0);
+    let out = dir.path().join("new.bin");
+    let mut outs = Outputs::new();
+    outs.stage(out.to_str().unwrap(), &Plan::borrowed(b"data"), &[]).unwrap();
+    outs.commit().unwrap();
+    let mut expected: Vec<String> = keep.to_vec();
+    expected.push("new.bin".into());
+    expected.sort();
+    assert_eq!(names_in(dir.path()), expected);
+    drop(holder);
+    assert_eq!(remove_stale_staging(dir.path()), 1);
+    assert!(!dir.path().join(&locked).exists());
+}

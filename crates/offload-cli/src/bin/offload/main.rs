@@ -39,6 +39,9 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    // SIGINT, SIGTERM and SIGHUP remove the staging files of outputs not
+    // yet committed, then end the process by the signal.
+    offload_io::remove_staging_on_signals();
     diag::report_output_errors();
     let argv0 = diag::argv0();
     let (command, color) = match args::parse(std::env::args_os()) {
