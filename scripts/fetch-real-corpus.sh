@@ -37,6 +37,13 @@ artifacts=(
   # Debian 12's rocRAND (ROCm 5.3, Debian's clang 15): uncompressed, targets
   # with xnack settings (gfx900:xnack-, gfx90a:xnack+ and gfx90a:xnack-).
   "debian-rocrand|deb|librocrand1=5.3.3-4|librocrand1_5.3.3-4_amd64.deb|b145d4e47a26ce14da5f8550a092db8d3c7e2d84174c68885336de40f51b7b81|files|./usr/lib/x86_64-linux-gnu/librocrand.so.1.1"
+  # NVIDIA cuRAND 10.3.10.19 for Windows (69 MB wheel): 11 CUDA fat binaries
+  # (153 entries, sm_50..sm_121, PTX for sm_121) in the DLL's .nv_fatb
+  # section, registered by .nvFatBi records (tests/windows_pe.rs).
+  "curand-win|pypi|nvidia-curand-cu12==10.3.10.19|nvidia_curand_cu12-10.3.10.19-py3-none-win_amd64.whl|e8129e6ac40dc123bd948e33d3e11b4aa617d87a583fa2f21b3210e90c743cde|files|nvidia/curand/bin/curand64_10.dll"
+  # The same cuRAND for Linux (68 MB wheel), the reference the DLL is
+  # compared with; only the wheel is kept (offload reads it as a package).
+  "curand-linux|pypi|nvidia-curand-cu12==10.3.10.19|nvidia_curand_cu12-10.3.10.19-py3-none-manylinux_2_27_x86_64.whl|49b274db4780d421bd2ccd362e1415c13887c53c214f0d4b761752b8f9f6aa1e|files|"
   # ROCm 7.2.2's LLVM as one library (62 MB wheel): the reference decoder of
   # CCOB v3, which LLVM 19 cannot read. Not part of the corpus itself.
   "rocm-llvm|pypi|rocm-llvm-python==7.2.2.562.46|rocm_llvm_python-7.2.2.562.46-cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl|e96118552366a135ff9c3d8b9d8dc2d5889eca1b457986f5546861f3e9a19762|tools|rocm/llvm/librocmllvm.so"
@@ -49,6 +56,7 @@ unpacked_ok() { # name sha dest file members...
   # The packages themselves are kept too: `offload list x.whl` is tested on them.
   [ "$dest" = tools ] || [ -s "$dir/packages/$name/$file" ] || return 1
   for m in "$@"; do
+    [ -n "$m" ] || continue
     [ -s "$(target_path "$name" "$dest" "$m")" ] || return 1
   done
 }
@@ -59,11 +67,13 @@ target_path() { # name dest member
 
 fetch() { # registry spec file sha workdir
   local registry=$1 spec=$2 file=$3 sha=$4 work=$5
+  local platforms=(--platform manylinux_2_32_x86_64 --platform manylinux_2_28_x86_64
+    --platform manylinux_2_27_x86_64 --platform manylinux2014_x86_64)
+  case $file in *-win_amd64.whl) platforms=(--platform win_amd64) ;; esac
   case $registry in
     pypi)
       python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 \
-        --implementation cp --abi cp311 --platform manylinux_2_32_x86_64 \
-        --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux2014_x86_64 \
+        --implementation cp --abi cp311 "${platforms[@]}" \
         -d "$work" "$spec" ;;
     deb)
       # apt-get download writes into the current folder, as the _apt user
@@ -92,7 +102,7 @@ for a in "${artifacts[@]}"; do
   fetch "$registry" "$spec" "$file" "$sha" "$work"
   mkdir -p "$work/x"
   case $registry in
-    pypi) unzip -q -o -j "$work/$file" "${list[@]}" -d "$work/x" ;;
+    pypi) [ ${#list[@]} = 0 ] || unzip -q -o -j "$work/$file" "${list[@]}" -d "$work/x" ;;
     deb) dpkg-deb --fsys-tarfile "$work/$file" | tar -x -C "$work/x" --transform='s,.*/,,' "${list[@]}" ;;
   esac
   for m in "${list[@]}"; do

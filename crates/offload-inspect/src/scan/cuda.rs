@@ -17,14 +17,20 @@ const TRIPLE: &str = "nvptx64-nvidia-cuda";
 
 /// Whether a section holds fat binaries; `Some(true)` for the relocatable
 /// ones (`__nv_relfatbin`, input to `nvlink`). Mach-O's `__nv_fatbin`
-/// comes from NVIDIA's `fatbinary_section.h`.
+/// comes from NVIDIA's `fatbinary_section.h`; `.nv_fatb` is `.nv_fatbin`
+/// in a linked PE image, whose section names are cut to eight bytes
+/// (docs/formats/cuda-fatbin.md §2, "Windows").
 pub(super) fn fatbin_section(name: &str) -> Option<bool> {
     match name {
-        ".nv_fatbin" | "__nv_fatbin" => Some(false),
+        ".nv_fatbin" | "__nv_fatbin" | ".nv_fatb" => Some(false),
         "__nv_relfatbin" => Some(true),
         _ => None,
     }
 }
+
+/// The names of the section of registration records: ELF and COFF
+/// objects spell it out, linked PE images cut it to `.nvFatBi`.
+const WRAPPER_SECTIONS: [&str; 2] = [cuda::wrapper::WRAPPER_SECTION, ".nvFatBi"];
 
 impl<'a> Scanner<'a> {
     /// The fat binaries back to back in `data` (a section or a whole file).
@@ -392,14 +398,17 @@ impl Scanner<'_> {
     /// them (cuRAND's first fat binary is one).
     pub(super) fn cuda_wrappers(&mut self, base: &Base, file: &object::File, data: &[u8], loc: &Location) {
         let Some(object_at) = self.offset_of(base, data) else { return };
-        let Some(section) = file.section_by_name(cuda::wrapper::WRAPPER_SECTION) else { return };
-        let sloc = loc.with(Step::Section(cuda::wrapper::WRAPPER_SECTION.into()));
+        let Some((section, name)) = WRAPPER_SECTIONS.iter().find_map(|&name| Some((file.section_by_name(name)?, name)))
+        else {
+            return;
+        };
+        let sloc = loc.with(Step::Section(name.into()));
         let Ok(records) = section.data() else {
             return self.diag(Severity::Error, Some(object_at), &sloc, "section data cannot be read".into());
         };
         let starts: HashSet<u64> = self.inv.objects.iter().filter_map(|o| o.cuda?.fatbin).collect();
         let relocatable = file.kind() == object::ObjectKind::Relocatable;
-        let relocations: HashMap<u64, (Option<u64>, i64)> = if relocatable {
+        let relocations: HashMap<u64, (Option<u64>, Option<i64>)> = if relocatable {
             section
                 .relocations()
                 .map(|(offset, r)| {
@@ -412,12 +421,15 @@ impl Scanner<'_> {
                     };
                     let start =
                         target.and_then(|i| file.section_by_index(i).ok()).and_then(|s| s.file_range()).map(|r| r.0);
-                    (offset, (start, r.addend()))
+                    // COFF keeps the addend in the field itself (read below).
+                    let addend = if r.has_implicit_addend() { None } else { Some(r.addend()) };
+                    (offset, (start, addend))
                 })
                 .collect()
         } else {
             HashMap::new()
         };
+        let rebased = pe_base_relocations(file, data);
         let mut registered = HashSet::new();
         for w in cuda::wrapper::wrappers(records) {
             let at = self.offset_of(base, records).map(|o| o + w.offset as u64);
@@ -430,10 +442,22 @@ impl Scanner<'_> {
                 continue;
             }
             let target = if relocatable {
-                relocations.get(&(w.offset as u64 + 8)).and_then(|&(start, addend)| start?.checked_add_signed(addend))
+                relocations
+                    .get(&(w.offset as u64 + 8))
+                    .and_then(|&(start, addend)| start?.checked_add_signed(addend.unwrap_or(w.address.cast_signed())))
             } else {
                 file_offset(file, w.address)
             };
+            let field = section.address().wrapping_add(w.offset as u64 + 8);
+            if let Some(rebased) = &rebased
+                && !rebased.contains(&field)
+            {
+                let msg = format!(
+                    "CUDA registration record at {:#x}: no base relocation fixes its fat binary address, so the runtime reads garbage when Windows loads the image at another base",
+                    w.offset
+                );
+                self.diag(Severity::Warning, at, &sloc, msg);
+            }
             match target.map(|t| object_at + t) {
                 Some(t) if starts.contains(&t) => {
                     registered.insert(t);
@@ -460,6 +484,26 @@ impl Scanner<'_> {
             }
         }
     }
+}
+
+/// In a PE image with a base relocation table, the addresses (image base
+/// included) of the 64-bit fields the loader adjusts when it maps the image
+/// elsewhere (`IMAGE_REL_BASED_DIR64`). `None` for other files, and for
+/// images without such a table (linked `/FIXED`: never moved).
+fn pe_base_relocations(file: &object::File, data: &[u8]) -> Option<HashSet<u64>> {
+    let object::File::Pe64(pe) = file else { return None };
+    let base = pe.relative_address_base();
+    let mut blocks = pe.data_directories().relocation_blocks(data, &pe.section_table()).ok()??;
+    let mut out = HashSet::new();
+    // A malformed table ends the walk; what was read so far stands.
+    while let Ok(Some(block)) = blocks.next() {
+        for r in block {
+            if r.typ == object::pe::IMAGE_REL_BASED_DIR64 {
+                out.insert(base.wrapping_add(u64::from(r.virtual_address)));
+            }
+        }
+    }
+    Some(out)
 }
 
 /// The file offset (within the object) of a link-time address, through the
