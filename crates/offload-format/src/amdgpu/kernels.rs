@@ -194,7 +194,9 @@ pub fn read(data: &[u8]) -> Result<CodeObjectKernels, KernelError> {
         let sym = symbols.iter().find(|s| s.name == k.symbol.as_bytes() && s.shndx != 0);
         match sym.and_then(|s| symbol_bytes(&elf, s, KERNEL_DESCRIPTOR_SIZE)) {
             Some(bytes) => k.descriptor = KernelDescriptor::parse(bytes),
-            None => k.mismatches.push(format!("no {KERNEL_DESCRIPTOR_SIZE}-byte kernel descriptor symbol {}", k.symbol)),
+            None => {
+                k.mismatches.push(format!("no {KERNEL_DESCRIPTOR_SIZE}-byte kernel descriptor symbol {}", k.symbol))
+            }
         }
         if let Some(d) = k.descriptor {
             let checks = [
@@ -226,7 +228,9 @@ fn kernel(entry: &Value<'_>) -> Result<KernelInfo, String> {
     let uint = |key: &str| -> Result<Option<u64>, String> {
         match entry.get(key) {
             None => Ok(None),
-            Some(v) => v.as_u64().map(Some).ok_or_else(|| format!("{key} is a {}, not an unsigned integer", v.type_name())),
+            Some(v) => {
+                v.as_u64().map(Some).ok_or_else(|| format!("{key} is a {}, not an unsigned integer", v.type_name()))
+            }
         }
     };
     let flag = |key: &str| -> Result<Option<bool>, String> {

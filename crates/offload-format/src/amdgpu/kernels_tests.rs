@@ -93,7 +93,8 @@ fn damaged_notes_are_errors_not_panics() {
 
 #[test]
 fn not_amdgpu_is_an_error() {
-    let host = include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../offload-cli/tests/fixtures/objects/host-x86_64.o"));
+    let host =
+        include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../offload-cli/tests/fixtures/objects/host-x86_64.o"));
     assert!(read(host).unwrap_err().0.contains("not an AMDGPU"));
 }
 
@@ -128,9 +129,20 @@ fn as_readelf(k: &KernelInfo) -> Vec<(String, String)> {
 /// at a `  - .key:` line, its keys are the `    .key:` lines.
 fn parse_readelf(text: &str) -> Vec<Vec<(String, String)>> {
     const KEYS: &[&str] = &[
-        ".name", ".symbol", ".vgpr_count", ".agpr_count", ".sgpr_count", ".group_segment_fixed_size",
-        ".private_segment_fixed_size", ".uses_dynamic_stack", ".vgpr_spill_count", ".sgpr_spill_count",
-        ".wavefront_size", ".max_flat_workgroup_size", ".kernarg_segment_size", ".uniform_work_group_size",
+        ".name",
+        ".symbol",
+        ".vgpr_count",
+        ".agpr_count",
+        ".sgpr_count",
+        ".group_segment_fixed_size",
+        ".private_segment_fixed_size",
+        ".uses_dynamic_stack",
+        ".vgpr_spill_count",
+        ".sgpr_spill_count",
+        ".wavefront_size",
+        ".max_flat_workgroup_size",
+        ".kernarg_segment_size",
+        ".uniform_work_group_size",
     ];
     let mut kernels: Vec<Vec<(String, String)>> = Vec::new();
     for line in text.lines() {

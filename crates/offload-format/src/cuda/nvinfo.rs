@@ -189,10 +189,8 @@ pub fn read(data: &[u8]) -> Result<CubinKernels, NvInfoError> {
             let data = elf.section_data(i).map_err(|e| err(e.to_string()))?;
             let recs = records(data).map_err(|e| err(format!("{}: {e}", String::from_utf8_lossy(name))))?;
             out.kernels.push(kernel_from(kernel, &recs));
-        } else if let Some((bank, rest)) = constant_bank(name) {
-            if rest.is_empty() {
-                out.constant_banks.push((bank, size));
-            }
+        } else if let Some((bank, b"")) = constant_bank(name) {
+            out.constant_banks.push((bank, size));
         }
         sizes.push((name, size));
     }
@@ -217,10 +215,10 @@ pub fn read(data: &[u8]) -> Result<CubinKernels, NvInfoError> {
                 k.shared = *size;
             } else if section.strip_prefix(b".nv.local.") == Some(name) {
                 k.local = *size;
-            } else if let Some((bank, rest)) = constant_bank(section) {
-                if rest.strip_prefix(b".") == Some(name) {
-                    k.constant_banks.push((bank, *size));
-                }
+            } else if let Some((bank, rest)) = constant_bank(section)
+                && rest.strip_prefix(b".") == Some(name)
+            {
+                k.constant_banks.push((bank, *size));
             }
         }
         k.constant_banks.sort_unstable();

@@ -85,10 +85,8 @@ fn as_cuobjdump(k: &CudaKernel) -> String {
 #[test]
 fn equal_to_cuobjdump_res_usage() {
     let tool = std::env::var("CUOBJDUMP").unwrap_or_else(|_| "cuobjdump".to_owned());
-    let mut files: Vec<String> = ["res_sm80.cubin", "res_sm90_O0.cubin", "clang_nd_sm90.cubin"]
-        .iter()
-        .map(|f| format!("{DIR}{f}"))
-        .collect();
+    let mut files: Vec<String> =
+        ["res_sm80.cubin", "res_sm90_O0.cubin", "clang_nd_sm90.cubin"].iter().map(|f| format!("{DIR}{f}")).collect();
     files.push(concat!(env!("CARGO_MANIFEST_DIR"), "/../offload-cli/tests/fixtures/cuda/kern.cubin").to_owned());
     if let Ok(extra) = std::env::var("OFFLOAD_CUBIN_ORACLE_FILES") {
         files.extend(extra.split(':').filter(|s| !s.is_empty()).map(str::to_owned));

@@ -2,8 +2,8 @@
 //! kernel readers (`docs/formats/kernels.md`) need to find a kernel's
 //! descriptor (AMDGPU `*.kd`) or the symbol an `.nv.info` record names.
 
-use super::{ElfFile, SHT_SYMTAB, c_string, malformed};
 use super::ElfError;
+use super::{ElfFile, SHT_SYMTAB, c_string, malformed};
 
 /// `STT_FUNC`.
 pub const STT_FUNC: u8 = 2;
