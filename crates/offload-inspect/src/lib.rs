@@ -96,6 +96,7 @@ mod deep;
 pub mod elf_flags;
 pub mod id;
 pub mod keep;
+pub mod kernels;
 pub mod kpack;
 pub mod layout;
 pub mod package;

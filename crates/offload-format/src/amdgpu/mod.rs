@@ -21,6 +21,7 @@
 //! they share (its aliases, features or ELF number). The LLVM 19 view is the
 //! rows with `in_llvm19` set, in table order, which is LLVM 19's order.
 
+pub mod kernels;
 mod table;
 
 use crate::triple::Triple;

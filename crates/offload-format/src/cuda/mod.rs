@@ -22,6 +22,7 @@
 mod cubin;
 mod decode;
 mod fatbin;
+pub mod nvinfo;
 pub mod wrapper;
 pub mod write;
 

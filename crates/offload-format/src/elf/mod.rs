@@ -13,6 +13,7 @@ mod model;
 pub mod rewrite;
 pub mod segments;
 mod strtab;
+pub mod symbols;
 
 pub use codec::Codec;
 pub use rewrite::{NewSection, rewrite};
