@@ -168,6 +168,13 @@ pub struct ReleaseFacts {
     /// the warning it prints on stderr when run under that name (not for
     /// `--version` or `--help`).
     pub packager_old_name: Option<(&'static str, &'static str)>,
+    /// Whether the packager run without arguments prints its option list
+    /// (LLVM 22) rather than doing nothing (LLVM 19).
+    pub packager_no_args_prints_help: bool,
+    /// Whether a packaging `--image` needs `triple` as well as `file`
+    /// (LLVM 19: "'file' and 'triple' are required image arguments"; LLVM
+    /// 22 needs only `file`).
+    pub packager_requires_triple: bool,
     /// How the packager prints `--version`.
     pub packager_version_style: VersionStyle,
     /// The wrapper's name; `None` when the release has none.
@@ -193,6 +200,8 @@ const LLVM14: ReleaseFacts = ReleaseFacts {
     amdgcn_processors_removed: &[],
     packager_name: None,
     packager_old_name: None,
+    packager_no_args_prints_help: false,
+    packager_requires_triple: false,
     packager_version_style: VersionStyle::ClangTool,
     wrapper_name: Some("clang-offload-wrapper"),
 };
@@ -216,6 +225,8 @@ const LLVM19: ReleaseFacts = ReleaseFacts {
     amdgcn_processors_removed: &[],
     packager_name: Some("clang-offload-packager"),
     packager_old_name: None,
+    packager_no_args_prints_help: false,
+    packager_requires_triple: true,
     packager_version_style: VersionStyle::ClangTool,
     wrapper_name: None,
 };
@@ -261,6 +272,8 @@ const LLVM22: ReleaseFacts = ReleaseFacts {
         "clang-offload-packager",
         "warning: 'clang-offload-packager' is deprecated. Use 'llvm-offload-binary' instead.\n",
     )),
+    packager_no_args_prints_help: true,
+    packager_requires_triple: false,
     packager_version_style: VersionStyle::Llvm,
     wrapper_name: Some("llvm-offload-wrapper"),
 };
