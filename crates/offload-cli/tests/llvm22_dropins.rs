@@ -308,9 +308,8 @@ fn bundler_agrees_with_llvm_22() {
     .map(|t| (two(t), vec![]))
     .collect();
     cases.push((
-        format!(
-            "-type=bc -targets=host-x86_64-unknown-linux,hip-amdgcn-amd-amdhsa--gfx90a -input=h -input=d1 -output=o"
-        ),
+        "-type=bc -targets=host-x86_64-unknown-linux,hip-amdgcn-amd-amdhsa--gfx90a -input=h -input=d1 -output=o"
+            .to_string(),
         vec![],
     ));
     cases.push((
