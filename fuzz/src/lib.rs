@@ -824,6 +824,7 @@ pub fn bundle_archive(data: &[u8]) {
         allow_missing_bundles: flags & 1 != 0,
         hip_openmp_compatible: flags & 2 != 0,
         check_input_archive: flags & 4 != 0,
+        ..Default::default()
     };
     match archive::unbundle(&targets, input, "fuzz.a", options, None) {
         Ok(outs) => {

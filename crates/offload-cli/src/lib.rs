@@ -6,5 +6,6 @@
 
 pub mod cl;
 pub mod diag;
+pub mod packager;
 pub mod stream;
 pub mod timers;

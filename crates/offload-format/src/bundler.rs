@@ -6,9 +6,10 @@ use crate::bundle::archive::{self, ArchiveError, ArchiveOptions};
 use crate::bundle::compressed::{self, CompressOptions, CompressedError, Header};
 use crate::bundle::object::{self as object_bundle, ObjectError};
 use crate::bundle::{BundleError, FileType, binary, text};
+use crate::llvm_release::LlvmRelease;
 use crate::plan::Plan;
 use crate::string_map::{StringHash, string_map_order};
-use crate::target_id::{BundleEntryId, find_conflicting_targets, is_compatible};
+use crate::target_id::{BundleEntryId, find_conflicting_targets, has_six_field_shape, is_compatible};
 use std::collections::BTreeSet;
 use std::num::NonZeroU64;
 
@@ -58,6 +59,13 @@ pub enum BundlerError {
     /// A target given twice.
     #[error("Duplicate targets are not allowed")]
     DuplicateTarget,
+    /// A target of fewer than five `-`-separated fields, refused by LLVM 20
+    /// and later (LLVM 22's wording).
+    #[error(
+        "Targets need to follow the format '<offload kind>-<target triple>', where '<target triple>' follows the \
+         format '<kind>-<arch>-<vendor>-<os>-<env>[-<target id>[:target features]]'."
+    )]
+    TargetFormat,
     /// Two targets that standardize to the same ID (the two as given, and that ID).
     #[error("Duplicate targets are not allowed: '{0}' and '{1}' both stand for '{2}'")]
     SameStandardizedTarget(String, String, String),
@@ -103,8 +111,10 @@ pub enum BundlerError {
 }
 
 /// What was asked for on the command line, before any file is opened.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Request {
+    /// The LLVM release whose bundler to follow (target rules, IDs written).
+    pub release: LlvmRelease,
     /// The `-type` value.
     pub file_type: String,
     /// The `-targets` values, in order.
@@ -121,9 +131,29 @@ pub struct Request {
     pub check_input_archive: bool,
 }
 
+impl Default for Request {
+    /// An empty request following LLVM 19, the library's behaviour before
+    /// the release became a choice (the drop-in tool sets the release it
+    /// follows, `llvm_release::follow`).
+    fn default() -> Self {
+        Request {
+            release: LlvmRelease::Llvm19,
+            file_type: String::new(),
+            targets: Vec::new(),
+            input_count: 0,
+            output_count: 0,
+            unbundle: false,
+            list: false,
+            check_input_archive: false,
+        }
+    }
+}
+
 /// The requested targets after validation.
 #[derive(Debug, Clone)]
 pub struct Targets {
+    /// The release whose rules parsed and match the IDs.
+    pub release: LlvmRelease,
     /// Parsed IDs, in `-targets` order.
     pub ids: Vec<BundleEntryId>,
     /// The IDs LLVM 19 writes and matches with, in `-targets` order.
@@ -193,7 +223,10 @@ pub fn validate(req: &Request) -> Result<Option<Targets>, BundlerError> {
         if !seen.insert(raw.as_str()) {
             return Err(BundlerError::DuplicateTarget);
         }
-        let id = BundleEntryId::parse(raw);
+        if req.release.facts().refuses_three_field_host_triple && !has_six_field_shape(raw) {
+            return Err(BundlerError::TargetFormat);
+        }
+        let id = BundleEntryId::parse_as(req.release, raw);
         let (kind_ok, triple_ok) = (id.is_kind_valid(), id.is_triple_valid());
         if !kind_ok || !triple_ok {
             let mut msg = format!("invalid target '{raw}'");
@@ -233,7 +266,7 @@ pub fn validate(req: &Request) -> Result<Option<Targets>, BundlerError> {
             ));
         }
     }
-    Ok(Some(Targets { ids, standardized, host_index, hip_only }))
+    Ok(Some(Targets { release: req.release, ids, standardized, host_index, hip_only }))
 }
 
 /// Parses `-type`; the error is LLVM's.
@@ -468,6 +501,7 @@ pub fn unbundle_archive(
         allow_missing_bundles: options.allow_missing_bundles,
         hip_openmp_compatible: options.hip_openmp_compatible,
         check_input_archive,
+        release: targets.release,
     };
     let archives = archive::unbundle(&targets.standardized, input, archive, options, thin)?;
     Ok(archives
@@ -511,12 +545,13 @@ fn fill_outputs<'a, C: Cursor<'a>>(
     cursor: &mut C,
 ) -> Result<Vec<Fill<C::Payload>>, BundlerError> {
     let mut worklist = string_map_order(&targets.standardized, StringHash::Xxh3);
-    let requested: Vec<BundleEntryId> = targets.standardized.iter().map(|s| BundleEntryId::parse(s)).collect();
+    let requested: Vec<BundleEntryId> =
+        targets.standardized.iter().map(|s| BundleEntryId::parse_as(targets.release, s)).collect();
     let mut fills: Vec<Fill<C::Payload>> = targets.standardized.iter().map(|_| Fill::Empty).collect();
     let mut found_host = false;
     while !worklist.is_empty() {
         let Some(id) = cursor.next_id() else { break };
-        let stored = BundleEntryId::parse(&String::from_utf8_lossy(id));
+        let stored = BundleEntryId::parse_as(targets.release, &String::from_utf8_lossy(id));
         let Some(pos) = worklist.iter().position(|&key| {
             is_compatible(&stored, &requested[key], &targets.standardized[key], options.hip_openmp_compatible)
         }) else {

@@ -84,6 +84,23 @@ pub enum Tool {
     Wrapper,
 }
 
+/// How the bundler reads a bundle entry ID (`<kind>-<triple>[-<target id>]`)
+/// and which form of it it writes; `docs/llvm-releases.md` has examples.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BundleIdStyle {
+    /// LLVM 19: the text after the last `-` (before any `:`) starts the
+    /// target ID when it is an offload-architecture name (the empty name
+    /// included); the triple is written with four fields as given.
+    LastPiece,
+    /// LLVM 20 and later: the ID is split at its first five `-` into at
+    /// most six fields and must have five or six; the sixth field is the
+    /// target ID when its processor is a (non-empty) offload-architecture
+    /// name. The triple is written normalised: three fields and an empty
+    /// environment for the AMDHSA OS (`amdgcn-amd-amdhsa-`), four fields
+    /// with `unknown` for empty ones otherwise.
+    SixFields,
+}
+
 /// How a tool of the release prints `--version`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum VersionStyle {
@@ -118,6 +135,14 @@ pub struct ReleaseFacts {
     /// `COMPRESSED_BUNDLE_FORMAT_VERSION` is not set; `None` before
     /// compressed bundles.
     pub ccob_default_version: Option<u16>,
+    /// Whether `COMPRESSED_BUNDLE_FORMAT_VERSION` is read with this release's
+    /// checks and warnings (`Valid values are 2 or 3. Using default version
+    /// 3.`). LLVM 19 does not read it at all; our LLVM 19 drop-in reads it
+    /// anyway (2 or 3) and warns in its own words.
+    pub ccob_version_env_checked: bool,
+    /// Whether the bundler's `-verbose` ends with LLVM's timer report
+    /// (LLVM 19 prints one, LLVM 22 does not).
+    pub bundler_verbose_timers: bool,
     /// Whether the bundler writes the `unknown` environment of an amdgcn
     /// triple as empty (`hip-amdgcn-amd-amdhsa-unknown-gfx90a` is written
     /// `hip-amdgcn-amd-amdhsa--gfx90a`).
@@ -125,6 +150,14 @@ pub struct ReleaseFacts {
     /// Whether the bundler refuses a host target whose triple has three
     /// fields (`host-x86_64-unknown-linux`).
     pub refuses_three_field_host_triple: bool,
+    /// How the bundler splits a bundle entry ID and writes it back.
+    pub bundle_id_style: BundleIdStyle,
+    /// Names of clang's offload-architecture table (`OffloadArch`) this
+    /// release knows and LLVM 19 does not; the bundler takes the last part of
+    /// an ID as a target ID only when it is a name of that table. Names
+    /// LLVM 19 knows and this release does not are those of
+    /// `amdgcn_processors_removed`.
+    pub offload_archs_added: &'static [&'static str],
     /// AMDGCN processors this release knows and LLVM 19 does not.
     pub amdgcn_processors_added: &'static [&'static str],
     /// AMDGCN processors LLVM 19 knows and this release does not.
@@ -135,6 +168,13 @@ pub struct ReleaseFacts {
     /// the warning it prints on stderr when run under that name (not for
     /// `--version` or `--help`).
     pub packager_old_name: Option<(&'static str, &'static str)>,
+    /// Whether the packager run without arguments prints its option list
+    /// (LLVM 22) rather than doing nothing (LLVM 19).
+    pub packager_no_args_prints_help: bool,
+    /// Whether a packaging `--image` needs `triple` as well as `file`
+    /// (LLVM 19: "'file' and 'triple' are required image arguments"; LLVM
+    /// 22 needs only `file`).
+    pub packager_requires_triple: bool,
     /// How the packager prints `--version`.
     pub packager_version_style: VersionStyle,
     /// The wrapper's name; `None` when the release has none.
@@ -150,12 +190,18 @@ const LLVM14: ReleaseFacts = ReleaseFacts {
     offload_binary_version: None,
     offload_binary_max_read: None,
     ccob_default_version: None,
+    ccob_version_env_checked: false,
+    bundler_verbose_timers: false,
     amdgcn_unknown_environment_empty: false,
     refuses_three_field_host_triple: false,
+    bundle_id_style: BundleIdStyle::LastPiece,
+    offload_archs_added: &[],
     amdgcn_processors_added: &[],
     amdgcn_processors_removed: &[],
     packager_name: None,
     packager_old_name: None,
+    packager_no_args_prints_help: false,
+    packager_requires_triple: false,
     packager_version_style: VersionStyle::ClangTool,
     wrapper_name: Some("clang-offload-wrapper"),
 };
@@ -169,12 +215,18 @@ const LLVM19: ReleaseFacts = ReleaseFacts {
     offload_binary_version: Some(1),
     offload_binary_max_read: Some(1),
     ccob_default_version: Some(2),
+    ccob_version_env_checked: false,
+    bundler_verbose_timers: true,
     amdgcn_unknown_environment_empty: false,
     refuses_three_field_host_triple: false,
+    bundle_id_style: BundleIdStyle::LastPiece,
+    offload_archs_added: &[],
     amdgcn_processors_added: &[],
     amdgcn_processors_removed: &[],
     packager_name: Some("clang-offload-packager"),
     packager_old_name: None,
+    packager_no_args_prints_help: false,
+    packager_requires_triple: true,
     packager_version_style: VersionStyle::ClangTool,
     wrapper_name: None,
 };
@@ -188,8 +240,31 @@ const LLVM22: ReleaseFacts = ReleaseFacts {
     offload_binary_version: Some(1),
     offload_binary_max_read: Some(1),
     ccob_default_version: Some(3),
+    ccob_version_env_checked: true,
+    bundler_verbose_timers: false,
     amdgcn_unknown_environment_empty: true,
     refuses_three_field_host_triple: true,
+    bundle_id_style: BundleIdStyle::SixFields,
+    offload_archs_added: &[
+        "gfx950",
+        "gfx1153",
+        "gfx1250",
+        "gfx1251",
+        "gfx9-4-generic",
+        "sm_88",
+        "sm_100",
+        "sm_100a",
+        "sm_101",
+        "sm_101a",
+        "sm_103",
+        "sm_103a",
+        "sm_110",
+        "sm_110a",
+        "sm_120",
+        "sm_120a",
+        "sm_121",
+        "sm_121a",
+    ],
     amdgcn_processors_added: &["gfx950", "gfx1153", "gfx1250", "gfx1251", "gfx9-4-generic"],
     amdgcn_processors_removed: &["gfx940", "gfx941"],
     packager_name: Some("llvm-offload-binary"),
@@ -197,6 +272,8 @@ const LLVM22: ReleaseFacts = ReleaseFacts {
         "clang-offload-packager",
         "warning: 'clang-offload-packager' is deprecated. Use 'llvm-offload-binary' instead.\n",
     )),
+    packager_no_args_prints_help: true,
+    packager_requires_triple: false,
     packager_version_style: VersionStyle::Llvm,
     wrapper_name: Some("llvm-offload-wrapper"),
 };
@@ -282,6 +359,18 @@ impl LlvmRelease {
         }
         f.amdgcn_processors_added.contains(&name)
             || crate::amdgpu::Table::Llvm19.amdgcn_processors().iter().any(|p| p.name == name)
+    }
+
+    /// Whether the release's offload-architecture table (clang's
+    /// `OffloadArch` names, which decide where a bundle entry ID's target ID
+    /// starts) has `name`. Exact, case-sensitive; LLVM 19's table has the
+    /// empty name.
+    pub fn knows_offload_arch(self, name: &str) -> bool {
+        let f = self.facts();
+        if f.amdgcn_processors_removed.contains(&name) {
+            return false;
+        }
+        f.offload_archs_added.contains(&name) || crate::offload_arch::is_llvm19_offload_arch(name)
     }
 
     /// The tool's name in this release (`None`: the release has no such
@@ -430,6 +519,23 @@ mod tests {
         for p in r22.facts().amdgcn_processors_added {
             assert!(crate::amdgpu::Table::Current.amdgcn_processor(p).is_some(), "{p}");
         }
+    }
+
+    /// Probed with `clang-offload-bundler-22`: a name is in the table when
+    /// `hip-amdgcn-amd-amdhsa--<name>` keeps it in the written ID.
+    #[test]
+    fn offload_archs_of_llvm_22() {
+        let r22 = LlvmRelease::Llvm22;
+        for n in
+            ["gfx950", "gfx1250", "gfx9-4-generic", "sm_120a", "sm_88", "gfx90a", "sm_70", "generic", "amdgcnspirv"]
+        {
+            assert!(r22.knows_offload_arch(n), "{n}");
+        }
+        for n in ["gfx940", "gfx941", "gfx12-5-generic", "gfx1154", "sm_100f", "fiji", "unknown"] {
+            assert!(!r22.knows_offload_arch(n), "{n}");
+        }
+        assert!(LlvmRelease::Llvm19.knows_offload_arch("gfx940"));
+        assert!(!LlvmRelease::Llvm19.knows_offload_arch("sm_100"));
     }
 
     #[test]

@@ -13,8 +13,9 @@
 //! answers of every match depend on it.
 
 use crate::amdgpu;
+use crate::llvm_release::{BundleIdStyle, LlvmRelease};
 use crate::offload_arch::is_llvm19_offload_arch;
-use crate::triple::Triple;
+use crate::triple::{self as triple_names, Environment, Os, Triple, Vendor};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Why a target ID does not parse.
@@ -119,6 +120,24 @@ impl TargetId {
         TargetId::parse_in(amdgpu::Table::Llvm19, triple, id)
     }
 
+    /// [`TargetId::parse`] with the AMDGPU processors `release` knows (LLVM
+    /// 22 knows gfx950 and no longer gfx940), as that release's bundler
+    /// matches target IDs.
+    pub fn parse_for(release: LlvmRelease, triple: &Triple, id: &str) -> Result<TargetId, TargetIdError> {
+        if release == LlvmRelease::Llvm19 {
+            return TargetId::parse(triple, id);
+        }
+        let parsed = TargetId::parse_in(amdgpu::Table::Current, triple, id)?;
+        if triple.is_amdgcn() && !release.knows_amdgcn_processor(&parsed.processor) {
+            return Err(TargetIdError::UnknownProcessor {
+                id: id.to_string(),
+                processor: parse_format(id).map(|p| p.processor.to_string()).unwrap_or_default(),
+                triple: triple.as_str().to_string(),
+            });
+        }
+        Ok(parsed)
+    }
+
     /// [`TargetId::parse`] with the processors of `table` (the inspector
     /// reads with [`amdgpu::Table::Current`]).
     pub fn parse_in(table: amdgpu::Table, triple: &Triple, id: &str) -> Result<TargetId, TargetIdError> {
@@ -170,9 +189,12 @@ impl TargetId {
 /// The offload kinds LLVM 19's bundler accepts.
 pub const OFFLOAD_KINDS: [&str; 4] = ["host", "openmp", "hip", "hipv4"];
 
-/// A bundle entry ID as LLVM 19's bundler understands it.
+/// A bundle entry ID as the bundler of one LLVM release understands it
+/// ([`BundleEntryId::parse`]: LLVM 19; [`BundleEntryId::parse_as`]: any).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BundleEntryId {
+    /// The release whose rules parsed the ID (and write it back).
+    pub release: LlvmRelease,
     /// The offload kind (`host`, `hip`, `hipv4`, `openmp`, ...).
     pub kind: String,
     /// Always rebuilt from four components (`arch-vendor-os-env`).
@@ -199,6 +221,7 @@ impl BundleEntryId {
             let (kind, triple) = head.split_once('-').unwrap_or((head, ""));
             let start = id.find(gpu).unwrap_or(0);
             BundleEntryId {
+                release: LlvmRelease::Llvm19,
                 kind: kind.to_string(),
                 triple: four_field_triple(triple),
                 target_id: id[start..].to_string(),
@@ -207,6 +230,7 @@ impl BundleEntryId {
         } else {
             let (kind, triple) = before_colon.split_once('-').unwrap_or((before_colon, ""));
             BundleEntryId {
+                release: LlvmRelease::Llvm19,
                 kind: kind.to_string(),
                 triple: four_field_triple(triple),
                 target_id: String::new(),
@@ -215,9 +239,41 @@ impl BundleEntryId {
         }
     }
 
-    /// The standardized ID LLVM 19 writes: `kind-arch-vendor-os-env-targetid`.
+    /// Parses an ID as `release`'s bundler does (see [`BundleIdStyle`]).
+    /// For the six-field style an ID of fewer than five fields, which the
+    /// bundler refuses as a request ([`has_six_field_shape`]) but may find
+    /// stored in a file, is read with the missing fields empty.
+    pub fn parse_as(release: LlvmRelease, id: &str) -> BundleEntryId {
+        match release.facts().bundle_id_style {
+            BundleIdStyle::LastPiece => BundleEntryId { release, ..BundleEntryId::parse(id) },
+            BundleIdStyle::SixFields => {
+                let fields: Vec<&str> = id.splitn(6, '-').collect();
+                let field = |i: usize| fields.get(i).copied().unwrap_or("");
+                let last = field(5);
+                let processor = last.split_once(':').map_or(last, |(p, _)| p);
+                let target_id = if !processor.is_empty() && release.knows_offload_arch(processor) { last } else { "" };
+                BundleEntryId {
+                    release,
+                    kind: field(0).to_string(),
+                    triple: Triple::from_parts(field(1), field(2), field(3), field(4)),
+                    target_id: target_id.to_string(),
+                    target_id_is_artefact: false,
+                }
+            }
+        }
+    }
+
+    /// The standardized ID the ID's release writes: LLVM 19
+    /// `kind-arch-vendor-os-env-targetid`; LLVM 22 the same with the triple
+    /// normalised (`hip-amdgcn-amd-amdhsa--gfx90a`,
+    /// `openmp-nvptx64-nvidia-cuda-unknown-sm_70`).
     pub fn standardized(&self) -> String {
-        format!("{}-{}-{}", self.kind, self.triple.as_str(), self.target_id)
+        match self.release.facts().bundle_id_style {
+            BundleIdStyle::LastPiece => format!("{}-{}-{}", self.kind, self.triple.as_str(), self.target_id),
+            BundleIdStyle::SixFields => {
+                format!("{}-{}-{}", self.kind, normalized_triple(&self.triple), self.target_id)
+            }
+        }
     }
 
     /// Whether the kind is one of [`OFFLOAD_KINDS`].
@@ -251,6 +307,67 @@ pub fn standardize(id: &str) -> String {
     BundleEntryId::parse(id).standardized()
 }
 
+/// The ID `release`'s bundler writes for a typed target.
+pub fn standardize_as(release: LlvmRelease, id: &str) -> String {
+    BundleEntryId::parse_as(release, id).standardized()
+}
+
+/// Whether `id` has the shape LLVM 20+ bundlers require of a `-targets`
+/// value: five or six `-`-separated fields once split at its first five
+/// dashes (`<kind>-<arch>-<vendor>-<os>-<env>[-<target id>]`).
+pub fn has_six_field_shape(id: &str) -> bool {
+    id.splitn(6, '-').count() >= 5
+}
+
+/// The triple as LLVM 20+ bundlers write it in an ID (the triple of an ID
+/// of the six-field style, always four fields as given). Recognised
+/// components out of place are moved to their place (`x86_64-linux-gnu-`
+/// becomes `x86_64-unknown-linux-gnu`), empty ones become `unknown`; for the
+/// AMDHSA OS only three fields are kept and a `-` follows (`amdgcn-amd-amdhsa-`,
+/// the form the HIP runtime expects). Our own rule, checked against
+/// `clang-offload-bundler-22` on the forms the tests list; LLVM's
+/// normaliser reorders more exotic mixes differently.
+fn normalized_triple(triple: &Triple) -> String {
+    let given = [triple.arch_name(), triple.vendor_name(), triple.os_name(), triple.environment_name()];
+    let recognised = |slot: usize, name: &str| match slot {
+        1 => triple_names::parse_vendor(name) != Vendor::Unknown,
+        2 => triple_names::parse_os(name) != Os::Unknown,
+        3 => {
+            triple_names::parse_environment(name) != Environment::Unknown
+                || triple_names::parse_object_format(name) != triple_names::ObjectFormat::Unknown
+        }
+        _ => false,
+    };
+    let mut slots: [&str; 4] = [given[0], "", "", ""];
+    let mut placed = [true, false, false, false];
+    let mut used = [true, false, false, false];
+    // Components recognised for some slot go there, first come first.
+    for slot in 1..4 {
+        if let Some(i) = (1..4).find(|&i| !used[i] && !given[i].is_empty() && recognised(slot, given[i])) {
+            slots[slot] = given[i];
+            placed[slot] = true;
+            used[i] = true;
+        }
+    }
+    // The rest keep their place when it is free, else take the next free one.
+    for i in 1..4 {
+        if used[i] || given[i].is_empty() {
+            continue;
+        }
+        let slot = if !placed[i] { Some(i) } else { (1..4).find(|&s| !placed[s]) };
+        if let Some(s) = slot {
+            slots[s] = given[i];
+            placed[s] = true;
+        }
+    }
+    let name = |s: &str| if s.is_empty() { "unknown".to_string() } else { s.to_string() };
+    if triple.os() == Os::AmdHsa {
+        format!("{}-{}-{}-", name(slots[0]), name(slots[1]), name(slots[2]))
+    } else {
+        format!("{}-{}-{}-{}", name(slots[0]), name(slots[1]), name(slots[2]), name(slots[3]))
+    }
+}
+
 fn kinds_compatible(code_object: &str, target: &str, hip_openmp_compatible: bool) -> bool {
     if code_object == target
         || (code_object == "hip" && target == "hipv4")
@@ -268,12 +385,13 @@ fn kinds_compatible(code_object: &str, target: &str, hip_openmp_compatible: bool
 /// Target IDs for the compatibility check: the processor as the triple's
 /// table knows it, or the raw processor for other triples; `None` when it
 /// does not parse (LLVM then treats the pair as incompatible).
-fn parse_for_match(triple: &Triple, target_id: &str) -> Option<TargetId> {
-    let id = TargetId::parse(triple, target_id).ok()?;
+fn parse_for_match(release: LlvmRelease, triple: &Triple, target_id: &str) -> Option<TargetId> {
+    let id = TargetId::parse_for(release, triple, target_id).ok()?;
     (!id.processor.is_empty()).then_some(id)
 }
 
-/// LLVM 19's rule for whether a code object (a stored bundle entry) may be
+/// LLVM 19's rule (and LLVM 22's, with the requested ID's release's
+/// processor table) for whether a code object (a stored bundle entry) may be
 /// used for a requested target: exact match, or compatible kinds and
 /// triples, the same processor, and every feature the code object fixes
 /// fixed the same way by the target (a feature it leaves out means "any").
@@ -290,8 +408,8 @@ pub fn is_compatible_llvm19(code_object: &BundleEntryId, target: &BundleEntryId,
         return false;
     }
     let (Some(obj), Some(tgt)) = (
-        parse_for_match(&code_object.triple, &code_object.target_id),
-        parse_for_match(&target.triple, &target.target_id),
+        parse_for_match(target.release, &code_object.triple, &code_object.target_id),
+        parse_for_match(target.release, &target.triple, &target.target_id),
     ) else {
         return false;
     };
@@ -389,6 +507,66 @@ mod tests {
         ] {
             assert_eq!(standardize(typed), written, "for {typed}");
         }
+    }
+
+    /// What `clang-offload-bundler-22` writes for each typed target
+    /// (observed with Debian's 22.1.8; docs/llvm-releases.md).
+    #[test]
+    fn standardization_of_llvm_22() {
+        let r = LlvmRelease::Llvm22;
+        for (typed, written) in [
+            ("host-x86_64-unknown-linux-gnu", "host-x86_64-unknown-linux-gnu-"),
+            ("hip-amdgcn-amd-amdhsa--gfx90a", "hip-amdgcn-amd-amdhsa--gfx90a"),
+            ("hip-amdgcn-amd-amdhsa-unknown-gfx90a", "hip-amdgcn-amd-amdhsa--gfx90a"),
+            ("hip-amdgcn-amd-amdhsa-gnu-gfx90a", "hip-amdgcn-amd-amdhsa--gfx90a"),
+            ("hip-amdgcn-amd-amdhsa--gfx950", "hip-amdgcn-amd-amdhsa--gfx950"),
+            ("hip-amdgcn-amd-amdhsa--gfx9-4-generic", "hip-amdgcn-amd-amdhsa--gfx9-4-generic"),
+            ("hip-amdgcn-amd-amdhsa--gfx940", "hip-amdgcn-amd-amdhsa--"),
+            ("hip-amdgcn-amd-amdhsa--fiji", "hip-amdgcn-amd-amdhsa--"),
+            ("hip-amdgcn-amd-amdhsa--gfx90a-extra", "hip-amdgcn-amd-amdhsa--"),
+            ("hip-amdgcn-amd-amdhsa--gfx90a:xnack+:sramecc-", "hip-amdgcn-amd-amdhsa--gfx90a:xnack+:sramecc-"),
+            ("hip-amdgcn--amdhsa--gfx90a", "hip-amdgcn-unknown-amdhsa--gfx90a"),
+            ("hip-amdgcn-amd---gfx90a", "hip-amdgcn-amd-unknown-unknown-gfx90a"),
+            ("hip-amdgcn-amd-amdpal--gfx90a", "hip-amdgcn-amd-amdpal-unknown-gfx90a"),
+            ("hip-spirv64-amd-amdhsa--amdgcnspirv", "hip-spirv64-amd-amdhsa--amdgcnspirv"),
+            ("openmp-nvptx64-nvidia-cuda--sm_70", "openmp-nvptx64-nvidia-cuda-unknown-sm_70"),
+            ("openmp-nvptx64-nvidia-cuda--sm_120a", "openmp-nvptx64-nvidia-cuda-unknown-sm_120a"),
+            ("openmp-nvptx64---", "openmp-nvptx64-unknown-unknown-unknown-"),
+            ("openmp-nvptx64-cuda--", "openmp-nvptx64-unknown-cuda-unknown-"),
+            ("openmp-x86_64-linux-gnu-", "openmp-x86_64-unknown-linux-gnu-"),
+            ("openmp-x86_64-foo-linux-gnu", "openmp-x86_64-foo-linux-gnu-"),
+            ("openmp-x86_64-pc-linux-gnu-gfx90a", "openmp-x86_64-pc-linux-gnu-gfx90a"),
+        ] {
+            assert_eq!(standardize_as(r, typed), written, "for {typed}");
+        }
+        assert_eq!(
+            standardize_as(LlvmRelease::Llvm19, "hip-amdgcn-amd-amdhsa--gfx950"),
+            "hip-amdgcn-amd-amdhsa--gfx950-"
+        );
+        assert!(has_six_field_shape("host-x86_64-unknown-linux-gnu"));
+        assert!(!has_six_field_shape("host-x86_64-unknown-linux"));
+        assert!(!has_six_field_shape("hip-amdgcn-amd-amdhsa"));
+        // A stored ID of too few fields still parses (missing fields empty).
+        assert_eq!(BundleEntryId::parse_as(r, "host").standardized(), "host-unknown-unknown-unknown-unknown-");
+    }
+
+    /// LLVM 22 matches `hip` with `hipv4`, knows gfx950 and the
+    /// generic targets by name (a generic entry is not offered for a
+    /// processor it covers), and no longer knows gfx940.
+    #[test]
+    fn compatibility_of_llvm_22() {
+        let r = LlvmRelease::Llvm22;
+        let ok = |obj: &str, tgt: &str| {
+            let tgt = standardize_as(r, tgt);
+            is_compatible(&BundleEntryId::parse_as(r, obj), &BundleEntryId::parse_as(r, &tgt), &tgt, false)
+        };
+        assert!(ok("hipv4-amdgcn-amd-amdhsa--gfx950:xnack+", "hip-amdgcn-amd-amdhsa--gfx950:xnack+"));
+        assert!(!ok("hipv4-amdgcn-amd-amdhsa--gfx950:xnack+", "hip-amdgcn-amd-amdhsa--gfx950"));
+        assert!(ok("hipv4-amdgcn-amd-amdhsa--gfx9-4-generic", "hip-amdgcn-amd-amdhsa--gfx9-4-generic"));
+        assert!(!ok("hipv4-amdgcn-amd-amdhsa--gfx9-4-generic", "hip-amdgcn-amd-amdhsa--gfx942"));
+        assert!(ok("hipv4-amdgcn-amd-amdhsa-unknown-gfx90a", "hip-amdgcn-amd-amdhsa--gfx90a"));
+        // LLVM 19 wrote gfx950 with a trailing dash: not gfx950 for LLVM 22.
+        assert!(!ok("hip-amdgcn-amd-amdhsa--gfx950-", "hip-amdgcn-amd-amdhsa--gfx950"));
     }
 
     #[test]

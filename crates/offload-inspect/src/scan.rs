@@ -65,7 +65,7 @@ fn looks_like_ccob(data: &[u8]) -> bool {
 }
 
 fn looks_like_offload_binary(data: &[u8]) -> bool {
-    Binaries::new(data).next().is_some_and(|r| r.is_ok())
+    matches!(Binaries::new(data).next(), Some(Ok(_) | Err(offload_binary::read::Error::Compressed { .. })))
 }
 
 /// Whether a section whose name says nothing holds offload payloads.
@@ -573,6 +573,25 @@ impl<'a> Scanner<'a> {
     ) -> Option<usize> {
         let at = self.offset_of(base, rest);
         let unit = *unit.get_or_insert_with(|| self.new_unit(loc, Format::OffloadBinary));
+        // A compressed version 3 binary (docs/llvm-releases.md): its entries
+        // are read from the inflated copy (bounded like a compressed
+        // bundle), and the region goes on after its stored size rounded up
+        // to 8.
+        if let Some(Err(offload_binary::read::Error::Compressed { .. })) = Binaries::new(rest).next() {
+            let size = rest.get(8..16).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes)?;
+            match offload_binary::read::inflate(rest, at.unwrap_or(0), crate::decode::MEMORY_BUDGET) {
+                Ok(data) => {
+                    let (rc, index) = self.own(data);
+                    let owned = Base { data: &rc, owned: Some(index) };
+                    self.offload_binaries(&owned, &rc, loc, depth, &mut Some(unit));
+                }
+                Err(e) => {
+                    self.diag(Severity::Error, at, loc, format!("OffloadBinary: {}", e.detail()));
+                    return None;
+                }
+            }
+            return usize::try_from(size.next_multiple_of(8)).ok();
+        }
         // Only the first header's entries: one for version 1, its entry
         // count for version 2.
         let mut found = Vec::new();

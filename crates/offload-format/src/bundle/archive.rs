@@ -128,8 +128,10 @@ pub enum MemberError {
 }
 
 /// Options of an archive unbundling run.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct ArchiveOptions {
+    /// The release whose rules read and match the bundle entry IDs.
+    pub release: crate::llvm_release::LlvmRelease,
     /// `-allow-missing-bundles`: a target with no code in any member is
     /// not an error.
     pub allow_missing_bundles: bool,
@@ -137,6 +139,19 @@ pub struct ArchiveOptions {
     pub hip_openmp_compatible: bool,
     /// `-check-input-archive`: report members whose entries conflict.
     pub check_input_archive: bool,
+}
+
+impl Default for ArchiveOptions {
+    /// Nothing allowed, LLVM 19's rules (the library's behaviour before the
+    /// release became a choice).
+    fn default() -> Self {
+        ArchiveOptions {
+            release: crate::llvm_release::LlvmRelease::Llvm19,
+            allow_missing_bundles: false,
+            hip_openmp_compatible: false,
+            check_input_archive: false,
+        }
+    }
 }
 
 /// The bytes of an archive member as the bundle readers see them: a
@@ -337,7 +352,7 @@ pub fn unbundle(
     }
     let mut checked = checked.into_iter();
 
-    let requested: Vec<BundleEntryId> = targets.iter().map(|t| BundleEntryId::parse(t)).collect();
+    let requested: Vec<BundleEntryId> = targets.iter().map(|t| BundleEntryId::parse_as(options.release, t)).collect();
     let mut outputs: Vec<Vec<(String, Vec<u8>)>> = vec![Vec::new(); targets.len()];
     for member in file.members() {
         let member = member.map_err(malformed)?;
@@ -354,7 +369,7 @@ pub fn unbundle(
             if found.id.is_empty() {
                 break;
             }
-            let stored = BundleEntryId::parse(&String::from_utf8_lossy(found.id));
+            let stored = BundleEntryId::parse_as(options.release, &String::from_utf8_lossy(found.id));
             let name = String::from_utf8_lossy(&device_member_name(file_name, found.id)).into_owned();
             for (k, target) in requested.iter().enumerate() {
                 if is_compatible(&stored, target, &targets[k], options.hip_openmp_compatible) {

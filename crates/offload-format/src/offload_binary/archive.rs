@@ -5,9 +5,9 @@
 //! The archive layout comes from `ar_archive_writer` (a port of LLVM's
 //! archive writer). Its default symbol reader panics on some corrupt
 //! objects, so members are read here with our own, fallible reader. As in
-//! LLVM, a member that is not an object contributes no symbols; unlike LLVM,
-//! bitcode members contribute none either (LLVM reads their IR symbol
-//! table).
+//! LLVM, a member that is not an object contributes no symbols; a bitcode
+//! member contributes the defined globals of its IR symbol table
+//! (`bitcode::archive_symbols`), none when it has no readable table.
 
 use ar_archive_writer::{ArchiveKind, NewArchiveMember, ObjectReader};
 use object::{Object, ObjectSymbol, SymbolKind};
@@ -39,8 +39,14 @@ fn is_symbolic(buf: &[u8]) -> bool {
 }
 
 fn member_symbols(buf: &[u8], f: &mut dyn FnMut(&[u8]) -> io::Result<()>) -> io::Result<bool> {
-    if !is_symbolic(buf) || super::is_bitcode(buf) {
+    if !is_symbolic(buf) {
         return Ok(false);
+    }
+    if super::is_bitcode(buf) {
+        for name in crate::bitcode::archive_symbols(buf).unwrap_or_default() {
+            f(name)?;
+        }
+        return Ok(true);
     }
     let file = object::File::parse(buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
     for sym in file.symbols() {

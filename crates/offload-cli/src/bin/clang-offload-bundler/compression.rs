@@ -5,28 +5,49 @@ use offload_cli::cl::Parsed;
 use offload_cli::timers::{TimerGroup, with_commas};
 use offload_format::bundle::compressed::{CompressOptions, Method};
 use offload_format::bundler::{self, DecompressionInfo};
+use offload_format::llvm_release::LlvmRelease;
 use offload_format::plan::Plan;
 use offload_io::Input;
 use std::borrow::Cow;
 use std::time::Duration;
 
-/// The environment switches LLVM 19 honours, read before the command line
-/// (whose flags, when given, take precedence).
+/// The environment switches the bundler honours, read before the command
+/// line (whose flags, when given, take precedence).
 pub struct EnvSettings {
     pub verbose: bool,
     pub compress: bool,
     pub level: Option<i32>,
-    /// `COMPRESSED_BUNDLE_FORMAT_VERSION` (read by newer LLVM; 2 or 3).
+    /// The CCOB version `-compress` writes: the release's default, or
+    /// `COMPRESSED_BUNDLE_FORMAT_VERSION` (2 or 3).
     pub format_version: u16,
 }
 
 impl EnvSettings {
-    pub fn read() -> Self {
+    /// The settings as `release`'s bundler reads them (its warnings go to
+    /// stderr at once, as LLVM prints them before doing anything).
+    pub fn read(release: LlvmRelease) -> Self {
         let var = |name: &str| std::env::var_os(name).map(|v| v.to_string_lossy().into_owned());
-        let mut s = EnvSettings { verbose: false, compress: false, level: None, format_version: 2 };
-        match var("COMPRESSED_BUNDLE_FORMAT_VERSION").as_deref() {
-            None | Some("2") => {}
-            Some("3") => s.format_version = 3,
+        let facts = release.facts();
+        let default_version = facts.ccob_default_version.unwrap_or(2);
+        let mut s = EnvSettings { verbose: false, compress: false, level: None, format_version: default_version };
+        match var("COMPRESSED_BUNDLE_FORMAT_VERSION") {
+            None => {}
+            // LLVM 22: a decimal number (leading zeros allowed, no sign or
+            // blank) of 2 or 3.
+            Some(v) if facts.ccob_version_env_checked => match v.parse::<u32>() {
+                Ok(n @ (2 | 3)) if v.bytes().all(|b| b.is_ascii_digit()) => s.format_version = n as u16,
+                Ok(_) if v.bytes().all(|b| b.is_ascii_digit()) => eprintln!(
+                    "Warning: Invalid value for COMPRESSED_BUNDLE_FORMAT_VERSION: {v}. Valid values are 2 or 3. \
+                     Using default version {default_version}."
+                ),
+                _ => eprintln!(
+                    "Warning: Invalid value for COMPRESSED_BUNDLE_FORMAT_VERSION: {v}. Using default version \
+                     {default_version}."
+                ),
+            },
+            // Our LLVM 19 drop-in (LLVM 19 itself ignores the variable).
+            Some(v) if v == "2" => s.format_version = 2,
+            Some(v) if v == "3" => s.format_version = 3,
             Some(other) => {
                 eprintln!("Warning: Invalid value for COMPRESSED_BUNDLE_FORMAT_VERSION: {other}. Using version 2.")
             }

@@ -1,4 +1,7 @@
-//! Drop-in replacement for LLVM 19's `clang-offload-bundler`.
+//! Drop-in replacement for `clang-offload-bundler`: LLVM 22's by default,
+//! LLVM 19's under the name `clang-offload-bundler-19` or with
+//! `OFFLOAD_LLVM_VERSION=19` (`offload_format::llvm_release::follow`;
+//! docs/llvm-releases.md lists what differs).
 
 mod compression;
 mod streaming;
@@ -9,6 +12,7 @@ use offload_cli::diag;
 use offload_cli::timers::TimerGroup;
 use offload_format::bundle::FileType;
 use offload_format::bundler::{self, Request, UnbundleOptions};
+use offload_format::llvm_release::{self, LlvmRelease, Tool};
 use offload_io::{Input, Outputs, error_text};
 use std::io::Write;
 use std::process::ExitCode;
@@ -57,33 +61,40 @@ const OPTIONS: &[OptSpec] = &[
     OptSpec::flag("verbose", "Print compression statistics."),
 ];
 
-const SPEC: ToolSpec = ToolSpec {
-    name: "clang-offload-bundler",
-    overview: "Bundles input files of type <type> that come from the same source but target \n\
-               different devices into one file, or with -unbundle splits such a file again. \n\
-               offload-binutils' drop-in replacement for LLVM 19's tool.",
-    category: "clang-offload-bundler options",
-    options: OPTIONS,
-    positional: None,
-    version: concat!(
-        "offload-binutils clang-offload-bundler version ",
-        env!("CARGO_PKG_VERSION"),
-        " (compatible with LLVM 19.1.7)"
-    ),
-    required_order: &[],
-};
+/// The tool as `release`'s: its overview and `--version` name the release.
+fn spec(release: LlvmRelease) -> ToolSpec {
+    let version = release
+        .compatible_version_line(Tool::Bundler, env!("CARGO_PKG_VERSION"))
+        .unwrap_or_else(|| format!("offload-binutils clang-offload-bundler version {}", env!("CARGO_PKG_VERSION")));
+    let overview = format!(
+        "Bundles input files of type <type> that come from the same source but target \n\
+         different devices into one file, or with -unbundle splits such a file again. \n\
+         offload-binutils' drop-in replacement for {release}'s tool."
+    );
+    ToolSpec {
+        name: "clang-offload-bundler",
+        // Built once per run; the parser keeps &'static texts.
+        overview: Box::leak(overview.into_boxed_str()),
+        category: "clang-offload-bundler options",
+        options: OPTIONS,
+        positional: None,
+        version: Box::leak(version.into_boxed_str()),
+        required_order: &[],
+    }
+}
 
 fn main() -> ExitCode {
     let argv0 = diag::argv0();
-    let env = EnvSettings::read();
-    let opts = match diag::parse_or_exit(&SPEC, &argv0) {
+    let release = llvm_release::follow(&argv0, std::env::var(llvm_release::ENV_VAR).ok().as_deref());
+    let env = EnvSettings::read(release);
+    let opts = match diag::parse_or_exit(&spec(release), &argv0) {
         Ok(o) => o,
         Err(code) => return code,
     };
     let mut timers = TimerGroup::new("Timer group for clang offload bundler");
-    let result = run(&argv0, &opts, &env, &mut timers);
+    let result = run(&argv0, release, &opts, &env, &mut timers);
     let verbose = if opts.occurred("verbose") { opts.flag("verbose") } else { env.verbose };
-    if verbose && !timers.is_empty() {
+    if verbose && release.facts().bundler_verbose_timers && !timers.is_empty() {
         eprint!("{}", timers.report());
     }
     match result {
@@ -109,12 +120,19 @@ fn open(path: &str) -> Result<Input, String> {
     Input::open(path).map_err(|e| format!("'{path}': {}", error_text(&e)))
 }
 
-fn run(argv0: &str, opts: &offload_cli::cl::Parsed, env: &EnvSettings, timers: &mut TimerGroup) -> Result<(), String> {
+fn run(
+    argv0: &str,
+    release: LlvmRelease,
+    opts: &offload_cli::cl::Parsed,
+    env: &EnvSettings,
+    timers: &mut TimerGroup,
+) -> Result<(), String> {
     let verbose = if opts.occurred("verbose") { opts.flag("verbose") } else { env.verbose };
     let compress_output = if opts.occurred("compress") { opts.flag("compress") } else { env.compress };
     let inputs = merged(argv0, opts, "input", "inputs")?;
     let outputs = merged(argv0, opts, "output", "outputs")?;
     let request = Request {
+        release,
         file_type: opts.value("type").unwrap_or_default().to_string(),
         targets: opts.values("targets").into_iter().map(String::from).collect(),
         input_count: inputs.len(),
