@@ -46,6 +46,8 @@ const SPEC: ToolSpec = ToolSpec {
 };
 
 fn main() -> ExitCode {
+    // A run stopped by SIGINT/SIGTERM/SIGHUP removes its staging files.
+    offload_io::remove_staging_on_signals();
     let argv0 = diag::argv0();
     let opts = match diag::parse_or_exit(&SPEC, &argv0) {
         Ok(p) => p,

@@ -84,6 +84,8 @@ fn spec(release: LlvmRelease) -> ToolSpec {
 }
 
 fn main() -> ExitCode {
+    // A run stopped by SIGINT/SIGTERM/SIGHUP removes its staging files.
+    offload_io::remove_staging_on_signals();
     let argv0 = diag::argv0();
     let release = llvm_release::follow(&argv0, std::env::var(llvm_release::ENV_VAR).ok().as_deref());
     let env = EnvSettings::read(release);
