@@ -1,7 +1,6 @@
 //! `offload select`, `extract`, `verify` and the command line, on bundles
 //! written by the library (no LLVM needed).
 
-use crate::common;
 use crate::inspect_support;
 
 use inspect_support::*;

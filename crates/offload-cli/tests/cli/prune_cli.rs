@@ -3,7 +3,6 @@
 //! and that `list`/`verify` read the result. `prune_live.rs` builds and
 //! runs programs.
 
-use crate::common;
 use crate::prune_support;
 
 use prune_support::{fixture, offload, p, stderr};

@@ -3,7 +3,7 @@
 //! a fat binary no record points at is a warning, a record pointing at no
 //! fat binary an error. Made by patching the clang-built prune fixtures
 //! (without LLVM) and by adding a fat binary with LLVM 19's llvm-objcopy
-//! (skipped without it unless OFFLOAD_REQUIRE_LLVM=1).
+//! (ignored without it unless OFFLOAD_REQUIRE_LLVM=1).
 
 use crate::common;
 use crate::inspect_support;
@@ -60,8 +60,9 @@ fn hip_records_decide_which_fat_binaries_load() {
 }
 
 #[test]
+#[cfg_attr(not(has_llvm19), ignore = "needs LLVM 19: run scripts/install-reference-llvm.sh")]
 fn a_cuda_fat_binary_no_record_registers_is_a_warning() {
-    let Some(objcopy) = common::llvm_tool(19, "llvm-objcopy") else { return };
+    let objcopy = common::llvm_tool(19, "llvm-objcopy");
     let tmp = tempfile::tempdir().unwrap();
     let cuda = common::fixtures().join("cuda");
     let out = tmp.path().join("extra.so");

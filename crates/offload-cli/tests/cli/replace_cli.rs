@@ -4,7 +4,6 @@
 //! that leave existing files alone, and usage errors with exit 2.
 //! `replace_live.rs` builds and runs programs.
 
-use crate::common;
 use crate::prune_support;
 
 use prune_support::{fixture, offload, p, stderr};

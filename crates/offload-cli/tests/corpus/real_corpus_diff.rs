@@ -6,10 +6,9 @@
 //! worked out from `offload list --json` (itself checked against LLVM 19
 //! and ROCm's decompressor by `real_corpus.rs`): code objects present on
 //! one side only are added or removed, and every pair present on both
-//! sides differs in size, so must be changed. Skipped without the corpus,
+//! sides differs in size, so must be changed. Ignored without the corpus,
 //! failing under `OFFLOAD_REQUIRE_REAL_CORPUS=1`.
 
-use crate::common;
 use crate::inspect_support;
 use crate::real_corpus_support;
 
@@ -36,8 +35,9 @@ fn listed(dir: &Path) -> BTreeMap<(String, u64, String), u64> {
 }
 
 #[test]
+#[cfg_attr(not(has_real_corpus), ignore = "needs the real ROCm corpus: run scripts/fetch-real-corpus.sh")]
 fn jax_rocm6_to_rocm7_plugin_diff() {
-    let Some(corpus) = Corpus::get() else { return };
+    let corpus = Corpus::get();
     let (old, new) = (folder(&corpus, "rocm6-jax-plugin"), folder(&corpus, "rocm7-jax-plugin"));
     let (a, b) = (listed(&old), listed(&new));
     let o = offload(&["diff", "--json", old.to_str().unwrap(), new.to_str().unwrap()]);

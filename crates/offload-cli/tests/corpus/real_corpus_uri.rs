@@ -2,10 +2,9 @@
 //! the wheels and .deb they come from): every `uri` that `offload` prints
 //! extracts, through `offload extract URI`, to the bytes `offload extract`
 //! writes for that code object; and `verify` finds every fat binary
-//! registered by a `.hipFatBinSegment` record. Skipped without the corpus,
+//! registered by a `.hipFatBinSegment` record. Ignored without the corpus,
 //! failing under `OFFLOAD_REQUIRE_REAL_CORPUS=1`.
 
-use crate::common;
 use crate::inspect_support;
 use crate::real_corpus_support;
 use crate::uri_support;
@@ -15,8 +14,9 @@ use real_corpus_support::Corpus;
 use uri_support::round_trip;
 
 #[test]
+#[cfg_attr(not(has_real_corpus), ignore = "needs the real ROCm corpus: run scripts/fetch-real-corpus.sh")]
 fn every_uri_in_the_corpus_extracts_to_its_code_object() {
-    let Some(corpus) = Corpus::get() else { return };
+    let corpus = Corpus::get();
     let tmp = tempfile::tempdir().unwrap();
     let (mut same, mut compressed) = (0, 0);
     let mut inputs = corpus.files();
@@ -37,8 +37,9 @@ fn every_uri_in_the_corpus_extracts_to_its_code_object() {
 }
 
 #[test]
+#[cfg_attr(not(has_real_corpus), ignore = "needs the real ROCm corpus: run scripts/fetch-real-corpus.sh")]
 fn every_corpus_fat_binary_is_registered() {
-    let Some(corpus) = Corpus::get() else { return };
+    let corpus = Corpus::get();
     for file in corpus.files() {
         let out = offload(&["verify", file.to_str().unwrap()]);
         let text = String::from_utf8_lossy(&out.stdout);

@@ -54,8 +54,9 @@ fn unbundle_args(ty: &str, input: &str) -> Vec<String> {
 }
 
 #[test]
+#[cfg_attr(not(has_llvm19), ignore = "needs LLVM 19: run scripts/install-reference-llvm.sh")]
 fn compression_levels_and_switches_match_llvm19_byte_for_byte() {
-    let Some(llvm) = common::llvm_tool(19, "clang-offload-bundler") else { return };
+    let llvm = common::llvm_tool(19, "clang-offload-bundler");
     let ours = Path::new(OURS);
     let mut rng = Rng(0xcc0b);
     let mut compared = 0;
@@ -112,8 +113,9 @@ fn compression_levels_and_switches_match_llvm19_byte_for_byte() {
 }
 
 #[test]
+#[cfg_attr(not(has_llvm19), ignore = "needs LLVM 19: run scripts/install-reference-llvm.sh")]
 fn each_tool_unbundles_the_others_compressed_bundles() {
-    let Some(llvm) = common::llvm_tool(19, "clang-offload-bundler") else { return };
+    let llvm = common::llvm_tool(19, "clang-offload-bundler");
     let ours = Path::new(OURS);
     let mut rng = Rng(0xdec0);
     let mut checked = 0;
@@ -152,7 +154,7 @@ fn each_tool_unbundles_the_others_compressed_bundles() {
 /// reads them, so must we. Version 3: only we read it (LLVM 19 fails).
 #[test]
 fn every_header_version_is_read() {
-    let llvm = common::llvm_tool(19, "clang-offload-bundler");
+    let llvm = common::llvm_tool_if_found(19, "clang-offload-bundler");
     let ours = Path::new(OURS);
     let bundle = {
         let dir = tempfile::tempdir().unwrap();
@@ -259,8 +261,9 @@ fn damaged_compressed_bundles_are_refused_without_output() {
 /// `-verbose` prints LLVM's statistics lines (speeds and the timer table
 /// aside, which depend on the machine).
 #[test]
+#[cfg_attr(not(has_llvm19), ignore = "needs LLVM 19: run scripts/install-reference-llvm.sh")]
 fn verbose_statistics_match_llvm19() {
-    let Some(llvm) = common::llvm_tool(19, "clang-offload-bundler") else { return };
+    let llvm = common::llvm_tool(19, "clang-offload-bundler");
     let ours = Path::new(OURS);
     let mut rng = Rng(99);
     let inputs: Vec<Vec<u8>> = (0..3).map(|_| payload(&mut rng, 30_000, false)).collect();
@@ -289,8 +292,9 @@ fn verbose_statistics_match_llvm19() {
 /// Long-distance matching only shows on inputs larger than zstd's normal
 /// window: a 12 MiB bundle whose second half repeats the first.
 #[test]
+#[cfg_attr(not(has_llvm19), ignore = "needs LLVM 19: run scripts/install-reference-llvm.sh")]
 fn large_inputs_with_long_distance_matches_are_byte_identical() {
-    let Some(llvm) = common::llvm_tool(19, "clang-offload-bundler") else { return };
+    let llvm = common::llvm_tool(19, "clang-offload-bundler");
     let mut rng = Rng(0x10ad);
     let half = payload(&mut rng, 6 << 20, false);
     let mut big = half.clone();
@@ -311,7 +315,7 @@ fn large_inputs_with_long_distance_matches_are_byte_identical() {
 /// both unbundle to the original payloads.
 #[test]
 fn multithreaded_compression_round_trips() {
-    let llvm = common::llvm_tool(19, "clang-offload-bundler");
+    let llvm = common::llvm_tool_if_found(19, "clang-offload-bundler");
     let mut rng = Rng(0x3333);
     let inputs = vec![payload(&mut rng, 1000, false), payload(&mut rng, 3 << 20, false), payload(&mut rng, 10, false)];
     let dir = tempfile::tempdir().unwrap();
@@ -332,11 +336,9 @@ fn multithreaded_compression_round_trips() {
 /// Archive members that are compressed bundles are decompressed (and their
 /// hash checked) before their bundles are matched, as LLVM 19 does.
 #[test]
+#[cfg_attr(not(has_llvm19), ignore = "needs LLVM 19: run scripts/install-reference-llvm.sh")]
 fn compressed_archive_members_unbundle_like_llvm19() {
-    let (Some(llvm), Some(ar)) = (common::llvm_tool(19, "clang-offload-bundler"), common::llvm_tool(19, "llvm-ar"))
-    else {
-        return;
-    };
+    let (llvm, ar) = (common::llvm_tool(19, "clang-offload-bundler"), common::llvm_tool(19, "llvm-ar"));
     let ours = Path::new(OURS);
     let dir = tempfile::tempdir().unwrap();
     let mut rng = Rng(0xa4c);
@@ -384,7 +386,7 @@ fn compressed_archive_members_unbundle_like_llvm19() {
 /// table is an error: the streamed path decides like the in-memory one.
 #[test]
 fn compressed_plain_data_and_short_tables() {
-    let llvm = common::llvm_tool(19, "clang-offload-bundler");
+    let llvm = common::llvm_tool_if_found(19, "clang-offload-bundler");
     let ours = Path::new(OURS);
     let plain = b"just some host data, no bundle here\n".repeat(1000);
     let ccob = compressed::compress(&plain, &CompressOptions::default()).unwrap().bytes;

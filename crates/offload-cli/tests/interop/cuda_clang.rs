@@ -9,15 +9,15 @@
 //! dropped it and no CUDA 12 nvlink is on PyPI) and old-driver `-fgpu-rdc`
 //! executables without nvcc (clang 19 has no device link step for them;
 //! the corpus device-links with `nvcc -dlink`). Without clang 19, the CUDA
-//! root or cuobjdump the tests skip loudly; `OFFLOAD_REQUIRE_CUDA=1` fails.
+//! root or cuobjdump the tests are ignored; `OFFLOAD_REQUIRE_CUDA=1` fails.
 
 use crate::common;
 use crate::cuda_support;
 use crate::inspect_support;
 
 use cuda_support::{
-    assert_extraction_matches, assert_listing_matches, assert_units, assert_verifies, corpus_files, cuda_bin,
-    cuobjdump_entries, list, tools_present,
+    assert_extraction_matches, assert_listing_matches, assert_tools, assert_units, assert_verifies, corpus_files,
+    cuda_bin, cuobjdump_entries, list,
 };
 use inspect_support::{offload, s};
 use std::path::{Path, PathBuf};
@@ -29,17 +29,15 @@ fn clang_cuda_root() -> PathBuf {
         .map_or_else(|| PathBuf::from("/opt/cuda-wheels/clang-cuda-root"), PathBuf::from)
 }
 
-/// The corpus folder, built once per test run; `None` (skip) without the tools.
-fn corpus() -> Option<&'static Path> {
-    static CORPUS: OnceLock<Option<tempfile::TempDir>> = OnceLock::new();
+/// The corpus folder, built once per test run.
+fn corpus() -> &'static Path {
+    static CORPUS: OnceLock<tempfile::TempDir> = OnceLock::new();
     CORPUS
         .get_or_init(|| {
             let clang = common::llvm_bin_dir(19).join("clang++");
             let root = clang_cuda_root();
             let tools = [clang, root.join("bin/fatbinary"), root.join("bin/ptxas"), cuda_bin().join("cuobjdump")];
-            if !tools_present("clang 19 CUDA tests", &tools) {
-                return None;
-            }
+            assert_tools("clang 19 CUDA tests", &tools);
             let dir = tempfile::tempdir().unwrap();
             let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cuda/make-clang-corpus.sh");
             let out = common::run(
@@ -51,10 +49,9 @@ fn corpus() -> Option<&'static Path> {
                     .env("OFFLOAD_CUDA_BIN", cuda_bin()),
             );
             assert!(out.status.success(), "clang corpus build failed: {}", String::from_utf8_lossy(&out.stderr));
-            Some(dir)
+            dir
         })
-        .as_ref()
-        .map(|d| d.path())
+        .path()
 }
 
 /// The files cuobjdump can read: all but the new driver's `-fgpu-rdc`
@@ -69,22 +66,34 @@ fn fatbin_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_llvm19, has_cuda, has_clang_cuda)),
+    ignore = "needs LLVM 19, NVIDIA's CUDA tools and clang 19's CUDA root: run scripts/install-reference-llvm.sh and scripts/install-cuda-tools.sh"
+)]
 fn listing_matches_cuobjdump() {
-    let Some(dir) = corpus() else { return };
+    let dir = corpus();
     let compared: usize = fatbin_files(dir).iter().map(|f| assert_listing_matches(f)).sum();
     assert_eq!(compared, 72, "entries compared");
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_llvm19, has_cuda, has_clang_cuda)),
+    ignore = "needs LLVM 19, NVIDIA's CUDA tools and clang 19's CUDA root: run scripts/install-reference-llvm.sh and scripts/install-cuda-tools.sh"
+)]
 fn extracted_bytes_match_cuobjdump() {
-    let Some(dir) = corpus() else { return };
+    let dir = corpus();
     let compared: usize = fatbin_files(dir).iter().map(|f| assert_extraction_matches(f)).sum();
     assert_eq!(compared, 72, "cubin and PTX files compared");
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_llvm19, has_cuda, has_clang_cuda)),
+    ignore = "needs LLVM 19, NVIDIA's CUDA tools and clang 19's CUDA root: run scripts/install-reference-llvm.sh and scripts/install-cuda-tools.sh"
+)]
 fn units_are_fat_binaries() {
-    let Some(dir) = corpus() else { return };
+    let dir = corpus();
     // clang's host link concatenates each object's fat binary; the new
     // driver's link step makes one; nvcc -dlink adds one to rdc objects'.
     for (file, units) in [
@@ -103,8 +112,12 @@ fn units_are_fat_binaries() {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_llvm19, has_cuda, has_clang_cuda)),
+    ignore = "needs LLVM 19, NVIDIA's CUDA tools and clang 19's CUDA root: run scripts/install-reference-llvm.sh and scripts/install-cuda-tools.sh"
+)]
 fn sm_70_comes_from_the_old_driver_only() {
-    let Some(dir) = corpus() else { return };
+    let dir = corpus();
     let arches = |file: &str| -> Vec<String> {
         list(&dir.join(file)).iter().map(|r| format!("{}-{}", s(r, "image_kind"), s(r, "target_id"))).collect()
     };
@@ -116,8 +129,12 @@ fn sm_70_comes_from_the_old_driver_only() {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_llvm19, has_cuda, has_clang_cuda)),
+    ignore = "needs LLVM 19, NVIDIA's CUDA tools and clang 19's CUDA root: run scripts/install-reference-llvm.sh and scripts/install-cuda-tools.sh"
+)]
 fn select_sees_every_clang_registration() {
-    let Some(dir) = corpus() else { return };
+    let dir = corpus();
     // clang registers each fat binary through a record in .nvFatBinSegment
     // (old driver: __cuda_fatbin_wrapper; new driver's link step:
     // .fatbin_wrapper); nvcc -dlink adds its own for rdc_exe. None may read
@@ -134,8 +151,12 @@ fn select_sees_every_clang_registration() {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_llvm19, has_cuda, has_clang_cuda)),
+    ignore = "needs LLVM 19, NVIDIA's CUDA tools and clang 19's CUDA root: run scripts/install-reference-llvm.sh and scripts/install-cuda-tools.sh"
+)]
 fn new_driver_rdc_objects_hold_offload_binaries_cuobjdump_cannot_see() {
-    let Some(dir) = corpus() else { return };
+    let dir = corpus();
     for name in ["nd_rdc_kern.o", "nd_rdc_main.o"] {
         let file = dir.join(name);
         assert!(cuobjdump_entries(&file).is_empty(), "{name}: cuobjdump now sees a fat binary");
@@ -159,8 +180,12 @@ fn new_driver_rdc_objects_hold_offload_binaries_cuobjdump_cannot_see() {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_llvm19, has_cuda, has_clang_cuda)),
+    ignore = "needs LLVM 19, NVIDIA's CUDA tools and clang 19's CUDA root: run scripts/install-reference-llvm.sh and scripts/install-cuda-tools.sh"
+)]
 fn verify_passes_on_every_corpus_file() {
-    let Some(dir) = corpus() else { return };
+    let dir = corpus();
     for file in corpus_files(dir) {
         assert_verifies(&file);
     }

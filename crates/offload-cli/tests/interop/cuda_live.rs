@@ -2,44 +2,42 @@
 //! 13.5 (`fixtures/cuda/make-corpus.sh`): the entries listed (kind, arch,
 //! compression, order), the bytes of every extracted cubin and PTX file,
 //! and the grouping into units. The tools come from PyPI wheels
-//! (`scripts/install-cuda-tools.sh`); without them the tests skip with a
-//! message, unless `OFFLOAD_REQUIRE_CUDA=1` (CI), where they fail.
+//! (`scripts/install-cuda-tools.sh`); without them the tests are ignored,
+//! unless `OFFLOAD_REQUIRE_CUDA=1` (CI), where the build fails.
 
 use crate::common;
 use crate::cuda_support;
 use crate::inspect_support;
 
 use cuda_support::{
-    assert_extraction_matches, assert_listing_matches, assert_units, assert_verifies, corpus_files, cuda_bin,
-    tools_present,
+    assert_extraction_matches, assert_listing_matches, assert_tools, assert_units, assert_verifies, corpus_files,
+    cuda_bin,
 };
 use inspect_support::{json, n, offload, s};
 use std::path::Path;
 use std::process::Command;
 use std::sync::OnceLock;
 
-/// The corpus folder, built once per test run; `None` (skip) without nvcc.
-fn corpus() -> Option<&'static Path> {
-    static CORPUS: OnceLock<Option<tempfile::TempDir>> = OnceLock::new();
+/// The corpus folder, built once per test run.
+fn corpus() -> &'static Path {
+    static CORPUS: OnceLock<tempfile::TempDir> = OnceLock::new();
     CORPUS
         .get_or_init(|| {
             let bin = cuda_bin();
-            if !tools_present("CUDA live tests", &[bin.join("nvcc"), bin.join("cuobjdump")]) {
-                return None;
-            }
+            assert_tools("CUDA live tests", &[bin.join("nvcc"), bin.join("cuobjdump")]);
             let dir = tempfile::tempdir().unwrap();
             let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cuda/make-corpus.sh");
             let out = common::run(Command::new("bash").arg(script).arg(dir.path()).env("OFFLOAD_CUDA_BIN", &bin));
             assert!(out.status.success(), "corpus build failed: {}", String::from_utf8_lossy(&out.stderr));
-            Some(dir)
+            dir
         })
-        .as_ref()
-        .map(|d| d.path())
+        .path()
 }
 
 #[test]
+#[cfg_attr(not(has_cuda), ignore = "needs NVIDIA's CUDA tools: run scripts/install-cuda-tools.sh")]
 fn listing_matches_cuobjdump() {
-    let Some(dir) = corpus() else { return };
+    let dir = corpus();
     let mut compared = 0;
     for file in corpus_files(dir) {
         if file.extension().is_some_and(|e| e == "cubin") {
@@ -51,8 +49,9 @@ fn listing_matches_cuobjdump() {
 }
 
 #[test]
+#[cfg_attr(not(has_cuda), ignore = "needs NVIDIA's CUDA tools: run scripts/install-cuda-tools.sh")]
 fn extracted_bytes_match_cuobjdump() {
-    let Some(dir) = corpus() else { return };
+    let dir = corpus();
     let mut compared = 0;
     for file in corpus_files(dir) {
         compared += assert_extraction_matches(&file);
@@ -61,8 +60,9 @@ fn extracted_bytes_match_cuobjdump() {
 }
 
 #[test]
+#[cfg_attr(not(has_cuda), ignore = "needs NVIDIA's CUDA tools: run scripts/install-cuda-tools.sh")]
 fn units_are_fat_binaries() {
-    let Some(dir) = corpus() else { return };
+    let dir = corpus();
     // (file, locations of the units in order): nvcc 13 links one
     // device-linked fat binary plus every object's own.
     for (file, units) in [
@@ -81,16 +81,18 @@ fn units_are_fat_binaries() {
 }
 
 #[test]
+#[cfg_attr(not(has_cuda), ignore = "needs NVIDIA's CUDA tools: run scripts/install-cuda-tools.sh")]
 fn verify_passes_on_every_corpus_file() {
-    let Some(dir) = corpus() else { return };
+    let dir = corpus();
     for file in corpus_files(dir) {
         assert_verifies(&file);
     }
 }
 
 #[test]
+#[cfg_attr(not(has_cuda), ignore = "needs NVIDIA's CUDA tools: run scripts/install-cuda-tools.sh")]
 fn fat_binaries_no_record_registers_are_not_loaded() {
-    let Some(dir) = corpus() else { return };
+    let dir = corpus();
     // libtwo.so: three fat binaries, three records. Point the first record
     // at the second fat binary: the first is then registered by nobody.
     let mut data = std::fs::read(dir.join("libtwo.so")).unwrap();
@@ -116,8 +118,9 @@ fn fat_binaries_no_record_registers_are_not_loaded() {
 }
 
 #[test]
+#[cfg_attr(not(has_cuda), ignore = "needs NVIDIA's CUDA tools: run scripts/install-cuda-tools.sh")]
 fn select_matches_the_spec_examples() {
-    let Some(dir) = corpus() else { return };
+    let dir = corpus();
     let chosen = |file: &str, gpu: &str| -> (i32, Vec<(u64, String)>) {
         let out = offload(&["select", "--json", "--gpu", gpu, dir.join(file).to_str().unwrap()]);
         let picked = json(&out)

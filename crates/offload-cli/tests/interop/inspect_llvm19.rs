@@ -3,7 +3,6 @@
 //! LLVM's own tools extract: every listed code object's bytes at `offset`
 //! (or, when compressed, what `extract` writes) equal LLVM's output.
 
-use crate::common;
 use crate::inspect_support;
 
 use inspect_support::*;
@@ -16,8 +15,9 @@ fn tmp() -> tempfile::TempDir {
 /// A `.so` compiled from real HIP code for two GPUs: one `.hip_fatbin`
 /// section aligned to 4096 with a host entry and two hipv4 entries.
 #[test]
+#[cfg_attr(not(has_llvm19), ignore = "needs LLVM 19: run scripts/install-reference-llvm.sh")]
 fn hip_shared_library() {
-    let Some(llvm) = Llvm::get() else { return };
+    let llvm = Llvm::get();
     let d = tmp();
     let obj = llvm.hip_object(d.path(), "scale", &["gfx906", "gfx90a:xnack+"], &[]);
     let so = d.path().join("libscale.so");
@@ -62,8 +62,9 @@ fn hip_shared_library() {
 /// A code object bundled under another GPU's ID (the kind of mistake behind
 /// "No compatible code objects found" reports) is caught by verify.
 #[test]
+#[cfg_attr(not(has_llvm19), ignore = "needs LLVM 19: run scripts/install-reference-llvm.sh")]
 fn verify_catches_mislabeled_code_objects() {
-    let Some(llvm) = Llvm::get() else { return };
+    let llvm = Llvm::get();
     let d = tmp();
     let co = llvm.code_object(d.path(), "gfx906", "");
     let b = d.path().join("wrong.hipfb");
@@ -98,8 +99,9 @@ fn verify_catches_mislabeled_code_objects() {
 /// one library: two compressed bundles back to back in `.hip_fatbin`, as
 /// ROCm libraries have them.
 #[test]
+#[cfg_attr(not(has_llvm19), ignore = "needs LLVM 19: run scripts/install-reference-llvm.sh")]
 fn compressed_bundles_back_to_back() {
-    let Some(llvm) = Llvm::get() else { return };
+    let llvm = Llvm::get();
     let d = tmp();
     let a = llvm.hip_object(d.path(), "first", &["gfx906", "gfx1030"], &["--offload-compress"]);
     let b = llvm.hip_object(d.path(), "second", &["gfx90a:xnack-", "gfx90a:xnack+"], &["--offload-compress"]);
@@ -169,8 +171,9 @@ fn incbin_library(llvm: &Llvm, d: &Path) -> std::path::PathBuf {
 }
 
 #[test]
+#[cfg_attr(not(has_llvm19), ignore = "needs LLVM 19: run scripts/install-reference-llvm.sh")]
 fn llvm_bundles_in_a_library() {
-    let Some(llvm) = Llvm::get() else { return };
+    let llvm = Llvm::get();
     let d = tmp();
     let so = incbin_library(&llvm, d.path());
     let records = list_json(&so);
@@ -184,8 +187,9 @@ fn llvm_bundles_in_a_library() {
 /// Packager output embedded with `-fembed-offload-object` (ELF and COFF),
 /// and a HIP object from the new offload driver: `.llvm.offloading`.
 #[test]
+#[cfg_attr(not(has_llvm19), ignore = "needs LLVM 19: run scripts/install-reference-llvm.sh")]
 fn offload_binaries_in_objects() {
-    let Some(llvm) = Llvm::get() else { return };
+    let llvm = Llvm::get();
     let d = tmp();
     let p = d.path();
     let co = llvm.code_object(p, "gfx90a", "+xnack");
@@ -255,8 +259,9 @@ fn offload_binaries_in_objects() {
 /// `-type=o` bundle (`__CLANG_OFFLOAD_BUNDLE__` sections); every record of
 /// a member is at the member's record position plus the member's offset.
 #[test]
+#[cfg_attr(not(has_llvm19), ignore = "needs LLVM 19: run scripts/install-reference-llvm.sh")]
 fn archive_of_fat_objects() {
-    let Some(llvm) = Llvm::get() else { return };
+    let llvm = Llvm::get();
     let d = tmp();
     let p = d.path();
     let hip = llvm.hip_object(p, "member", &["gfx906", "gfx90a:xnack+"], &["--offload-compress"]);
@@ -329,8 +334,9 @@ fn archive_of_fat_objects() {
 /// `.hip_fatbin` in COFF (`.section .hip_fatbin,"dr"`) and Mach-O
 /// (`__HIP,__hip_fatbin`) objects.
 #[test]
+#[cfg_attr(not(has_llvm19), ignore = "needs LLVM 19: run scripts/install-reference-llvm.sh")]
 fn coff_and_macho_objects() {
-    let Some(llvm) = Llvm::get() else { return };
+    let llvm = Llvm::get();
     let d = tmp();
     let p = d.path();
     let co = llvm.code_object(p, "gfx906", "");
@@ -369,8 +375,9 @@ fn coff_and_macho_objects() {
 /// Raw files: a text bundle, concatenated compressed bundles, a packager
 /// file, the samples shipped in the repository.
 #[test]
+#[cfg_attr(not(has_llvm19), ignore = "needs LLVM 19: run scripts/install-reference-llvm.sh")]
 fn raw_files() {
-    let Some(llvm) = Llvm::get() else { return };
+    let llvm = Llvm::get();
     let d = tmp();
     let p = d.path();
     let (h, dv) = (p.join("h.i"), p.join("d.i"));

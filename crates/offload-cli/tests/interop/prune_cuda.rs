@@ -6,13 +6,12 @@
 //! extracts from the input; pruned objects must still link. NVIDIA's own
 //! `nvprune` is not on PyPI, so there is no comparison with it here.
 //! The tools come from `scripts/install-cuda-tools.sh`; without them the
-//! tests skip with a message, unless `OFFLOAD_REQUIRE_CUDA=1` (CI).
+//! tests are ignored, unless `OFFLOAD_REQUIRE_CUDA=1` (CI).
 
 use crate::common;
 use crate::cuda_support;
-use crate::inspect_support;
 
-use cuda_support::{cuda_bin, tools_present};
+use cuda_support::{assert_tools, cuda_bin};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -20,15 +19,13 @@ use std::sync::OnceLock;
 const MULTI: &str = "-gencode arch=compute_75,code=sm_75 -gencode arch=compute_80,code=sm_80 \
                      -gencode arch=compute_90,code=[sm_90,compute_90]";
 
-/// The corpus, built once per run; `None` (skip) without nvcc.
-fn corpus() -> Option<&'static Path> {
-    static CORPUS: OnceLock<Option<tempfile::TempDir>> = OnceLock::new();
+/// The corpus, built once per run.
+fn corpus() -> &'static Path {
+    static CORPUS: OnceLock<tempfile::TempDir> = OnceLock::new();
     CORPUS
         .get_or_init(|| {
             let bin = cuda_bin();
-            if !tools_present("CUDA prune tests", &[bin.join("nvcc"), bin.join("cuobjdump")]) {
-                return None;
-            }
+            assert_tools("CUDA prune tests", &[bin.join("nvcc"), bin.join("cuobjdump")]);
             let dir = tempfile::tempdir().unwrap();
             let script = format!(
                 r#"set -euo pipefail
@@ -59,10 +56,9 @@ ar rcs libk.a obj.o rdc.o
             );
             let out = common::run(Command::new("bash").arg("-c").arg(script).current_dir(dir.path()));
             assert!(out.status.success(), "corpus build failed: {}", String::from_utf8_lossy(&out.stderr));
-            Some(dir)
+            dir
         })
-        .as_ref()
-        .map(|d| d.path())
+        .path()
 }
 
 fn offload(args: &[&str]) -> Output {
@@ -83,8 +79,9 @@ fn prune(args: &[&str], input: &Path, out: &Path) {
 }
 
 #[test]
+#[cfg_attr(not(has_cuda), ignore = "needs NVIDIA's CUDA tools: run scripts/install-cuda-tools.sh")]
 fn cuobjdump_sees_exactly_the_kept_entries_byte_identical() {
-    let Some(dir) = corpus() else { return };
+    let dir = corpus();
     let out_dir = tempfile::tempdir().unwrap();
     for name in ["obj.o", "rdc.o", "libk.so", "exe", "libk.a", "k.fatbin"] {
         let input = dir.join(name);
@@ -110,8 +107,9 @@ fn cuobjdump_sees_exactly_the_kept_entries_byte_identical() {
 }
 
 #[test]
+#[cfg_attr(not(has_cuda), ignore = "needs NVIDIA's CUDA tools: run scripts/install-cuda-tools.sh")]
 fn keep_gpu_keeps_what_the_driver_loads() {
-    let Some(dir) = corpus() else { return };
+    let dir = corpus();
     let out_dir = tempfile::tempdir().unwrap();
     let out = out_dir.path().join("obj.o");
     // sm_86 has no cubin of its own: the driver loads the sm_80 one.
@@ -132,8 +130,9 @@ fn nvcc(args: &[&str], dir: &Path) -> Output {
 }
 
 #[test]
+#[cfg_attr(not(has_cuda), ignore = "needs NVIDIA's CUDA tools: run scripts/install-cuda-tools.sh")]
 fn pruned_objects_still_link() {
-    let Some(dir) = corpus() else { return };
+    let dir = corpus();
     let work = tempfile::tempdir().unwrap();
     let w = |n: &str| -> PathBuf { work.path().join(n) };
     for name in ["obj.o", "main.o", "rdc.o", "main_rdc.o"] {

@@ -7,14 +7,13 @@
 //! libcudart that follows each registered wrapper's pointer, checks the fat
 //! binary header there and prints its entries (no GPU needed): the trace
 //! must be the input's minus the dropped entries, also after `llvm-strip-19`.
-//! Skipped without the CUDA tools unless `OFFLOAD_REQUIRE_CUDA=1`, and
+//! Ignored without the CUDA tools unless `OFFLOAD_REQUIRE_CUDA=1`, and
 //! without LLVM 19 unless `OFFLOAD_REQUIRE_LLVM=1`.
 
 use crate::common;
 use crate::cuda_support;
-use crate::inspect_support;
 
-use cuda_support::{cuda_bin, cuobjdump_extract, cuobjdump_names, tools_present};
+use cuda_support::{assert_tools, cuda_bin, cuobjdump_extract, cuobjdump_names};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -86,15 +85,14 @@ fn kept_lines(trace: &str) -> Vec<&str> {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_llvm19, has_cuda)),
+    ignore = "needs LLVM 19 and NVIDIA's CUDA tools: run scripts/install-reference-llvm.sh and scripts/install-cuda-tools.sh"
+)]
 fn cut_cuda_programs_register_only_the_kept_cubins() {
     let bin = cuda_bin();
-    if !tools_present("CUDA cut tests", &[bin.join("nvcc"), bin.join("cuobjdump")]) {
-        return;
-    }
-    let (Some(readelf), Some(strip)) = (common::llvm_tool(19, "llvm-readelf"), common::llvm_tool(19, "llvm-strip"))
-    else {
-        return;
-    };
+    assert_tools("CUDA cut tests", &[bin.join("nvcc"), bin.join("cuobjdump")]);
+    let (readelf, strip) = (common::llvm_tool(19, "llvm-readelf"), common::llvm_tool(19, "llvm-strip"));
     let dir = tempfile::tempdir().unwrap();
     build(dir.path());
     let cut_dir = dir.path().join("cut");

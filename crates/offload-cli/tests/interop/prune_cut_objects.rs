@@ -6,12 +6,11 @@
 //! output, `cuobjdump` lists exactly the kept CUDA entries (byte for byte)
 //! and nvcc still links a cut CUDA object, and a cut archive has the same
 //! members (`llvm-ar-19 t`) and a symbol table `llvm-nm-19` reads, each
-//! member what cutting it alone gives. Missing tools skip with a message,
-//! or fail under `OFFLOAD_REQUIRE_LLVM=1` / `OFFLOAD_REQUIRE_CUDA=1`.
+//! member what cutting it alone gives. Missing tools make the tests ignored,
+//! or fail the build under `OFFLOAD_REQUIRE_LLVM=1` / `OFFLOAD_REQUIRE_CUDA=1`.
 
 use crate::common;
 use crate::cuda_support;
-use crate::inspect_support;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -73,7 +72,7 @@ fn a_cut_hip_object_is_smaller_by_the_dropped_bytes_and_reads_cleanly() {
         assert!(!text.contains("gfx906") && !text.contains("xnack+") && text.contains("gfx90a"), "{name}: {text}");
         let verify = offload(&["verify", p(&out)]);
         assert!(verify.status.success(), "{name}: {}", String::from_utf8_lossy(&verify.stdout));
-        if let Some(readelf) = common::llvm_tool(19, "llvm-readelf") {
+        if let Some(readelf) = common::llvm_tool_if_found(19, "llvm-readelf") {
             readelf_is_clean(&readelf, &out);
         }
     }
@@ -109,7 +108,7 @@ fn what_cut_mode_cannot_rewrite_is_refused_and_leaves_the_output_alone() {
     assert!(o.status.success(), "zero mode prunes it: {}", String::from_utf8_lossy(&o.stderr));
 }
 
-/// clang-19, ld.lld and the stub runtime, or `None` (skip).
+/// clang-19, ld.lld and the stub runtime.
 struct Hip {
     clang: PathBuf,
     lld: PathBuf,
@@ -118,22 +117,18 @@ struct Hip {
 }
 
 impl Hip {
-    fn get() -> Option<Hip> {
-        let clang = common::llvm_tool(19, "clang")?;
-        let lld = common::llvm_tool(19, "ld.lld")?;
+    fn get() -> Hip {
+        let clang = common::llvm_tool(19, "clang");
+        let lld = common::llvm_tool(19, "ld.lld");
         let zstd = Path::new("/usr/lib/x86_64-linux-gnu/libzstd.so.1");
-        if !zstd.exists() {
-            assert!(!common::llvm_required(), "OFFLOAD_REQUIRE_LLVM=1 but {} is missing", zstd.display());
-            eprintln!("skipping: {} not installed", zstd.display());
-            return None;
-        }
+        assert!(zstd.exists(), "needs {}; run scripts/install-reference-llvm.sh", zstd.display());
         let support = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/prune_support");
         let dir = tempfile::tempdir().unwrap();
         let stub = dir.path().join("libamdhip64.so");
         check(
             Command::new(&clang).args(["-shared", "-fPIC", "-o", p(&stub)]).arg(support.join("hip_stub.c")).arg(zstd),
         );
-        Some(Hip { clang, lld, dir, support })
+        Hip { clang, lld, dir, support }
     }
 
     /// Compiles a HIP source to an object. `--rocm-path` points nowhere:
@@ -173,8 +168,9 @@ impl Hip {
 }
 
 #[test]
+#[cfg_attr(not(has_llvm19), ignore = "needs LLVM 19: run scripts/install-reference-llvm.sh")]
 fn cut_hip_objects_link_and_register_what_zero_mode_registers() {
-    let Some(hip) = Hip::get() else { return };
+    let hip = Hip::get();
     let tu1 = hip.compile("tu1", &[]);
     let tu2 = hip.compile("tu2", &["--offload-compress"]);
     let d = |n: &str| hip.dir.path().join(n);
@@ -199,8 +195,9 @@ fn cut_hip_objects_link_and_register_what_zero_mode_registers() {
 }
 
 #[test]
+#[cfg_attr(not(has_llvm19), ignore = "needs LLVM 19: run scripts/install-reference-llvm.sh")]
 fn a_cut_gpu_rdc_device_link_object_links_and_registers_what_zero_mode_registers() {
-    let Some(hip) = Hip::get() else { return };
+    let hip = Hip::get();
     let tu1 = hip.compile("tu1", &["-fgpu-rdc"]);
     let tu2 = hip.compile("tu2", &["-fgpu-rdc"]);
     let d = |n: &str| hip.dir.path().join(n);
@@ -249,8 +246,9 @@ fn a_cut_gpu_rdc_device_link_object_links_and_registers_what_zero_mode_registers
 /// The archive tests' inputs: a GNU and a BSD archive of two HIP objects
 /// and a text member, made by llvm-ar-19.
 #[test]
+#[cfg_attr(not(has_llvm19), ignore = "needs LLVM 19: run scripts/install-reference-llvm.sh")]
 fn cut_archives_keep_their_members_and_symbol_tables() {
-    let (Some(ar), Some(nm)) = (common::llvm_tool(19, "llvm-ar"), common::llvm_tool(19, "llvm-nm")) else { return };
+    let (ar, nm) = (common::llvm_tool(19, "llvm-ar"), common::llvm_tool(19, "llvm-nm"));
     let dir = tempfile::tempdir().unwrap();
     let d = |n: &str| dir.path().join(n);
     std::fs::write(d("notes.txt"), b"odd-sized text\n").unwrap();
@@ -304,16 +302,18 @@ fn cut_archives_keep_their_members_and_symbol_tables() {
     }
 }
 
-/// nvcc and cuobjdump, or `None` (skip).
-fn cuda_tools() -> Option<(PathBuf, PathBuf)> {
+/// nvcc and cuobjdump.
+fn cuda_tools() -> (PathBuf, PathBuf) {
     let bin = cuda_support::cuda_bin();
     let tools = [bin.join("nvcc"), bin.join("cuobjdump")];
-    cuda_support::tools_present("CUDA cut-mode tests", &tools).then(|| (tools[0].clone(), tools[1].clone()))
+    cuda_support::assert_tools("CUDA cut-mode tests", &tools);
+    (tools[0].clone(), tools[1].clone())
 }
 
 #[test]
+#[cfg_attr(not(has_cuda), ignore = "needs NVIDIA's CUDA tools: run scripts/install-cuda-tools.sh")]
 fn cut_cuda_objects_and_archives_hold_exactly_the_kept_entries_and_link() {
-    let Some((nvcc, _)) = cuda_tools() else { return };
+    let (nvcc, _) = cuda_tools();
     let dir = tempfile::tempdir().unwrap();
     let d = |n: &str| dir.path().join(n);
     let script = r#"set -euo pipefail

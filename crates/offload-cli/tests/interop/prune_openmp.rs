@@ -10,7 +10,7 @@
 //!
 //! Needs clang 19, ld.lld 19, GNU ld and LLVM 19's OpenMP runtime
 //! (/opt/omp19/lib as `scripts/install-reference-llvm.sh` installs it, or
-//! OFFLOAD_OMP19_LIB). Skipped when missing unless OFFLOAD_REQUIRE_LLVM=1.
+//! OFFLOAD_OMP19_LIB). Ignored when missing unless OFFLOAD_REQUIRE_LLVM=1.
 
 use crate::common;
 
@@ -141,12 +141,13 @@ fn listed(file: &Path) -> Vec<(String, String)> {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_llvm19, has_omp19)),
+    ignore = "needs LLVM 19 and LLVM 19's OpenMP runtime: run scripts/install-reference-llvm.sh"
+)]
 fn pruned_openmp_programs_run_on_the_host_plugin_until_its_image_is_dropped() {
-    let (Some(clang), Some(_lld), Some(omp)) =
-        (common::llvm_tool(19, "clang"), common::llvm_tool(19, "ld.lld"), common::omp19_runtime(true))
-    else {
-        return;
-    };
+    let (clang, _lld, omp) =
+        (common::llvm_tool(19, "clang"), common::llvm_tool(19, "ld.lld"), common::omp19_runtime(true));
     let work = tempfile::tempdir().unwrap();
     for v in build(&clang, &omp, work.path()) {
         let name = v.name;
@@ -166,14 +167,15 @@ fn pruned_openmp_programs_run_on_the_host_plugin_until_its_image_is_dropped() {
         assert_eq!(listed(&host), [("x86_64-pc-linux-gnu".to_string(), String::new())], "{name}");
         // llvm-objdump reads the zero-mode output: the dropped image left
         // the section's extent.
-        if let Some(objdump) = common::llvm_tool(19, "llvm-objdump") {
+        {
+            let objdump = common::llvm_tool(19, "llvm-objdump");
             let want = [("x86_64-pc-linux-gnu".to_string(), String::new())];
             assert_eq!(objdump_offloading(&objdump, &host), want, "{name}");
         }
         let verify = offload(&["verify"], &host);
         assert!(verify.status.success(), "{name}: {}", String::from_utf8_lossy(&verify.stdout));
-        let readelf = common::llvm_tool(19, "llvm-readelf").map(|r| check(Command::new(r).arg("-lS").arg(&host)));
-        if let Some(r) = readelf {
+        {
+            let r = check(Command::new(common::llvm_tool(19, "llvm-readelf")).arg("-lS").arg(&host));
             assert!(!String::from_utf8_lossy(&r.stderr).contains("warning"), "{name}");
         }
 
@@ -182,7 +184,8 @@ fn pruned_openmp_programs_run_on_the_host_plugin_until_its_image_is_dropped() {
         let r = offload(&["prune", "--drop", "x86_64-pc-linux-gnu", "-o", amd.to_str().unwrap()], &v.target);
         assert!(r.status.success(), "{name}: {}", String::from_utf8_lossy(&r.stderr));
         assert_eq!(listed(&amd), [("amdgcn-amd-amdhsa".to_string(), "gfx90a".to_string())], "{name}");
-        if let Some(objdump) = common::llvm_tool(19, "llvm-objdump") {
+        {
+            let objdump = common::llvm_tool(19, "llvm-objdump");
             let want = [("amdgcn-amd-amdhsa".to_string(), "gfx90a".to_string())];
             assert_eq!(objdump_offloading(&objdump, &amd), want, "{name}");
         }
@@ -306,14 +309,15 @@ fn objdump_offloading(objdump: &Path, file: &Path) -> Vec<(String, String)> {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_llvm19, has_omp19)),
+    ignore = "needs LLVM 19 and LLVM 19's OpenMP runtime: run scripts/install-reference-llvm.sh"
+)]
 fn cut_openmp_programs_run_on_the_host_plugin_until_its_image_is_dropped() {
-    let (Some(clang), Some(_lld), Some(omp)) =
-        (common::llvm_tool(19, "clang"), common::llvm_tool(19, "ld.lld"), common::omp19_runtime(true))
-    else {
-        return;
-    };
+    let (clang, _lld, omp) =
+        (common::llvm_tool(19, "clang"), common::llvm_tool(19, "ld.lld"), common::omp19_runtime(true));
     let tools = ["llvm-objdump", "llvm-readelf", "llvm-strip"].map(|t| common::llvm_tool(19, t));
-    let [Some(objdump), Some(readelf), Some(strip)] = tools else { return };
+    let [objdump, readelf, strip] = tools;
     let work = tempfile::tempdir().unwrap();
     let source = big_amdgcn_source(work.path());
     for v in build_from(&clang, &omp, work.path(), &source) {

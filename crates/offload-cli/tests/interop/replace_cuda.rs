@@ -13,14 +13,13 @@
 //! `cuda_support/cudart_stub.c`, register the new cubin (also after
 //! `llvm-strip-19`; `llvm-readelf-19` has no warnings). In a static archive the
 //! member is named (`--member`) when several hold the entry. The tools come from
-//! `scripts/install-cuda-tools.sh`; without them the tests skip with a
-//! message, unless `OFFLOAD_REQUIRE_CUDA=1` (CI).
+//! `scripts/install-cuda-tools.sh`; without them the tests are ignored,
+//! unless `OFFLOAD_REQUIRE_CUDA=1` (CI), where the build fails.
 
 use crate::common;
 use crate::cuda_support;
-use crate::inspect_support;
 
-use cuda_support::{cuda_bin, tools_present};
+use cuda_support::{assert_tools, cuda_bin};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -28,15 +27,13 @@ use std::sync::OnceLock;
 const MULTI: &str = "-gencode arch=compute_75,code=sm_75 -gencode arch=compute_80,code=sm_80 \
                      -gencode arch=compute_90,code=[sm_90,compute_90]";
 
-/// The corpus, built once per run; `None` (skip) without nvcc.
-fn corpus() -> Option<&'static Path> {
-    static CORPUS: OnceLock<Option<tempfile::TempDir>> = OnceLock::new();
+/// The corpus, built once per run.
+fn corpus() -> &'static Path {
+    static CORPUS: OnceLock<tempfile::TempDir> = OnceLock::new();
     CORPUS
         .get_or_init(|| {
             let bin = cuda_bin();
-            if !tools_present("CUDA replace tests", &[bin.join("nvcc"), bin.join("cuobjdump")]) {
-                return None;
-            }
+            assert_tools("CUDA replace tests", &[bin.join("nvcc"), bin.join("cuobjdump")]);
             let dir = tempfile::tempdir().unwrap();
             let script = format!(
                 r#"set -euo pipefail
@@ -84,10 +81,9 @@ ar rcs libk.a main.o obj.o
             );
             let out = common::run(Command::new("bash").arg("-c").arg(script).current_dir(dir.path()));
             assert!(out.status.success(), "corpus build failed: {}", String::from_utf8_lossy(&out.stderr));
-            Some(dir)
+            dir
         })
-        .as_ref()
-        .map(|d| d.path())
+        .path()
 }
 
 fn offload(args: &[&str]) -> Output {
@@ -126,8 +122,9 @@ fn assert_only_replaced(input: &Path, out: &Path, kind: &str, arch: &str, new: &
 }
 
 #[test]
+#[cfg_attr(not(has_cuda), ignore = "needs NVIDIA's CUDA tools: run scripts/install-cuda-tools.sh")]
 fn cuobjdump_extracts_the_new_cubin_and_every_other_entry_unchanged() {
-    let Some(dir) = corpus() else { return };
+    let dir = corpus();
     let out_dir = tempfile::tempdir().unwrap();
     let new = std::fs::read(dir.join("new80.cubin")).unwrap();
     // In the library and the executable the fat binary of kern.cu comes
@@ -149,8 +146,9 @@ fn cuobjdump_extracts_the_new_cubin_and_every_other_entry_unchanged() {
 }
 
 #[test]
+#[cfg_attr(not(has_cuda), ignore = "needs NVIDIA's CUDA tools: run scripts/install-cuda-tools.sh")]
 fn ptx_is_replaced_by_recompiled_ptx() {
-    let Some(dir) = corpus() else { return };
+    let dir = corpus();
     let out_dir = tempfile::tempdir().unwrap();
     let (input, out) = (dir.join("k.fatbin"), out_dir.path().join("k.fatbin"));
     let o = replace(&input, "compute_90", None, &dir.join("new90.ptx"), &out);
@@ -160,8 +158,9 @@ fn ptx_is_replaced_by_recompiled_ptx() {
 }
 
 #[test]
+#[cfg_attr(not(has_cuda), ignore = "needs NVIDIA's CUDA tools: run scripts/install-cuda-tools.sh")]
 fn the_replaced_object_still_links_and_the_executable_holds_the_new_cubin() {
-    let Some(dir) = corpus() else { return };
+    let dir = corpus();
     let work = tempfile::tempdir().unwrap();
     let out = work.path().join("obj.o");
     let o = replace(&dir.join("obj.o"), "sm_80", None, &dir.join("new80.cubin"), &out);
@@ -176,8 +175,9 @@ fn the_replaced_object_still_links_and_the_executable_holds_the_new_cubin() {
 }
 
 #[test]
+#[cfg_attr(not(has_cuda), ignore = "needs NVIDIA's CUDA tools: run scripts/install-cuda-tools.sh")]
 fn wrong_sm_missing_kernels_and_non_cubins_are_refused_and_nothing_is_written() {
-    let Some(dir) = corpus() else { return };
+    let dir = corpus();
     let out_dir = tempfile::tempdir().unwrap();
     let out: PathBuf = out_dir.path().join("obj.o");
     std::fs::write(&out, b"keep me").unwrap();
@@ -199,8 +199,9 @@ fn wrong_sm_missing_kernels_and_non_cubins_are_refused_and_nothing_is_written() 
 }
 
 #[test]
+#[cfg_attr(not(has_cuda), ignore = "needs NVIDIA's CUDA tools: run scripts/install-cuda-tools.sh")]
 fn in_an_archive_the_member_is_named_and_the_archive_still_links() {
-    let Some(dir) = corpus() else { return };
+    let dir = corpus();
     let work = tempfile::tempdir().unwrap();
     let (input, out) = (dir.join("libk.a"), work.path().join("libk.a"));
     let with = dir.join("new80.cubin");
@@ -225,8 +226,9 @@ fn in_an_archive_the_member_is_named_and_the_archive_still_links() {
 }
 
 #[test]
+#[cfg_attr(not(has_cuda), ignore = "needs NVIDIA's CUDA tools: run scripts/install-cuda-tools.sh")]
 fn a_larger_cubin_moves_the_objects_section_and_the_object_still_links() {
-    let Some(dir) = corpus() else { return };
+    let dir = corpus();
     let work = tempfile::tempdir().unwrap();
     let (input, out, with) = (dir.join("obj.o"), work.path().join("obj.o"), dir.join("big80.cubin"));
     let o = replace(&input, "sm_80", None, &with, &out);
@@ -305,15 +307,14 @@ fn changed_lines<'a>(before: &'a str, after: &'a str) -> Vec<(&'a str, &'a str)>
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_llvm19, has_cuda)),
+    ignore = "needs LLVM 19 and NVIDIA's CUDA tools: run scripts/install-reference-llvm.sh and scripts/install-cuda-tools.sh"
+)]
 fn a_larger_cubin_moves_nv_fatbin_of_linked_files_to_a_new_segment_and_they_still_register_it() {
     let bin = cuda_bin();
-    if !tools_present("CUDA replace tests", &[bin.join("nvcc"), bin.join("cuobjdump")]) {
-        return;
-    }
-    let (Some(readelf), Some(strip)) = (common::llvm_tool(19, "llvm-readelf"), common::llvm_tool(19, "llvm-strip"))
-    else {
-        return;
-    };
+    assert_tools("CUDA replace tests", &[bin.join("nvcc"), bin.join("cuobjdump")]);
+    let (readelf, strip) = (common::llvm_tool(19, "llvm-readelf"), common::llvm_tool(19, "llvm-strip"));
     let dir = tempfile::tempdir().unwrap();
     build_runnable(dir.path());
     let new_dir = dir.path().join("new");

@@ -20,7 +20,6 @@
 //! without padding the file (address no longer equal to offset, which only
 //! executables need).
 
-use crate::common;
 use crate::prune_support;
 
 use prune_support::{Compiler, Layout, Programs, Recipe, check, comparable, fnv, list_index, offload, p};
@@ -99,8 +98,9 @@ fn new_object(t: &Programs, recipe: Recipe, dir: &Path, old: &Path, big: bool) -
 }
 
 #[test]
+#[cfg_attr(not(has_llvm19), ignore = "needs LLVM 19: run scripts/install-reference-llvm.sh")]
 fn replaced_code_objects_are_what_the_runtime_reads() {
-    let Some(mut t) = Programs::get() else { return };
+    let mut t = Programs::get();
     let so = Recipe::clang(Layout::Shared);
     let variants = [
         ("gnu-so-rela", so),
@@ -119,8 +119,12 @@ fn replaced_code_objects_are_what_the_runtime_reads() {
 
 /// The same checks on programs built by Debian's hipcc (see `prune_live.rs`).
 #[test]
+#[cfg_attr(
+    not(all(has_llvm19, has_hipcc)),
+    ignore = "needs LLVM 19 and hipcc: run scripts/install-reference-llvm.sh and scripts/install-test-deps.sh"
+)]
 fn hipcc_built_code_objects_are_replaced_as_the_runtime_reads_them() {
-    let Some(mut t) = Programs::with_hipcc() else { return };
+    let mut t = Programs::with_hipcc();
     let so = Recipe::hipcc(Layout::Shared);
     let pie = Recipe::hipcc(Layout::Pie);
     let variants = [

@@ -14,7 +14,7 @@
 //! has another name, are refused with exit 1, the output left alone.
 //!
 //! Needs clang 19, ld.lld 19, GNU ld and LLVM 19's OpenMP runtime
-//! (/opt/omp19/lib, or OFFLOAD_OMP19_LIB). Skipped when missing unless
+//! (/opt/omp19/lib, or OFFLOAD_OMP19_LIB). Ignored when missing unless
 //! OFFLOAD_REQUIRE_LLVM=1.
 
 use crate::common;
@@ -127,12 +127,13 @@ fn replace(input: &Path, entry: &str, with: &Path, out: &Path) -> Output {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_llvm19, has_omp19)),
+    ignore = "needs LLVM 19 and LLVM 19's OpenMP runtime: run scripts/install-reference-llvm.sh"
+)]
 fn a_rebuilt_x86_64_image_replaces_the_old_one_and_the_program_runs_it() {
-    let (Some(clang), Some(_lld), Some(omp)) =
-        (common::llvm_tool(19, "clang"), common::llvm_tool(19, "ld.lld"), common::omp19_runtime(true))
-    else {
-        return;
-    };
+    let (clang, _lld, omp) =
+        (common::llvm_tool(19, "clang"), common::llvm_tool(19, "ld.lld"), common::omp19_runtime(true));
     let objdump = common::llvm_tool(19, "llvm-objdump");
     let objcopy = common::llvm_tool(19, "llvm-objcopy");
     let work = tempfile::tempdir().unwrap();
@@ -166,16 +167,15 @@ fn a_rebuilt_x86_64_image_replaces_the_old_one_and_the_program_runs_it() {
         assert_eq!(run(&exe, &out_dir.join("lib"), &omp), "sum=1501500\n", "{target}");
         let v = common::run(Command::new(env!("CARGO_BIN_EXE_offload")).args(["verify", p(&output)]));
         assert!(v.status.success(), "{target}: {}", String::from_utf8_lossy(&v.stdout));
-        if let Some(objdump) = &objdump {
-            let d = check(Command::new(objdump).arg("--offloading").arg(&output));
+        {
+            let d = check(Command::new(&objdump).arg("--offloading").arg(&output));
             let text = String::from_utf8_lossy(&d.stdout);
             assert!(text.contains("x86_64-pc-linux-gnu") && text.contains("gfx90a"), "{target}: {text}");
         }
         // A smaller image (no .comment): ImageEnd moves, the runtime loads
         // exactly the new image's bytes and runs it.
-        let Some(objcopy) = &objcopy else { continue };
         let small = work.path().join(format!("small-{}.so", target.replace('/', "-")));
-        check(Command::new(objcopy).arg("--remove-section=.comment").arg(&with).arg(&small));
+        check(Command::new(&objcopy).arg("--remove-section=.comment").arg(&with).arg(&small));
         let o = replace(&input, "x86_64-pc-linux-gnu", &small, &output);
         assert!(o.status.success(), "{target}: {}", String::from_utf8_lossy(&o.stderr));
         let new_len = std::fs::metadata(&small).unwrap().len();
@@ -188,12 +188,13 @@ fn a_rebuilt_x86_64_image_replaces_the_old_one_and_the_program_runs_it() {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_llvm19, has_omp19)),
+    ignore = "needs LLVM 19 and LLVM 19's OpenMP runtime: run scripts/install-reference-llvm.sh"
+)]
 fn an_image_for_another_machine_or_without_the_kernel_is_refused() {
-    let (Some(clang), Some(_lld), Some(omp)) =
-        (common::llvm_tool(19, "clang"), common::llvm_tool(19, "ld.lld"), common::omp19_runtime(true))
-    else {
-        return;
-    };
+    let (clang, _lld, omp) =
+        (common::llvm_tool(19, "clang"), common::llvm_tool(19, "ld.lld"), common::omp19_runtime(true));
     let work = tempfile::tempdir().unwrap();
     let source = work.path().join("sum.c");
     std::fs::write(&source, SOURCE).unwrap();

@@ -20,14 +20,14 @@ struct Llvm {
     opt19: PathBuf,
 }
 
-fn llvm() -> Option<Llvm> {
-    Some(Llvm {
-        wrapper14: common::llvm_tool(14, "clang-offload-wrapper")?,
-        dis14: common::llvm_tool(14, "llvm-dis")?,
-        dis19: common::llvm_tool(19, "llvm-dis")?,
-        opt14: common::llvm_tool(14, "opt")?,
-        opt19: common::llvm_tool(19, "opt")?,
-    })
+fn llvm() -> Llvm {
+    Llvm {
+        wrapper14: common::llvm_tool(14, "clang-offload-wrapper"),
+        dis14: common::llvm_tool(14, "llvm-dis"),
+        dis19: common::llvm_tool(19, "llvm-dis"),
+        opt14: common::llvm_tool(14, "opt"),
+        opt19: common::llvm_tool(19, "opt"),
+    }
 }
 
 fn ok(out: Output, what: &str) -> Output {
@@ -74,8 +74,12 @@ impl Llvm {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_llvm19, has_llvm14)),
+    ignore = "needs LLVM 19 and LLVM 14: run scripts/install-reference-llvm.sh"
+)]
 fn every_fixture_is_what_llvm14_writes_and_what_ours_reads_back_as() {
-    let Some(l) = llvm() else { return };
+    let l = llvm();
     let tmp = tempfile::tempdir().unwrap();
     let mut n = 0;
     for c in cases() {
@@ -97,8 +101,12 @@ impl Lcg {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_llvm19, has_llvm14)),
+    ignore = "needs LLVM 19 and LLVM 14: run scripts/install-reference-llvm.sh"
+)]
 fn random_input_sets_read_back_like_llvm14s() {
-    let Some(l) = llvm() else { return };
+    let l = llvm();
     let tmp = tempfile::tempdir().unwrap();
     let triples = [
         "x86_64-pc-linux-gnu",
@@ -132,8 +140,12 @@ fn random_input_sets_read_back_like_llvm14s() {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_llvm19, has_llvm14)),
+    ignore = "needs LLVM 19 and LLVM 14: run scripts/install-reference-llvm.sh"
+)]
 fn image_info_modules_verify_and_read_back() {
-    let Some(l) = llvm() else { return };
+    let l = llvm();
     let tmp = tempfile::tempdir().unwrap();
     let inp = |n: &str| dir().join("inputs").join(n);
     let bc = tmp.path().join("info.bc");
@@ -162,8 +174,12 @@ fn image_info_modules_verify_and_read_back() {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_llvm19, has_llvm14)),
+    ignore = "needs LLVM 19 and LLVM 14: run scripts/install-reference-llvm.sh"
+)]
 fn zero_images_give_llvm14s_module_without_images() {
-    let Some(l) = llvm() else { return };
+    let l = llvm();
     let tmp = tempfile::tempdir().unwrap();
     // LLVM 14 refuses zero inputs; derive what its module builder gives for
     // none from its one-image module.
@@ -214,13 +230,14 @@ fn undefined_symbols(readelf: &Path, obj: &Path) -> Vec<String> {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_llvm19, has_llvm14)),
+    ignore = "needs LLVM 19 and LLVM 14: run scripts/install-reference-llvm.sh"
+)]
 fn clang14_compiles_ours_into_the_registration_object() {
-    let Some(l) = llvm() else { return };
-    let (Some(clang), Some(readelf), Some(objcopy)) =
-        (common::llvm_tool(14, "clang"), common::llvm_tool(14, "llvm-readelf"), common::llvm_tool(14, "llvm-objcopy"))
-    else {
-        return;
-    };
+    let l = llvm();
+    let (clang, readelf, objcopy) =
+        (common::llvm_tool(14, "clang"), common::llvm_tool(14, "llvm-readelf"), common::llvm_tool(14, "llvm-objcopy"));
     let tmp = tempfile::tempdir().unwrap();
     let inp = |n: &str| dir().join("inputs").join(n);
     let bc = tmp.path().join("w.bc");
@@ -285,9 +302,13 @@ int main(void) { printf("main\n"); return 0; }
 "#;
 
 #[test]
+#[cfg_attr(
+    not(all(has_llvm19, has_llvm14)),
+    ignore = "needs LLVM 19 and LLVM 14: run scripts/install-reference-llvm.sh"
+)]
 fn image_info_records_reach_the_runtime_before_the_library() {
-    let Some(l) = llvm() else { return };
-    let Some(clang) = common::llvm_tool(14, "clang") else { return };
+    let l = llvm();
+    let clang = common::llvm_tool(14, "clang");
     let tmp = tempfile::tempdir().unwrap();
     let inp = |n: &str| dir().join("inputs").join(n);
     let bc = tmp.path().join("w.bc");
@@ -314,14 +335,14 @@ fn image_info_records_reach_the_runtime_before_the_library() {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_llvm19, has_llvm14, has_omp14)),
+    ignore = "needs LLVM 19, LLVM 14 and LLVM 14's libomptarget: run scripts/install-reference-llvm.sh"
+)]
 fn a_module_without_images_registers_with_libomptarget14() {
-    let Some(l) = llvm() else { return };
-    let Some(clang) = common::llvm_tool(14, "clang") else { return };
-    let lib = common::llvm_bin_dir(14).join("../lib");
-    if !lib.join("libomptarget.so").exists() {
-        assert!(!common::llvm_required(), "libomptarget 14 missing");
-        return;
-    }
+    let l = llvm();
+    let clang = common::llvm_tool(14, "clang");
+    let lib = common::omp14_lib();
     let tmp = tempfile::tempdir().unwrap();
     let bc = tmp.path().join("w.bc");
     l.wrap(Path::new(ours()), "x86_64-pc-linux-gnu", &[], &[], &bc);
@@ -347,8 +368,12 @@ fn a_module_without_images_registers_with_libomptarget14() {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_llvm19, has_llvm14)),
+    ignore = "needs LLVM 19 and LLVM 14: run scripts/install-reference-llvm.sh"
+)]
 fn triples_are_accepted_like_llvm14() {
-    let Some(l) = llvm() else { return };
+    let l = llvm();
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("t.bc");
     let img = dir().join("inputs/img1.bin");
@@ -496,8 +521,12 @@ fn triples_are_accepted_like_llvm14() {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_llvm19, has_llvm14)),
+    ignore = "needs LLVM 19 and LLVM 14: run scripts/install-reference-llvm.sh"
+)]
 fn command_line_errors_match_llvm14() {
-    let Some(l) = llvm() else { return };
+    let l = llvm();
     let tmp = tempfile::tempdir().unwrap();
     let img = dir().join("inputs/img1.bin");
     let img = path_str(&img);
@@ -612,8 +641,12 @@ fn general_module() -> ir::Module<'static> {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_llvm19, has_llvm14)),
+    ignore = "needs LLVM 19 and LLVM 14: run scripts/install-reference-llvm.sh"
+)]
 fn the_bitcode_writer_is_general() {
-    let Some(l) = llvm() else { return };
+    let l = llvm();
     let tmp = tempfile::tempdir().unwrap();
     let m = general_module();
     let bc = tmp.path().join("general.bc");

@@ -60,16 +60,10 @@ struct Env {
     work: tempfile::TempDir,
 }
 
-/// clang 14, libomptarget 14 and a `-B` directory holding our tools; `None`
-/// (skip) when LLVM 14 or its OpenMP runtime is missing and not required.
-fn setup() -> Option<Env> {
-    let clang = common::llvm_tool(14, "clang")?;
-    let lib = common::llvm_bin_dir(14).join("../lib");
-    if !lib.join("libomptarget.so").exists() || !lib.join("libomptarget.rtl.x86_64.so").exists() {
-        assert!(!common::llvm_required(), "libomptarget 14 is missing in {}", lib.display());
-        eprintln!("skipping: libomptarget 14 not installed in {}", lib.display());
-        return None;
-    }
+/// clang 14, libomptarget 14 and a `-B` directory holding our tools.
+fn setup() -> Env {
+    let clang = common::llvm_tool(14, "clang");
+    let lib = common::omp14_lib();
     let tools = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_clang-offload-wrapper"), tools.path().join("clang-offload-wrapper"))
         .unwrap();
@@ -78,7 +72,7 @@ fn setup() -> Option<Env> {
         _ => PathBuf::from(env!("CARGO_BIN_EXE_clang-offload-bundler")),
     };
     std::os::unix::fs::symlink(bundler, tools.path().join("clang-offload-bundler")).unwrap();
-    Some(Env { clang, lib, tools, work: tempfile::tempdir().unwrap() })
+    Env { clang, lib, tools, work: tempfile::tempdir().unwrap() }
 }
 
 impl Env {
@@ -145,16 +139,24 @@ impl Env {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_llvm14, has_omp14)),
+    ignore = "needs LLVM 14 and LLVM 14's libomptarget: run scripts/install-reference-llvm.sh"
+)]
 fn one_step_build_runs_its_kernel_on_the_device() {
-    let Some(env) = setup() else { return };
+    let env = setup();
     let src = env.file("single.c", SINGLE_C);
     let exe = env.link(&[&src], "single");
     env.run_on_device(&exe, "x=42", 1);
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_llvm14, has_omp14)),
+    ignore = "needs LLVM 14 and LLVM 14's libomptarget: run scripts/install-reference-llvm.sh"
+)]
 fn several_translation_units_in_one_step() {
-    let Some(env) = setup() else { return };
+    let env = setup();
     let main = env.file("main.c", MAIN_C);
     let lib = env.file("lib.c", LIB_C);
     let exe = env.link(&[&main, &lib], "multi");
@@ -166,7 +168,7 @@ fn several_translation_units_in_one_step() {
 /// bundler), then builds the program from those files (clang unbundles
 /// them, links the device image and wraps it).
 fn separate(flags: &[&str], ext: &str) {
-    let Some(env) = setup() else { return };
+    let env = setup();
     let mut parts = Vec::new();
     for (name, text) in [("main", MAIN_C), ("lib", LIB_C)] {
         let src = env.file(&format!("{name}.c"), text);
@@ -187,26 +189,46 @@ fn separate(flags: &[&str], ext: &str) {
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_llvm14, has_omp14)),
+    ignore = "needs LLVM 14 and LLVM 14's libomptarget: run scripts/install-reference-llvm.sh"
+)]
 fn separate_compilation_through_objects() {
     separate(&["-c"], "o");
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_llvm14, has_omp14)),
+    ignore = "needs LLVM 14 and LLVM 14's libomptarget: run scripts/install-reference-llvm.sh"
+)]
 fn separate_compilation_through_preprocessed_source() {
     separate(&["-E"], "i");
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_llvm14, has_omp14)),
+    ignore = "needs LLVM 14 and LLVM 14's libomptarget: run scripts/install-reference-llvm.sh"
+)]
 fn separate_compilation_through_assembly() {
     separate(&["-S"], "s");
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_llvm14, has_omp14)),
+    ignore = "needs LLVM 14 and LLVM 14's libomptarget: run scripts/install-reference-llvm.sh"
+)]
 fn separate_compilation_through_llvm_text() {
     separate(&["-S", "-emit-llvm"], "ll");
 }
 
 #[test]
+#[cfg_attr(
+    not(all(has_llvm14, has_omp14)),
+    ignore = "needs LLVM 14 and LLVM 14's libomptarget: run scripts/install-reference-llvm.sh"
+)]
 fn separate_compilation_through_bitcode() {
     separate(&["-c", "-emit-llvm"], "bc");
 }

@@ -1,8 +1,10 @@
 //! Helpers shared by the integration tests.
 //!
-//! Interoperability tests compare with LLVM's own tools. Where a tool is not
-//! installed they are skipped with a message, unless `OFFLOAD_REQUIRE_LLVM=1`
-//! is set (CI sets it), in which case a missing tool is a failure.
+//! Interoperability tests compare with LLVM's own tools. build.rs probes for
+//! them: a test whose tool is missing is ignored (`cfg_attr(not(has_...),
+//! ignore)`), and under `OFFLOAD_REQUIRE_LLVM=1` (CI) the build fails. The
+//! helpers below assert that the tool is there, so a test run with
+//! `--include-ignored` fails without it instead of passing.
 #![allow(dead_code)]
 
 pub mod diff;
@@ -18,45 +20,59 @@ pub fn llvm_bin_dir(version: u32) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(format!("/usr/lib/llvm-{version}/bin")))
 }
 
-/// Whether missing reference tools must fail the tests.
-pub fn llvm_required() -> bool {
-    std::env::var("OFFLOAD_REQUIRE_LLVM").is_ok_and(|v| v == "1")
+/// Path of an LLVM tool. A test that calls this carries
+/// `#[cfg_attr(not(has_llvm<version>), ignore = ...)]` (build.rs probes the
+/// tools), so a missing tool here is a failure, never a silent pass.
+pub fn llvm_tool(version: u32, name: &str) -> PathBuf {
+    let p = llvm_bin_dir(version).join(name);
+    assert!(p.is_file(), "needs LLVM {version}: {} is missing; run scripts/install-reference-llvm.sh", p.display());
+    p
 }
 
-/// Path of an LLVM tool, or `None` (with a message) when it is missing and
-/// not required.
-pub fn llvm_tool(version: u32, name: &str) -> Option<PathBuf> {
-    let p = llvm_bin_dir(version).join(name);
-    if p.is_file() {
-        return Some(p);
+/// Whether build.rs found LLVM `version`'s tools (cfg `has_llvm<version>`).
+pub fn llvm_found(version: u32) -> bool {
+    match version {
+        19 => cfg!(has_llvm19),
+        14 => cfg!(has_llvm14),
+        _ => false,
     }
-    assert!(
-        !llvm_required(),
-        "OFFLOAD_REQUIRE_LLVM=1 but {} is missing; run scripts/install-reference-llvm.sh",
-        p.display()
-    );
-    eprintln!("skipping: {} not installed (set OFFLOAD_REQUIRE_LLVM=1 to fail instead)", p.display());
-    None
+}
+
+/// For a test whose own checks need nothing and which compares with LLVM as
+/// an extra: the tool when build.rs found LLVM `version` (then it must be
+/// there), `None` when it did not.
+pub fn llvm_tool_if_found(version: u32, name: &str) -> Option<PathBuf> {
+    llvm_found(version).then(|| llvm_tool(version, name))
 }
 
 /// LLVM 19's OpenMP runtime folder (`OFFLOAD_OMP19_LIB`, or /opt/omp19/lib
-/// where scripts/install-reference-llvm.sh puts it), and GNU ld beside it
-/// when `gnu_ld`; `None` (with a message) when missing and not required.
-pub fn omp19_runtime(gnu_ld: bool) -> Option<PathBuf> {
+/// where scripts/install-reference-llvm.sh puts it), checked with GNU ld
+/// beside it when `gnu_ld`. Its tests are ignored without `has_omp19`.
+pub fn omp19_runtime(gnu_ld: bool) -> PathBuf {
     let dir = std::env::var_os("OFFLOAD_OMP19_LIB").map(PathBuf::from).unwrap_or_else(|| "/opt/omp19/lib".into());
-    let needed = ["libomp.so", "libomptarget.so", "libomptarget.devicertl.a"];
-    let ld = !gnu_ld || std::path::Path::new("/usr/bin/ld.bfd").exists();
-    if needed.iter().all(|f| dir.join(f).exists()) && ld {
-        return Some(dir);
+    for f in ["libomp.so", "libomptarget.so", "libomptarget.devicertl.a"] {
+        assert!(
+            dir.join(f).exists(),
+            "needs LLVM 19's OpenMP runtime: {} is missing; run scripts/install-reference-llvm.sh",
+            dir.join(f).display()
+        );
     }
-    let what = if gnu_ld { " (or GNU ld)" } else { "" };
-    assert!(
-        !llvm_required(),
-        "OFFLOAD_REQUIRE_LLVM=1 but LLVM 19's OpenMP runtime in {}{what} is missing; run scripts/install-reference-llvm.sh",
-        dir.display()
-    );
-    eprintln!("skipping: LLVM 19's OpenMP runtime not found in {}{what}", dir.display());
-    None
+    assert!(!gnu_ld || std::path::Path::new("/usr/bin/ld.bfd").exists(), "needs GNU ld (/usr/bin/ld.bfd)");
+    dir
+}
+
+/// LLVM 14's libomptarget folder (with its host plugin); tests that need it
+/// are ignored without `has_omp14`.
+pub fn omp14_lib() -> PathBuf {
+    let lib = llvm_bin_dir(14).join("../lib");
+    for f in ["libomptarget.so", "libomptarget.rtl.x86_64.so"] {
+        assert!(
+            lib.join(f).exists(),
+            "needs libomptarget 14: {} is missing; run scripts/install-reference-llvm.sh",
+            lib.join(f).display()
+        );
+    }
+    lib
 }
 
 /// Runs a command and returns its output; panics only if it cannot start.

@@ -154,30 +154,25 @@ pub struct Programs {
     objects: HashMap<(Compiler, bool, bool, bool), [PathBuf; 2]>,
 }
 
-/// `Some(())` when every file exists; else `None` with a loud message, or a
-/// failure under `OFFLOAD_REQUIRE_LLVM=1`.
-fn present(files: &[&str], install: &str) -> Option<()> {
+/// Asserts that every file exists (the tests are ignored without the cfg
+/// that build.rs sets when it found them).
+fn present(files: &[&str], install: &str) {
     for needed in files {
-        if !Path::new(needed).exists() {
-            assert!(!common::llvm_required(), "OFFLOAD_REQUIRE_LLVM=1 but {needed} is missing ({install})");
-            eprintln!("skipping: {needed} is not installed ({install}; OFFLOAD_REQUIRE_LLVM=1 fails instead)");
-            return None;
-        }
+        assert!(Path::new(needed).exists(), "needs {needed}; run {install}");
     }
-    Some(())
 }
 
 impl Programs {
-    /// The LLVM 19 tools, GNU ld and the stand-in runtime (built here), or
-    /// `None` (skip) when a tool is missing.
-    pub fn get() -> Option<Programs> {
-        let clang = common::llvm_tool(19, "clang")?;
-        let readelf = common::llvm_tool(19, "llvm-readelf")?;
-        let bundler = common::llvm_tool(19, "clang-offload-bundler")?;
-        let strip = common::llvm_tool(19, "llvm-strip")?;
-        let objcopy = common::llvm_tool(19, "llvm-objcopy")?;
-        common::llvm_tool(19, "ld.lld")?;
-        present(&["/usr/bin/ld.bfd", "/usr/lib/x86_64-linux-gnu/libzstd.so.1"], "binutils, libzstd1")?;
+    /// The LLVM 19 tools, GNU ld and the stand-in runtime (built here), and
+    /// the comgr lookup when build.rs found comgr (`has_comgr`).
+    pub fn get() -> Programs {
+        let clang = common::llvm_tool(19, "clang");
+        let readelf = common::llvm_tool(19, "llvm-readelf");
+        let bundler = common::llvm_tool(19, "clang-offload-bundler");
+        let strip = common::llvm_tool(19, "llvm-strip");
+        let objcopy = common::llvm_tool(19, "llvm-objcopy");
+        common::llvm_tool(19, "ld.lld");
+        present(&["/usr/bin/ld.bfd", "/usr/lib/x86_64-linux-gnu/libzstd.so.1"], "scripts/install-reference-llvm.sh");
         let support = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/prune_support");
         let dir = tempfile::tempdir().unwrap();
         let stub = dir.path().join("libamdhip64.so");
@@ -190,18 +185,18 @@ impl Programs {
         );
         // hipcc's programs need the runtime by its soname.
         std::os::unix::fs::symlink("libamdhip64.so", dir.path().join("libamdhip64.so.5")).unwrap();
-        let comgr = comgr_lookup(&clang, dir.path());
+        let comgr = cfg!(has_comgr).then(|| comgr_lookup(&clang, dir.path()));
         let objects = HashMap::new();
-        Some(Programs { clang, readelf, bundler, strip, objcopy, comgr, hipcc: None, support, dir, objects })
+        Programs { clang, readelf, bundler, strip, objcopy, comgr, hipcc: None, support, dir, objects }
     }
 
     /// [`Programs::get`] with Debian's hipcc (`apt-get install hipcc`) too.
-    pub fn with_hipcc() -> Option<Programs> {
+    pub fn with_hipcc() -> Programs {
         let hipcc = std::env::var_os("OFFLOAD_HIPCC").map_or_else(|| PathBuf::from("/usr/bin/hipcc"), PathBuf::from);
-        present(&[p(&hipcc)], "apt-get install hipcc, or scripts/install-test-deps.sh")?;
-        let mut programs = Programs::get()?;
+        present(&[p(&hipcc)], "scripts/install-test-deps.sh");
+        let mut programs = Programs::get();
         programs.hipcc = Some(hipcc);
-        Some(programs)
+        programs
     }
 
     /// The offload targets `r` is built for.
@@ -341,15 +336,15 @@ impl Programs {
     }
 
     /// A folder where `libamdhip64.so` (and `.so.5`) is Debian's real HIP
-    /// runtime, or `None` (a note; a failure under `OFFLOAD_REQUIRE_LLVM=1`,
-    /// since `scripts/install-test-deps.sh` installs it with hipcc).
+    /// runtime, or `None` when build.rs did not find it (`has_hipcc`:
+    /// `scripts/install-test-deps.sh` installs it with hipcc); the programs
+    /// then run with the stand-in runtime only.
     pub fn real_runtime(&self) -> Option<PathBuf> {
-        let lib = "/usr/lib/x86_64-linux-gnu/libamdhip64.so.5";
-        if !Path::new(lib).exists() {
-            assert!(!common::llvm_required(), "OFFLOAD_REQUIRE_LLVM=1 but {lib} is missing (libamdhip64-5)");
-            eprintln!("note: libamdhip64-5 is not installed; the programs run with the stand-in runtime only");
+        if !cfg!(has_hipcc) {
             return None;
         }
+        let lib = "/usr/lib/x86_64-linux-gnu/libamdhip64.so.5";
+        assert!(Path::new(lib).exists(), "needs {lib}; run scripts/install-test-deps.sh");
         let dir = self.dir.path().join("real-runtime");
         if !dir.exists() {
             std::fs::create_dir_all(&dir).unwrap();
@@ -362,16 +357,11 @@ impl Programs {
 }
 
 /// `real_corpus_helpers/comgr_lookup.c` built against Debian's comgr
-/// (`libamd-comgr-dev`), or `None` with a loud note (a failure under
-/// `OFFLOAD_REQUIRE_LLVM=1`) when it is not installed.
-fn comgr_lookup(clang: &Path, dir: &Path) -> Option<PathBuf> {
-    if !Path::new("/usr/include/amd_comgr.h").exists() {
-        assert!(!common::llvm_required(), "OFFLOAD_REQUIRE_LLVM=1 but libamd-comgr-dev is missing");
-        eprintln!("skipping the comgr lookups: libamd-comgr-dev is not installed");
-        return None;
-    }
+/// (`libamd-comgr-dev`, `scripts/install-test-deps.sh`).
+fn comgr_lookup(clang: &Path, dir: &Path) -> PathBuf {
+    assert!(Path::new("/usr/include/amd_comgr.h").exists(), "needs libamd-comgr-dev; run scripts/install-test-deps.sh");
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/real_corpus_helpers/comgr_lookup.c");
     let exe = dir.join("comgr_lookup");
     check(Command::new(clang).args(["-O1", "-o", p(&exe)]).arg(src).arg("-lamd_comgr"));
-    Some(exe)
+    exe
 }

@@ -43,35 +43,27 @@ const CCOB_MAGIC: &[u8] = b"CCOB";
 /// HIP aligns each fat binary in `.hip_fatbin` to a page.
 const FAT_BINARY_ALIGN: usize = 4096;
 
-fn required() -> bool {
-    std::env::var("OFFLOAD_REQUIRE_REAL_CORPUS").is_ok_and(|v| v == "1")
-}
-
-/// Skips (with a loud message) or, when the corpus is required, fails.
-fn skip(why: &str) {
-    assert!(!required(), "OFFLOAD_REQUIRE_REAL_CORPUS=1 but {why}");
-    eprintln!("\n*** SKIPPING real-corpus test: {why} (set OFFLOAD_REQUIRE_REAL_CORPUS=1 to fail instead) ***\n");
-}
-
 pub struct Corpus {
     dir: PathBuf,
 }
 
 impl Corpus {
-    pub fn get() -> Option<Corpus> {
+    /// The corpus (its tests are ignored without `has_real_corpus`).
+    pub fn get() -> Corpus {
         let dir = match std::env::var_os("OFFLOAD_CORPUS_DIR") {
             Some(d) => PathBuf::from(d),
             None => PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/offload-binutils/corpus"),
         };
-        if !dir.join("files").is_dir() {
-            skip(&format!("no corpus in {}; run scripts/fetch-real-corpus.sh", dir.display()));
-            return None;
-        }
+        assert!(
+            dir.join("files").is_dir(),
+            "needs the real corpus in {}; run scripts/fetch-real-corpus.sh",
+            dir.display()
+        );
         for f in CORPUS {
             let p = dir.join("files").join(f);
             assert!(p.is_file(), "incomplete corpus: {} is missing; rerun scripts/fetch-real-corpus.sh", p.display());
         }
-        Some(Corpus { dir })
+        Corpus { dir }
     }
 
     pub fn files(&self) -> Vec<PathBuf> {
@@ -147,23 +139,24 @@ pub struct References {
 }
 
 impl References {
-    pub fn get(corpus: &Corpus) -> Option<References> {
-        let bundler = common::llvm_tool(19, "clang-offload-bundler")?;
-        let readelf = common::llvm_tool(19, "llvm-readelf")?;
+    pub fn get(corpus: &Corpus) -> References {
+        let bundler = common::llvm_tool(19, "clang-offload-bundler");
+        let readelf = common::llvm_tool(19, "llvm-readelf");
         let rocm_llvm = corpus.dir.join("tools/librocmllvm.so");
         assert!(rocm_llvm.is_file(), "incomplete corpus: {} is missing", rocm_llvm.display());
         let helpers = tempfile::tempdir().unwrap();
-        let decompress = compile(helpers.path(), "rocmllvm_decompress", &["-ldl"])?;
-        Some(References { bundler, readelf, rocm_llvm, helpers, decompress })
+        let decompress = compile(helpers.path(), "rocmllvm_decompress", &["-ldl"]);
+        References { bundler, readelf, rocm_llvm, helpers, decompress }
     }
 
-    /// Debian's comgr behind `comgr_lookup.c`, or `None` (skip).
-    pub fn comgr(&self) -> Option<Comgr> {
-        if !Path::new("/usr/include/amd_comgr.h").is_file() {
-            skip("comgr is not installed (Debian: libamd-comgr-dev; scripts/install-reference-llvm.sh)");
-            return None;
-        }
-        let tool = compile(self.helpers.path(), "comgr_lookup", &["-lamd_comgr"])?;
+    /// Debian's comgr behind `comgr_lookup.c` (its tests are ignored
+    /// without `has_comgr`).
+    pub fn comgr(&self) -> Comgr {
+        assert!(
+            Path::new("/usr/include/amd_comgr.h").is_file(),
+            "needs comgr (Debian: libamd-comgr-dev); run scripts/install-test-deps.sh"
+        );
+        let tool = compile(self.helpers.path(), "comgr_lookup", &["-lamd_comgr"]);
         let out = common::run(Command::new(&tool).arg("isas"));
         assert!(out.status.success(), "comgr_lookup isas: {}", String::from_utf8_lossy(&out.stderr));
         let processors = String::from_utf8(out.stdout)
@@ -172,7 +165,7 @@ impl References {
             .filter_map(|l| l.strip_prefix("amdgcn-amd-amdhsa--"))
             .map(|p| p.split(':').next().unwrap().to_string())
             .collect();
-        Some(Comgr { tool, processors, dir: self.helpers.path().to_path_buf() })
+        Comgr { tool, processors, dir: self.helpers.path().to_path_buf() }
     }
 
     /// The fat binaries of `file`'s `.hip_fatbin`, in file order; scratch
@@ -314,17 +307,13 @@ pub fn bundle_entries(bundle: &[u8]) -> Vec<Entry> {
     entries
 }
 
-/// Compiles `real_corpus_helpers/<name>.c` with `cc`; `None` (skip) when
-/// there is no C compiler.
-fn compile(dir: &Path, name: &str, libs: &[&str]) -> Option<PathBuf> {
+/// Compiles `real_corpus_helpers/<name>.c` with `cc`.
+fn compile(dir: &Path, name: &str, libs: &[&str]) -> PathBuf {
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("tests/support/real_corpus_helpers/{name}.c"));
     let exe = dir.join(name);
-    let Ok(out) = Command::new("cc").args(["-O1", "-o"]).arg(&exe).arg(&src).args(libs).output() else {
-        skip("no C compiler (cc)");
-        return None;
-    };
+    let out = common::run(Command::new("cc").args(["-O1", "-o"]).arg(&exe).arg(&src).args(libs));
     assert!(out.status.success(), "cc {}: {}", src.display(), String::from_utf8_lossy(&out.stderr));
-    Some(exe)
+    exe
 }
 
 /// Debian's comgr, asked through `comgr_lookup`.

@@ -6,7 +6,6 @@
 // Tests set resource limits and signals through libc.
 #![allow(unsafe_code)]
 
-use crate::common;
 use crate::inspect_support;
 
 use inspect_support::{n, s};
