@@ -9,6 +9,7 @@ use support::*;
 
 mod atomic;
 mod bundler_fixtures;
+mod cases;
 mod check_cli;
 mod cuda_fixtures;
 mod gpus_cli;
