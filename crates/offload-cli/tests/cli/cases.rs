@@ -132,10 +132,8 @@ fn cases() {
             Some("case") => {
                 names.insert(name);
             }
-            Some("stdout" | "stderr") => {
-                if !dir.join(format!("{name}.case")).is_file() {
-                    failures.push(format!("{}: no {name}.case beside it", path.display()));
-                }
+            Some("stdout" | "stderr") if !dir.join(format!("{name}.case")).is_file() => {
+                failures.push(format!("{}: no {name}.case beside it", path.display()));
             }
             _ => {}
         }
