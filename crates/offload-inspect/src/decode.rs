@@ -208,7 +208,7 @@ struct Group<'b> {
 /// use offload_inspect::{Options, scan};
 /// use std::sync::Mutex;
 ///
-/// let data = include_bytes!("../../../../samples/hip-gfx906-gfx90a.compressed.bc");
+/// let data = include_bytes!("../../../samples/hip-gfx906-gfx90a.compressed.bc");
 /// let inventory = scan(data, "sample", &Options::default());
 /// let device: Vec<usize> =
 ///     (0..inventory.objects.len()).filter(|&i| inventory.objects[i].offload_kind != "host").collect();

@@ -454,7 +454,7 @@ fn evaluate(o: &CodeObject, gpu: &Gpu, runtime: Runtime) -> Result<(Tier, usize)
 /// use offload_inspect::select::{Gpu, Runtime, Tier, Verdict, select};
 /// use offload_inspect::{Options, scan};
 ///
-/// let data = include_bytes!("../../../../samples/hip-gfx906-gfx90a.bc");
+/// let data = include_bytes!("../../../samples/hip-gfx906-gfx90a.bc");
 /// let inventory = scan(data, "sample", &Options::default());
 /// let selection = select(&inventory.objects, &Gpu::parse("gfx906")?, Runtime::Hip);
 /// assert_eq!(selection.chosen, [1]);
