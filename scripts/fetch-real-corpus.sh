@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fetches a small corpus of real ROCm files that other people built, for
-# crates/offload-cli/tests/real_corpus.rs (see docs/development.md, "Real-world corpus").
+# crates/offload-cli/tests/corpus/real_corpus.rs (see docs/development.md, "Real-world corpus").
 #
 # Every download is pinned by exact version and sha256 and comes from PyPI
 # (pip) or Debian (apt-get download), the registries CI can reach. Only the

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs NVIDIA's CUDA 13.5 compiler and cuobjdump from PyPI (no NVIDIA
 # repository, no GPU needed) into one folder, for the live CUDA tests
-# (crates/offload-cli/tests/cuda_live.rs). Idempotent: a second run with the
+# (crates/offload-cli/tests/interop/cuda_live.rs). Idempotent: a second run with the
 # tools present does nothing. Versions are pinned so that the corpus the tests
 # build is the same on every machine (docs/formats/cuda-fatbin.md §0).
 #
@@ -11,7 +11,7 @@
 # the tests find them through OFFLOAD_CUDA_BIN or that default path.
 #
 # It also assembles $CUDA_WHEELS/clang-cuda-root, a CUDA-like folder that
-# clang 19 accepts as --cuda-path (tests/cuda_clang.rs), from CUDA 12.9's
+# clang 19 accepts as --cuda-path (tests/interop/cuda_clang.rs), from CUDA 12.9's
 # wheels (clang 19 does not know CUDA 13's layout; no cu12 wheel ships nvcc,
 # so the root borrows fatbinary and nvlink from 13.5, see below).
 set -euo pipefail

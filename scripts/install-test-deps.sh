@@ -2,7 +2,7 @@
 # Installs what the real-corpus tests need besides the reference LLVM tools
 # (scripts/install-reference-llvm.sh): Debian's comgr (the HIP runtime's
 # code-object lookup, compared with `offload select`), a C compiler for the
-# helpers under crates/offload-cli/tests/real_corpus_helpers, unzip/pip
+# helpers under crates/offload-cli/tests/support/real_corpus_helpers, unzip/pip
 # for scripts/fetch-real-corpus.sh, and Debian's hipcc 5.2.3 (with clang 15,
 # ROCm's headers and device libraries and the real libamdhip64.so.5; about
 # 16 s and 550 MB installed here) for the hipcc-built programs of

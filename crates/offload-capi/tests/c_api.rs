@@ -38,37 +38,18 @@ fn target_dir() -> PathBuf {
     exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>").to_path_buf()
 }
 
+/// The folder of the `liboffload.so` that cargo built for this test run:
+/// the crate lists `rlib` among its crate types, so its integration tests
+/// depend on the library and one rustc run writes the `cdylib` too (into
+/// `target/<profile>/deps`, and `target/<profile>` after `cargo build`).
 fn lib_dir() -> PathBuf {
     let dir = target_dir();
-    for d in [dir.clone(), dir.join("deps")] {
+    for d in [dir.join("deps"), dir.clone()] {
         if d.join("liboffload.so").is_file() {
             return d;
         }
     }
-    build_library_separately()
-}
-
-/// `cargo test` builds this crate's test harness but not its `cdylib`, so
-/// on a fresh checkout (`cargo test --workspace` without a `cargo build`
-/// first) the library is built here, once, into a target folder of its own:
-/// the running `cargo test` holds the lock of the main one.
-fn build_library_separately() -> PathBuf {
-    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let own = repo().join("target/capi-lib");
-            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-            eprintln!("liboffload.so not built yet: building it into {}", own.display());
-            let status = Command::new(cargo)
-                .args(["build", "-p", "offload-capi", "--lib"])
-                .env("CARGO_TARGET_DIR", &own)
-                .current_dir(repo())
-                .status()
-                .expect("cargo runs");
-            assert!(status.success(), "cargo build -p offload-capi failed");
-            own.join("debug")
-        })
-        .clone()
+    panic!("liboffload.so is not in {} or its deps/ folder: run `cargo build -p offload-capi` first", dir.display())
 }
 
 /// The `offload` binary of this build, when it has been built.

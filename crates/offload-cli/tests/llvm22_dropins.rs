@@ -274,6 +274,7 @@ fn split(args: &str) -> Vec<String> {
 /// Bundler cases (bundle, compress, list, unbundle) run by ours and by
 /// LLVM 22's; every one must agree.
 #[test]
+#[cfg_attr(not(has_llvm22), ignore = "needs LLVM 22: run scripts/install-reference-llvm.sh")]
 fn bundler_agrees_with_llvm_22() {
     let Some(llvm) = llvm22() else { return };
     let reference = llvm.join("clang-offload-bundler");
@@ -386,6 +387,7 @@ fn bundler_agrees_with_llvm_22() {
 /// Packager cases run by our `llvm-offload-binary` and LLVM 22's, and by
 /// both under the old name.
 #[test]
+#[cfg_attr(not(has_llvm22), ignore = "needs LLVM 22: run scripts/install-reference-llvm.sh")]
 fn llvm_offload_binary_agrees_with_llvm_22() {
     let Some(llvm) = llvm22() else { return };
     let mut inputs: Vec<(&str, Vec<u8>)> = Vec::new();
@@ -447,6 +449,7 @@ fn llvm_offload_binary_agrees_with_llvm_22() {
 /// (host link only: the HIP runtime's registration functions are stubs).
 /// With LLVM 19's numbering (HIP 3) the link fails, so the test can tell.
 #[test]
+#[cfg_attr(not(has_llvm22), ignore = "needs LLVM 22: run scripts/install-reference-llvm.sh")]
 fn clang_22_links_hip_rdc_through_ours() {
     let Some(llvm) = llvm22() else { return };
     let dir = tmp();

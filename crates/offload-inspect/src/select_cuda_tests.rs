@@ -1,5 +1,5 @@
 //! The CUDA driver's choice on hand-built fat binaries (headers only: the
-//! rules read nothing else). Real files: `offload-cli/tests/cuda_fixtures.rs`.
+//! rules read nothing else). Real files: `offload-cli/tests/cli/cuda_fixtures.rs`.
 
 use super::*;
 use crate::{Options, scan};
