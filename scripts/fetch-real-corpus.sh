@@ -39,7 +39,7 @@ artifacts=(
   "debian-rocrand|deb|librocrand1=5.3.3-4|librocrand1_5.3.3-4_amd64.deb|b145d4e47a26ce14da5f8550a092db8d3c7e2d84174c68885336de40f51b7b81|files|./usr/lib/x86_64-linux-gnu/librocrand.so.1.1"
   # NVIDIA cuRAND 10.3.10.19 for Windows (69 MB wheel): 11 CUDA fat binaries
   # (153 entries, sm_50..sm_121, PTX for sm_121) in the DLL's .nv_fatb
-  # section, registered by .nvFatBi records (tests/windows_pe.rs).
+  # section, registered by .nvFatBi records (tests/cli/windows_pe.rs).
   "curand-win|pypi|nvidia-curand-cu12==10.3.10.19|nvidia_curand_cu12-10.3.10.19-py3-none-win_amd64.whl|e8129e6ac40dc123bd948e33d3e11b4aa617d87a583fa2f21b3210e90c743cde|files|nvidia/curand/bin/curand64_10.dll"
   # The same cuRAND for Linux (68 MB wheel), the reference the DLL is
   # compared with; only the wheel is kept (offload reads it as a package).
