@@ -54,7 +54,7 @@ pub fn output_failed(e: &std::io::Error) -> ! {
 
 /// Makes a failed `print!` to standard output or standard error an error
 /// message and exit status 2 instead of a panic (exit 101): the standard
-/// library panics with "failed printing to stdout: <reason>".
+/// library panics with `failed printing to stdout: <reason>`.
 pub fn report_output_errors() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
