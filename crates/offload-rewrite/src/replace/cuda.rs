@@ -147,12 +147,14 @@ pub(super) fn plan<'a>(
     let (input, units, ids) = units_of(data)?;
     let id_wanted = wanted_id(wanted);
     let matches = |id: &str| id == wanted || id_wanted.as_deref() == Some(id);
-    let (unit_index, entry_index, entry_id) = match pick_entry(&units, &ids, wanted, unit, matches) {
-        Err(ReplaceError::NoEntry { .. }) if let Some(e) = id_wanted.as_deref().and_then(|w| concatenated(&ids, w)) => {
-            return Err(e);
-        }
-        other => other?,
-    };
+    let picked = pick_entry(&units, &ids, wanted, unit, matches);
+    // Not an `if let` guard in the match: those are newer than the MSRV.
+    if let Err(ReplaceError::NoEntry { .. }) = picked
+        && let Some(e) = id_wanted.as_deref().and_then(|w| concatenated(&ids, w))
+    {
+        return Err(e);
+    }
+    let (unit_index, entry_index, entry_id) = picked?;
     let fat = units[unit_index];
     let fatbin = fatbin_at(data, &fat)?;
     let entry = entry_at(&fatbin, entry_index, fat.offset)?;
