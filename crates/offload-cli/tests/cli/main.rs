@@ -16,7 +16,6 @@ mod cuda_fixtures;
 mod gpus_cli;
 mod hostile;
 mod inspect_cli;
-mod inspect_decompress;
 mod inspect_fixtures;
 mod inspect_tables;
 mod inspect_uri;
