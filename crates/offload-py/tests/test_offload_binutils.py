@@ -26,6 +26,11 @@ FILES = [
 ]
 
 
+# The environment that makes the drop-in tools follow LLVM 19, as the
+# module's bundle() and pack() do.
+LLVM19 = {**os.environ, "OFFLOAD_LLVM_VERSION": "19"}
+
+
 def tool(name):
     env = os.environ.get("OFFLOAD_BIN")
     base = pathlib.Path(env).parent if env else REPO / "target" / "debug"
@@ -185,10 +190,13 @@ def test_bundle_compressed_matches_clang_offload_bundler(tmp_path):
         f.write_bytes(p)
         inputs.append(str(f))
     out = tmp_path / "out.bc"
+    # The module writes what LLVM 19 writes (CCOB v2); the drop-in follows
+    # LLVM 22 unless told otherwise.
     subprocess.run(
         [tool("clang-offload-bundler"), "-type=bc", "-compress", "-targets=" + ",".join(SAMPLE_TARGETS),
          *("-input=" + i for i in inputs), "-output=" + str(out)],
         check=True,
+        env=LLVM19,
     )
     packed = ob.bundle(SAMPLE_TARGETS, payloads, compress=True)
     assert packed == out.read_bytes()
@@ -214,7 +222,7 @@ def test_pack_matches_clang_offload_packager_and_unpacks(tmp_path):
         f.write_bytes(img["image"])
         args.append(f"--image=file={f},triple={img['triple']},arch={img['arch']},kind={img['kind']}")
     out = tmp_path / "pkg.out"
-    subprocess.run([tool("clang-offload-packager"), "-o", str(out), *args], check=True)
+    subprocess.run([tool("clang-offload-packager"), "-o", str(out), *args], check=True, env=LLVM19)
     packed = ob.pack(images)
     assert packed == out.read_bytes()
     unpacked = ob.unpack(packed)
