@@ -1,14 +1,7 @@
 //! Inputs as bytes: regular files memory-mapped, anything else read.
 
-#![allow(unused_imports)]
-use crate::*;
-use offload_format::plan::{Piece, Plan};
 use std::fs::{self, File};
-use std::io::{self, Read, Seek, Write};
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
-use std::os::unix::io::AsRawFd;
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::io::{self, Read};
 
 pub(crate) enum Backing {
     Mapped { map: memmap2::Mmap, file: File },

@@ -1,14 +1,12 @@
 //! Outputs staged next to their destination and committed together.
 
-#![allow(unused_imports)]
 use crate::*;
 use offload_format::plan::{Piece, Plan};
 use std::fs::{self, File};
-use std::io::{self, Read, Seek, Write};
+use std::io::{self, Seek, Write};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
 pub(crate) enum Staged {
     /// Standard output: the bytes wait in an anonymous temporary file (not

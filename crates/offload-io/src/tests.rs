@@ -3,7 +3,7 @@
 
 use super::*;
 use offload_format::plan::{Piece, Plan};
-use std::fs::{self};
+use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 

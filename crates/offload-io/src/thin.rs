@@ -1,14 +1,8 @@
 //! Members of thin archives, which live in files of their own.
 
-#![allow(unused_imports)]
 use crate::*;
-use offload_format::plan::{Piece, Plan};
-use std::fs::{self, File};
-use std::io::{self, Read, Seek, Write};
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
-use std::os::unix::io::AsRawFd;
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::fs;
+use std::path::Path;
 
 /// Reads a member of a thin archive: the file its stored `name` gives,
 /// relative to the archive's folder unless absolute, as LLVM resolves it.

@@ -1,14 +1,11 @@
 //! Writing a plan's bytes: into one buffer, or into a file with borrowed
 //! payloads copied by the kernel.
 
-#![allow(unused_imports)]
 use crate::*;
 use offload_format::plan::{Piece, Plan};
-use std::fs::{self, File};
-use std::io::{self, Read, Seek, Write};
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::fs::File;
+use std::io::{self, Seek, Write};
 use std::os::unix::io::AsRawFd;
-use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 /// The bytes of a plan in one buffer (for compression). Pieces that lie in
