@@ -683,6 +683,27 @@ mod tests {
     const G908: &str = "hip-amdgcn-amd-amdhsa--gfx908";
 
     #[test]
+    fn objcopy_command_adds_one_section_per_target_and_reads_the_host() {
+        let t = targets(&[G906, HOST, G908], false);
+        let args = objcopy_arguments(&t, &["a.o", "h.o", "b.o"], "/tmp/empty.tmp", "out.o");
+        let id = |s: &str| t.standardized[["a", "h", "b"].iter().position(|x| *x == s).unwrap()].clone();
+        let want: Vec<String> = [
+            format!("--add-section=__CLANG_OFFLOAD_BUNDLE__{}=a.o", id("a")),
+            format!("--set-section-flags=__CLANG_OFFLOAD_BUNDLE__{}=readonly,exclude", id("a")),
+            format!("--add-section=__CLANG_OFFLOAD_BUNDLE__{}=/tmp/empty.tmp", id("h")),
+            format!("--set-section-flags=__CLANG_OFFLOAD_BUNDLE__{}=readonly,exclude", id("h")),
+            format!("--add-section=__CLANG_OFFLOAD_BUNDLE__{}=b.o", id("b")),
+            format!("--set-section-flags=__CLANG_OFFLOAD_BUNDLE__{}=readonly,exclude", id("b")),
+            "--".into(),
+            "h.o".into(),
+            "out.o".into(),
+        ]
+        .into();
+        assert_eq!(args, want);
+        assert!(id("h").starts_with("host-x86_64-unknown-linux-gnu"));
+    }
+
+    #[test]
     fn validation_messages_in_order() {
         let e = |r: Request| validate(&r).unwrap_err().to_string();
         let mut r = request(&[HOST], false);

@@ -8,8 +8,8 @@
 
 use offload_cli::cl::{OptSpec, PositionalSpec, ToolSpec};
 use offload_cli::diag;
-use offload_format::plan::Plan;
 use offload_format::llvm_release::LlvmRelease;
+use offload_format::plan::Plan;
 use offload_format::wrapper::{bitcode, module, omp_notes, text};
 use offload_io::{Input, Outputs, error_text};
 use std::process::ExitCode;
@@ -87,8 +87,11 @@ fn main() -> ExitCode {
         }
     }
 
-    let input =
-        module::WrapperInput { triple, images: inputs.iter().zip(&noted).map(|(i, n)| n.as_deref().unwrap_or(i.bytes())).collect(), offload_archs: archs };
+    let input = module::WrapperInput {
+        triple,
+        images: inputs.iter().zip(&noted).map(|(i, n)| n.as_deref().unwrap_or(i.bytes())).collect(),
+        offload_archs: archs,
+    };
     let m = match module::build(&input) {
         Ok(m) => m,
         Err(e) => return diag::error(&argv0, e),

@@ -43,7 +43,9 @@ Sections:
 }
 
 fn wrap(tool: &Path, image: &Path, out: &Path) -> String {
-    let o = common::run(Command::new(tool).args(["-add-omp-offload-notes", "-target=x86_64-pc-linux-gnu", "-o"]).arg(out).arg(image));
+    let o = common::run(
+        Command::new(tool).args(["-add-omp-offload-notes", "-target=x86_64-pc-linux-gnu", "-o"]).arg(out).arg(image),
+    );
     assert!(o.status.success(), "{} failed: {}", tool.display(), String::from_utf8_lossy(&o.stderr));
     String::from_utf8(o.stderr).unwrap()
 }
@@ -91,6 +93,34 @@ fn notes_and_images_are_byte_identical_to_llvm14s() {
         }
         assert_eq!(text.matches("LLVMOMPOFFLOAD").count(), 3, "{text}");
     }
+}
+
+#[test]
+#[cfg_attr(not(all(has_llvm14, has_llvm19)), ignore = "needs LLVM 14 and 19: run scripts/install-reference-llvm.sh")]
+fn shared_libraries_with_symbols_are_noted_like_llvm14s() {
+    // The symbol string table is rebuilt as llvm-objcopy 14 rebuilds it.
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("k.c");
+    fs::write(&src, "int kernel_counter;\nint add_one(int x) { return x + kernel_counter + 1; }\n").unwrap();
+    let lib = tmp.path().join("libk.so");
+    let o = common::run(
+        Command::new(common::llvm_tool(14, "clang")).args(["-shared", "-fPIC", "-nostdlib", "-o"]).arg(&lib).arg(&src),
+    );
+    assert!(o.status.success(), "clang 14: {}", String::from_utf8_lossy(&o.stderr));
+    same_as_llvm14(tmp.path(), &lib);
+    // An AMDGPU code object as device links make them.
+    let obj = tmp.path().join("k.o");
+    let o = common::run(
+        Command::new(common::llvm_tool(19, "clang"))
+            .args(["--target=amdgcn-amd-amdhsa", "-mcpu=gfx906", "-nogpulib", "-O2", "-c", "-o"])
+            .arg(&obj)
+            .arg(&src),
+    );
+    assert!(o.status.success(), "clang 19: {}", String::from_utf8_lossy(&o.stderr));
+    let hsaco = tmp.path().join("k.hsaco");
+    let o = common::run(Command::new(common::llvm_tool(19, "ld.lld")).arg("-shared").arg(&obj).arg("-o").arg(&hsaco));
+    assert!(o.status.success(), "ld.lld 19: {}", String::from_utf8_lossy(&o.stderr));
+    same_as_llvm14(tmp.path(), &hsaco);
 }
 
 #[test]

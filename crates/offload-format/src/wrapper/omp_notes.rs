@@ -186,8 +186,7 @@ pub fn add_notes(image: &[u8], producer_version: &str) -> Result<Vec<u8>, NotesE
     }
     for i in 0..phnum {
         let at = phoff + i * phent;
-        let (off, filesz) =
-            if wide { (r.u64(at + 8)?, r.u64(at + 32)?) } else { (r.u32(at + 4)?, r.u32(at + 16)?) };
+        let (off, filesz) = if wide { (r.u64(at + 8)?, r.u64(at + 32)?) } else { (r.u32(at + 4)?, r.u32(at + 16)?) };
         r.bytes(off, filesz)?;
         segments.push((off, off + filesz));
         keep_end = keep_end.max(off + filesz);
@@ -220,8 +219,7 @@ pub fn add_notes(image: &[u8], producer_version: &str) -> Result<Vec<u8>, NotesE
         if kind != SHT_NOBITS {
             r.bytes(offset, size)?;
         }
-        let fixed =
-            kind != SHT_NOBITS && size > 0 && segments.iter().any(|&(s, e)| offset >= s && offset + size <= e);
+        let fixed = kind != SHT_NOBITS && size > 0 && segments.iter().any(|&(s, e)| offset >= s && offset + size <= e);
         sections.push(Section { name, header, kind, offset, size, align: align.max(1), link, fixed, data: None });
     }
     let notes = note_bytes(big, producer_version);
@@ -387,7 +385,7 @@ mod tests {
         assert_eq!(&le[28..32], b"1.0\0");
         let be = note_bytes(true, "14.0.6");
         assert_eq!(&be[..12], &[0, 0, 0, 15, 0, 0, 0, 3, 0, 0, 0, 1]);
-        assert_eq!(&be[88..], b"14.0.6\0\0");
+        assert_eq!(&be[92..], b"14.0.6\0\0");
     }
 
     #[test]

@@ -53,11 +53,15 @@ const OPTIONS: &[OptSpec] = &[
     )
     .kind(ValueKind::Uint)
     .hidden(),
-    OptSpec::flag("hip-openmp-compatible", "Treat hip and hipv4 offload kinds as compatible with openmp kind, and vice versa."),
+    OptSpec::flag(
+        "hip-openmp-compatible",
+        "Treat hip and hipv4 offload kinds as compatible with openmp kind, and vice versa.",
+    ),
     OptSpec::value("input", "string", "Input file. Can be specified multiple times for multiple input files.").list(),
     OptSpec::value("inputs", "string", "[<input file>,...] (deprecated)").comma(),
     OptSpec::flag("list", "List bundle IDs in the bundled file."),
-    OptSpec::value("output", "string", "Output file. Can be specified multiple times for multiple output files.").list(),
+    OptSpec::value("output", "string", "Output file. Can be specified multiple times for multiple output files.")
+        .list(),
     OptSpec::value("outputs", "string", "[<output file>,...] (deprecated)").comma(),
     OptSpec::value("targets", "string", "[<offload kind>-<target triple>,...]").comma(),
     OptSpec::value("type", "string", TYPE_HELP).required(),
@@ -252,7 +256,8 @@ fn find_objcopy() -> String {
 /// (`clang-offload-bundler-XXXXXX.tmp` in the temporary folder); under
 /// `-###` it is only printed, so no file is made.
 fn empty_temp_name() -> String {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
     let tag = (nanos ^ std::process::id().rotate_left(12)) & 0xff_ffff;
     std::env::temp_dir().join(format!("clang-offload-bundler-{tag:06x}.tmp")).to_string_lossy().into_owned()
 }
