@@ -1,0 +1,54 @@
+#!/bin/sh
+# Builds the small PE fixtures of crates/offload-cli/tests/fixtures/pe with
+# clang 22 and lld-link 22 (docs/formats/pe.md): a HIP DLL (gfx90a and
+# gfx1100), a CUDA DLL (sm_80 and sm_89), an EXE importing the HIP DLL, and
+# stub runtime DLLs standing in for amdhip64_6.dll and cudart64_12.dll.
+# The sources have no headers, so no HIP or CUDA SDK is needed; the CUDA
+# object needs ptxas (OFFLOAD_CLANG_CUDA_ROOT, see scripts/install-cuda-tools.sh).
+set -eu
+here=$(cd "$(dirname "$0")/../crates/offload-cli/tests/fixtures/pe" && pwd)
+bin=${LLVM22_BIN:-/usr/lib/llvm-22/bin}
+cuda_root=${OFFLOAD_CLANG_CUDA_ROOT:-/opt/cuda-wheels/clang-cuda-root}
+t=$(mktemp -d)
+trap 'rm -rf "$t"' EXIT
+cc="$bin/clang++ --target=x86_64-pc-windows-msvc -Wno-ignored-attributes"
+link="$bin/lld-link /nodefaultlib /Brepro"
+cd "$t"
+cat > rt_hip.c <<'C'
+__declspec(dllexport) void __hipPopCallConfiguration(void) {}
+__declspec(dllexport) void __hipRegisterFatBinary(void) {}
+__declspec(dllexport) void __hipRegisterFunction(void) {}
+__declspec(dllexport) void __hipUnregisterFatBinary(void) {}
+__declspec(dllexport) int hipLaunchKernel(void) { return 0; }
+C
+cat > rt_cuda.c <<'C'
+__declspec(dllexport) void __cudaPopCallConfiguration(void) {}
+__declspec(dllexport) void __cudaRegisterFatBinary(void) {}
+__declspec(dllexport) void __cudaRegisterFatBinaryEnd(void) {}
+__declspec(dllexport) void __cudaRegisterFunction(void) {}
+__declspec(dllexport) void __cudaUnregisterFatBinary(void) {}
+__declspec(dllexport) int cudaLaunchKernel(void) { return 0; }
+C
+cat > crt.c <<'C'
+int _fltused = 0;
+typedef void (*fn)(void);
+int atexit(fn f) { (void)f; return 0; }
+C
+cat > main.c <<'C'
+__declspec(dllimport) int host_answer(void);
+int mainCRTStartup(void) { return host_answer(); }
+C
+$cc -x c -c rt_hip.c -o rt_hip.obj
+$cc -x c -c rt_cuda.c -o rt_cuda.obj
+$cc -x c -c crt.c -o crt.obj
+$cc -x c -c main.c -o main.obj
+$link /dll /noentry rt_hip.obj /out:amdhip64_6.dll /implib:amdhip64_6.lib
+$link /dll /noentry rt_cuda.obj /out:cudart64_12.dll /implib:cudart64_12.lib
+$cc -x hip -nogpulib -nogpuinc --offload-arch=gfx90a --offload-arch=gfx1100 -c "$here/kernel.hip" -o hip.obj
+$cc -x cuda -nocudainc -nocudalib --cuda-path="$cuda_root" --offload-arch=sm_80 --offload-arch=sm_89 -c "$here/kernel.cu" -o cuda.obj
+$link /dll /noentry /release hip.obj crt.obj amdhip64_6.lib /out:hip_kernels.dll /implib:hip_kernels.lib
+$link /dll /noentry cuda.obj crt.obj cudart64_12.lib /out:cuda_kernels.dll
+$link /subsystem:console /entry:mainCRTStartup main.obj hip_kernels.lib /delayload:amdhip64_6.dll /out:app.exe 2>/dev/null || \
+  $link /subsystem:console /entry:mainCRTStartup main.obj hip_kernels.lib /out:app.exe
+cp amdhip64_6.dll cudart64_12.dll hip_kernels.dll cuda_kernels.dll app.exe hip.obj cuda.obj "$here/"
+ls -l "$here"
