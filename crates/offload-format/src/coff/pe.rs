@@ -270,9 +270,9 @@ impl<'a> PeImage<'a> {
 
     /// The section holding `rva` in memory.
     pub fn section_at_rva(&self, rva: u32) -> Option<&PeSection> {
-        self.sections.iter().find(|s| {
-            rva.checked_sub(s.virtual_address).is_some_and(|rel| rel < s.virtual_size.max(s.raw_size))
-        })
+        self.sections
+            .iter()
+            .find(|s| rva.checked_sub(s.virtual_address).is_some_and(|rel| rel < s.virtual_size.max(s.raw_size)))
     }
 
     /// `len` file bytes at `rva`, all inside one section (or the headers).
@@ -301,9 +301,9 @@ impl<'a> PeImage<'a> {
         // descriptors 32 bytes, the name RVA at +4.
         for (dir, size, name_at, delay) in [(DIR_IMPORT, 20, 12, false), (DIR_DELAY_IMPORT, 32, 4, true)] {
             let Some(d) = self.directory(dir) else { continue };
-            let start = self.rva_to_offset(d.rva).ok_or_else(|| {
-                bad(self.directories_offset + 8 * dir, "the import table's RVA is not in the file")
-            })?;
+            let start = self
+                .rva_to_offset(d.rva)
+                .ok_or_else(|| bad(self.directories_offset + 8 * dir, "the import table's RVA is not in the file"))?;
             for i in 0..MAX_IMPORTS {
                 let at = start + size * i;
                 let Some(desc) = slice(self.data, at, size) else {

@@ -181,7 +181,8 @@ pub fn closure(program: &Path, search: &WinSearch) -> Result<Closure, WinDepsErr
                 });
                 continue;
             }
-            let dirs = std::iter::once((&app_dir, Via::AppFolder)).chain(search.path.iter().map(|d| (d, Via::PathFolder)));
+            let dirs =
+                std::iter::once((&app_dir, Via::AppFolder)).chain(search.path.iter().map(|d| (d, Via::PathFolder)));
             let mut found = None;
             for (dir, via) in dirs {
                 let Some(path) = in_dir(dir, &name) else { continue };

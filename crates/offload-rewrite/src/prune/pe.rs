@@ -18,8 +18,8 @@
 //! zeros zero mode would have written), and the raw data of every later
 //! section, the overlay and the certificate table move down in the file.
 
-use super::files::{Input, PeInput};
 use super::files::check_unit;
+use super::files::{Input, PeInput};
 use super::{PruneError, Pruned, UnitChange, cuda, plan_units};
 use offload_format::coff::pe::{self, Checksum, PeImage, PeSection};
 use offload_format::plan::{Piece, Plan};
@@ -224,3 +224,310 @@ fn check_image(output: &[u8], input: &[u8], pe: &PeInput) -> Result<(), PruneErr
 #[cfg(test)]
 #[path = "pe_tests.rs"]
 mod tests;
+
+/// The largest alignment a packed fat binary keeps.
+const MAX_UNIT_ALIGN: u64 = 4096;
+
+/// `IMAGE_SCN_CNT_INITIALIZED_DATA`.
+const SCN_INITIALIZED: u32 = 0x40;
+
+/// A planned `--mode cut` of a PE image: the fat binaries packed from the
+/// start of their sections (RVAs of everything else unchanged), the raw
+/// data of those sections shortened, and everything after them in the
+/// file moved down.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeCut {
+    /// New file offset of each unit of the plan, in its order.
+    pub unit_offsets: Vec<u64>,
+    /// Per fat section: (raw offset, old raw size, new raw size).
+    pub sections: Vec<(u64, u64, u64)>,
+    /// Small writes over the input (offset in the input, bytes): section
+    /// headers, optional header fields, moved file offsets, record
+    /// addresses.
+    pub patches: Vec<(u64, Vec<u8>)>,
+    /// Where the checksum field is, when it is recomputed.
+    pub checksum: Option<usize>,
+}
+
+impl PeCut {
+    /// Bytes the output is smaller than the input.
+    pub fn saved(&self) -> u64 {
+        self.sections.iter().map(|&(_, old, new)| old - new).sum()
+    }
+}
+
+fn cut_refused(why: impl Into<String>) -> PruneError {
+    PruneError::CutRefused(why.into())
+}
+
+/// The largest power of two up to [`MAX_UNIT_ALIGN`] dividing `offset`
+/// (a section offset; the section itself is page aligned in memory).
+fn alignment(offset: u64) -> u64 {
+    let mut a = MAX_UNIT_ALIGN;
+    while a > 1 && !offset.is_multiple_of(a) {
+        a /= 2;
+    }
+    a
+}
+
+/// The file offset after cutting `at`: moved down by the bytes cut from
+/// the fat sections that end at or before it.
+fn moved(sections: &[(u64, u64, u64)], at: u64) -> u64 {
+    let cut: u64 = sections.iter().filter(|&&(off, old, _)| off + old <= at).map(|&(_, old, new)| old - new).sum();
+    at - cut
+}
+
+/// Plans `--mode cut` on a PE image pruned as `pruned` by [`plan_pe`].
+pub fn plan_pe_cut(data: &[u8], pe_input: &PeInput, pruned: &Pruned) -> Result<PeCut, PruneError> {
+    let image = parse(data)?;
+    if image.file_alignment == 0 || !image.file_alignment.is_power_of_two() {
+        return Err(cut_refused(format!("the file alignment {:#x} is not a power of two", image.file_alignment)));
+    }
+    let fa = u64::from(image.file_alignment);
+    let mut fat: Vec<&PeSection> = image.sections.iter().filter(|s| is_fat(s) && s.raw_size > 0).collect();
+    fat.sort_by_key(|s| s.raw_offset);
+    let mut unit_offsets = vec![0u64; pruned.units.len()];
+    let mut sections = Vec::new();
+    // Section offset of each unit in its section, before and after.
+    let mut moves: Vec<(u32, u64, u64)> = Vec::new();
+    for s in &fat {
+        let start = u64::from(s.raw_offset);
+        let end = start + u64::from(s.file_len());
+        let mut at = 0u64;
+        for (k, c) in pruned.units.iter().enumerate() {
+            if c.unit.offset < start || c.unit.offset >= end {
+                continue;
+            }
+            let old = c.unit.offset - start;
+            at = at.next_multiple_of(alignment(old));
+            unit_offsets[k] = start + at;
+            moves.push((s.virtual_address, old, at));
+            at += c.new_used;
+        }
+        let new_raw = at.next_multiple_of(fa).min(u64::from(s.raw_size));
+        sections.push((start, u64::from(s.raw_size), new_raw));
+    }
+    if sections.iter().all(|&(_, old, new)| old == new) {
+        return Err(cut_refused("no whole file-alignment block is freed"));
+    }
+    let in_fat = |rva: u64| {
+        fat.iter().any(|s| {
+            rva >= u64::from(s.virtual_address)
+                && rva < u64::from(s.virtual_address) + u64::from(s.virtual_size.max(s.raw_size))
+        })
+    };
+    // Directories that point into a fat section are not understood.
+    for (i, d) in image.directories.iter().enumerate() {
+        if i != pe::DIR_SECURITY && d.size != 0 && in_fat(u64::from(d.rva)) {
+            return Err(cut_refused(format!("data directory {i} points into a fat binary section")));
+        }
+    }
+    let mut patches: Vec<(u64, Vec<u8>)> = Vec::new();
+    // Record addresses: each moves with the fat binary it points at.
+    let err = |e: pe::PeError| refuse(e.to_string());
+    let mut records = image.records(b".hipFatB", HIP_RECORD).map_err(err)?;
+    records.extend(image.records(b".nvFatBi", CUDA_RECORD).map_err(err)?);
+    let mut record_fields = Vec::new();
+    for r in &records {
+        let Some(rva) = r.target.filter(|&t| in_fat(u64::from(t))) else { continue };
+        let Some(&(va, _, new)) = moves.iter().find(|&&(va, old, _)| u64::from(va) + old == u64::from(rva)) else {
+            return Err(cut_refused(format!("the record at {:#x} does not point at a fat binary", r.offset)));
+        };
+        let address = image.image_base + u64::from(va) + new;
+        let bytes = if image.is_64 { address.to_le_bytes().to_vec() } else { (address as u32).to_le_bytes().to_vec() };
+        patches.push((r.offset as u64 + 8, bytes));
+        record_fields.push(r.offset as u64 + 8);
+    }
+    // Any other relocated address pointing into a fat section is a
+    // reference this rewrite would not move.
+    let width = if image.is_64 { 8 } else { 4 };
+    for (rva, _) in image.base_relocations().map_err(err)? {
+        let Some(at) = image.rva_to_offset(rva) else { continue };
+        let value = if image.is_64 {
+            offload_format::bytes::u64_le(data, at)
+        } else {
+            offload_format::bytes::u32_le(data, at).map(u64::from)
+        };
+        let Some(target) = value.and_then(|v| v.checked_sub(image.image_base)) else { continue };
+        if in_fat(target) && !record_fields.contains(&(at as u64)) && width > 0 {
+            return Err(cut_refused(format!(
+                "a relocated address at {at:#x} points into a fat binary section other than a registration record"
+            )));
+        }
+    }
+    // The section table: raw sizes of the fat sections, raw offsets of
+    // every section after them.
+    let mut initialized_cut = 0u64;
+    for s in &image.sections {
+        if s.raw_size == 0 {
+            continue;
+        }
+        if s.raw_offset != 0
+            && (u32::from_le_bytes(data[s.header_offset + 24..s.header_offset + 28].try_into().unwrap_or([0; 4])) != 0)
+        {
+            return Err(cut_refused("a section has COFF relocations in an image"));
+        }
+        if let Some(&(_, old, new)) = sections.iter().find(|&&(off, _, _)| off == u64::from(s.raw_offset)) {
+            patches.push((s.header_offset as u64 + 16, (new as u32).to_le_bytes().to_vec()));
+            if s.characteristics & SCN_INITIALIZED != 0 {
+                initialized_cut += old - new;
+            }
+        } else {
+            let new = moved(&sections, u64::from(s.raw_offset));
+            if new != u64::from(s.raw_offset) {
+                patches.push((s.header_offset as u64 + 20, (new as u32).to_le_bytes().to_vec()));
+            }
+        }
+    }
+    let init_at = image.optional_offset + 8;
+    let init = offload_format::bytes::u32_le(data, init_at).unwrap_or(0);
+    patches.push((init_at as u64, init.saturating_sub(initialized_cut as u32).to_le_bytes().to_vec()));
+    if image.symbol_table != 0 {
+        let new = moved(&sections, u64::from(image.symbol_table));
+        let at = image.optional_offset as u64 - 20 + 8;
+        patches.push((at, (new as u32).to_le_bytes().to_vec()));
+    }
+    if let Some(d) = image.directory(pe::DIR_SECURITY) {
+        let new = moved(&sections, u64::from(d.rva));
+        let at = (image.directories_offset + 8 * pe::DIR_SECURITY) as u64;
+        patches.push((at, (new as u32).to_le_bytes().to_vec()));
+    }
+    if let Some(d) = image.directory(pe::DIR_DEBUG) {
+        let start = image.rva_to_offset(d.rva).ok_or_else(|| cut_refused("the debug directory is not in the file"))?;
+        for e in 0..(d.size as usize / 28).min(64) {
+            let field = start + 28 * e + 24;
+            let Some(old) = offload_format::bytes::u32_le(data, field) else { break };
+            let new = moved(&sections, u64::from(old));
+            if old != 0 && new != u64::from(old) {
+                patches.push((field as u64, (new as u32).to_le_bytes().to_vec()));
+            }
+        }
+    }
+    patches.sort();
+    Ok(PeCut { unit_offsets, sections, patches, checksum: pe_input.checksum })
+}
+
+/// The first `n` bytes of `plan`.
+fn truncated<'a>(plan: &Plan<'a>, n: u64) -> Plan<'a> {
+    let mut out = Plan::new();
+    let mut left = n;
+    for piece in &plan.pieces {
+        if left == 0 {
+            break;
+        }
+        let len = piece.len().min(left);
+        out.pieces.push(match piece {
+            Piece::Bytes(Cow::Borrowed(b)) => Piece::Bytes(Cow::Borrowed(&b[..len as usize])),
+            Piece::Bytes(Cow::Owned(b)) => Piece::Bytes(Cow::Owned(b[..len as usize].to_vec())),
+            Piece::Fill { byte, .. } => Piece::Fill { byte: *byte, len },
+        });
+        left -= len;
+    }
+    out
+}
+
+impl PeCut {
+    /// The output file.
+    pub fn output_plan<'a>(&self, data: &'a [u8], pruned: &Pruned<'a>) -> Plan<'a> {
+        let mut plan = Plan::new();
+        let mut at = 0u64;
+        // Input bytes [at, to) with the patches that fall inside.
+        let copy = |plan: &mut Plan<'a>, from: u64, to: u64| {
+            let mut pos = from;
+            for (off, bytes) in self.patches.iter().filter(|(o, _)| *o >= from && *o < to) {
+                plan.borrow(data.get(pos as usize..*off as usize).unwrap_or(&[]));
+                plan.own(bytes.clone());
+                pos = off + bytes.len() as u64;
+            }
+            plan.borrow(data.get(pos as usize..to as usize).unwrap_or(&[]));
+        };
+        for &(start, old, new) in &self.sections {
+            copy(&mut plan, at, start);
+            let mut pos = start;
+            for (k, c) in pruned.units.iter().enumerate() {
+                if c.unit.offset < start || c.unit.offset >= start + old {
+                    continue;
+                }
+                let to = self.unit_offsets[k];
+                plan.zeros(to - pos);
+                match &c.replacement {
+                    Some(rep) => plan.pieces.extend(truncated(rep, c.new_used).pieces),
+                    None => plan.borrow(
+                        data.get(c.unit.offset as usize..(c.unit.offset + c.unit.used) as usize).unwrap_or(&[]),
+                    ),
+                }
+                pos = to + c.new_used;
+            }
+            plan.zeros((start + new).saturating_sub(pos));
+            at = start + old;
+        }
+        copy(&mut plan, at, data.len() as u64);
+        match self.checksum {
+            Some(field) => {
+                let sum = plan_checksum(&plan, field);
+                patch(plan, field as u64, &sum.to_le_bytes())
+            }
+            None => plan,
+        }
+    }
+
+    /// Checks a cut output from its bytes: it reads as a PE image with
+    /// the same sections at the same RVAs, each fat binary at its new
+    /// offset holds exactly the kept entries, every registration record
+    /// points at one of them, every other section's raw data is the
+    /// input's (but for the patched fields), and the checksum is right.
+    pub fn verify(&self, output: &[u8], input: &[u8], pruned: &Pruned) -> Result<(), PruneError> {
+        let new = PeImage::parse(output).map_err(|e| fail(format!("it no longer reads as PE: {e}")))?;
+        let old = parse(input)?;
+        if output.len() as u64 + self.saved() != input.len() as u64 {
+            return Err(fail(format!("it is {} bytes, {} expected", output.len(), input.len() as u64 - self.saved())));
+        }
+        if new.sections.len() != old.sections.len() || new.size_of_image != old.size_of_image {
+            return Err(fail("its section table or SizeOfImage changed".into()));
+        }
+        for (n, o) in new.sections.iter().zip(&old.sections) {
+            if n.name != o.name || n.virtual_address != o.virtual_address || n.virtual_size != o.virtual_size {
+                return Err(fail(format!("section {} moved in memory", String::from_utf8_lossy(o.name()))));
+            }
+            if is_fat(o) {
+                continue;
+            }
+            let (nb, ob) = (new.section_data(n), old.section_data(o));
+            let patched = |i: usize| {
+                let at = o.raw_offset as u64 + i as u64;
+                self.patches.iter().any(|(p, b)| at >= *p && at < p + b.len() as u64)
+            };
+            if nb.len() != ob.len() || nb.iter().zip(ob).enumerate().any(|(i, (a, b))| a != b && !patched(i)) {
+                return Err(fail(format!("section {} changed", String::from_utf8_lossy(o.name()))));
+            }
+        }
+        for (k, c) in pruned.units.iter().enumerate() {
+            let at = self.unit_offsets[k] as usize;
+            if c.replacement.is_some() {
+                check_unit(output, at, input, c)?;
+            } else if output.get(at..at + c.unit.used as usize)
+                != input.get(c.unit.offset as usize..(c.unit.offset + c.unit.used) as usize)
+            {
+                return Err(fail(format!("the unchanged unit at {:#x} differs", c.unit.offset)));
+            }
+        }
+        let err = |e: pe::PeError| fail(e.to_string());
+        let mut records = new.records(b".hipFatB", HIP_RECORD).map_err(err)?;
+        records.extend(new.records(b".nvFatBi", CUDA_RECORD).map_err(err)?);
+        for r in records {
+            let Some(at) = r.target.and_then(|t| new.rva_to_offset(t)) else { continue };
+            let in_fat = new
+                .sections
+                .iter()
+                .any(|s| is_fat(s) && at >= s.raw_offset as usize && at < (s.raw_offset + s.file_len()) as usize);
+            if in_fat && !self.unit_offsets.contains(&(at as u64)) {
+                return Err(fail(format!("the record at {:#x} points at no fat binary", r.offset)));
+            }
+        }
+        match self.checksum {
+            Some(field) if pe::checksum(output, field) != new.checksum => Err(fail("its PE checksum is wrong".into())),
+            None if new.checksum != 0 => Err(fail("its PE checksum was zero and is not".into())),
+            _ => Ok(()),
+        }
+    }
+}

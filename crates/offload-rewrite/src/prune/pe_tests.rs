@@ -70,3 +70,25 @@ fn patch_replaces_bytes_across_pieces() {
     let out = patch(plan, 2, &[9, 9, 9]).to_vec();
     assert_eq!(out, [1, 2, 9, 9, 9, 4, 5, 6]);
 }
+
+#[test]
+fn cut_mode_shrinks_the_dlls_and_passes_its_check() {
+    for (dll, target, kept_id) in [(HIP_DLL, "gfx90a", "gfx90a"), (CUDA_DLL, "sm_89", "sm_89")] {
+        let (input, pruned) = plan_file(dll, &keep(target)).unwrap();
+        let Input::Pe(pe) = &input else { panic!() };
+        let cut = plan_pe_cut(dll, pe, &pruned).unwrap();
+        let out = cut.output_plan(dll, &pruned).to_vec();
+        assert!(out.len() < dll.len(), "{target}: {} -> {}", dll.len(), out.len());
+        assert_eq!(out.len() as u64, dll.len() as u64 - cut.saved());
+        cut.verify(&out, dll, &pruned).unwrap();
+        // Read back: the output holds exactly the kept entries.
+        let (_, again) = plan_file(&out, &Rules::default()).unwrap();
+        assert_eq!(kept(&again), kept(&pruned), "{target}");
+        assert!(kept(&again).iter().all(|id| id.ends_with(kept_id) || id.starts_with("host-")), "{target}");
+        // A damaged output fails the check.
+        let mut bad = out.clone();
+        let at = cut.unit_offsets[0] as usize + 200;
+        bad[at] ^= 0xff;
+        assert!(cut.verify(&bad, dll, &pruned).is_err(), "{target}");
+    }
+}
