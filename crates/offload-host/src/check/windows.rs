@@ -217,6 +217,48 @@ pub fn closure(program: &Path, search: &WinSearch) -> Result<Closure, WinDepsErr
     Ok(closure)
 }
 
+/// Most files [`pe_files`] looks at in one folder tree.
+const WALK_LIMIT: usize = 100_000;
+
+/// The PE images (`.dll`, `.exe`, `.pyd` files starting like one) below
+/// `dir`, sorted, symbolic links not followed, at most 32 folders deep and
+/// [`WALK_LIMIT`] entries looked at: the files of an unpacked wheel or a
+/// Windows install whose imports `check` follows.
+pub fn pe_files(dir: &Path) -> Vec<PathBuf> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    let mut stack = vec![(dir.to_path_buf(), 0usize)];
+    let mut seen = 0usize;
+    while let Some((d, depth)) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for e in entries.filter_map(Result::ok) {
+            seen += 1;
+            if seen > WALK_LIMIT {
+                out.sort();
+                return out;
+            }
+            let Ok(kind) = e.file_type() else { continue };
+            let path = e.path();
+            if kind.is_dir() && depth < 32 {
+                stack.push((path, depth + 1));
+                continue;
+            }
+            let ext = path.extension().map(|x| x.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
+            if !kind.is_file() || !matches!(ext.as_str(), "dll" | "exe" | "pyd") {
+                continue;
+            }
+            let mut head = [0u8; 4096];
+            let Ok(mut f) = std::fs::File::open(&path) else { continue };
+            let n = f.read(&mut head).unwrap_or(0);
+            if is_pe(&head[..n]) {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -259,6 +301,16 @@ mod tests {
         let c = closure(&dir.path().join("app.exe"), &search).unwrap();
         let rt = c.objects.iter().find(|o| o.name == "amdhip64_6.dll").unwrap();
         assert_eq!(rt.via, Via::AppFolder);
+    }
+
+    #[test]
+    fn pe_files_finds_images_below_a_folder() {
+        let dir = app(&["app.exe", "kernel.cu"]);
+        std::fs::create_dir(dir.path().join("bin")).unwrap();
+        std::fs::copy(fixtures().join("hip_kernels.dll"), dir.path().join("bin/hip_kernels.dll")).unwrap();
+        std::fs::write(dir.path().join("bin/fake.dll"), b"MZ not really").unwrap();
+        let found = pe_files(dir.path());
+        assert_eq!(found, [dir.path().join("app.exe"), dir.path().join("bin/hip_kernels.dll")]);
     }
 
     #[test]
