@@ -53,7 +53,7 @@ fn reads_imports() {
     let dll = PeImage::parse(HIP_DLL).unwrap().imports().unwrap();
     assert_eq!(dll, [Import { dll: "amdhip64_6.dll".into(), delay: false }]);
     let app = PeImage::parse(APP).unwrap().imports().unwrap();
-    assert_eq!(app, [Import { dll: "hip_kernels.dll".into(), delay: false }]);
+    assert_eq!(app, [Import { dll: "hip_kernels.dll".into(), delay: true }]);
 }
 
 #[test]
