@@ -314,6 +314,27 @@ mod tests {
     }
 
     #[test]
+    fn damaged_images_give_errors_or_short_lists_not_panics() {
+        // Every 32-bit field of the headers and import tables of both
+        // files set to 0, all-ones and 2^31, one at a time.
+        let dir = app(&["app.exe", "hip_kernels.dll"]);
+        for name in ["app.exe", "hip_kernels.dll"] {
+            let good = std::fs::read(fixtures().join(name)).unwrap();
+            for at in (0..good.len().min(0x800)).step_by(4) {
+                for v in [0u32, u32::MAX, 1 << 31] {
+                    let mut bad = good.clone();
+                    bad[at..at + 4].copy_from_slice(&v.to_le_bytes());
+                    std::fs::write(dir.path().join(name), &bad).unwrap();
+                    if let Ok(c) = closure(&dir.path().join("app.exe"), &WinSearch::default()) {
+                        assert!(c.objects.len() <= 3 && c.missing.len() <= 2, "{name} {at:#x} {v:#x}");
+                    }
+                }
+            }
+            std::fs::write(dir.path().join(name), &good).unwrap();
+        }
+    }
+
+    #[test]
     fn system_dlls_and_api_sets_are_present() {
         assert!(is_system_dll("KERNEL32.dll") && is_system_dll("api-ms-win-crt-runtime-l1-1-0.dll"));
         assert!(!is_system_dll("amdhip64_6.dll") && !is_system_dll("vcruntime140.dll"));
