@@ -60,9 +60,9 @@ pub struct PeInput {
 
 impl Input {
     /// Whether the output has the input's size, every byte outside the
-    /// rewritten units unchanged.
+    /// rewritten units unchanged (in a PE image, but its checksum).
     pub fn in_place(&self) -> bool {
-        matches!(self, Input::Hip(_) | Input::Cuda | Input::Archive { .. })
+        matches!(self, Input::Hip(_) | Input::Cuda | Input::Archive { .. } | Input::Pe(_))
     }
 
     /// A short name for reports.
