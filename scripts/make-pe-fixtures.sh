@@ -5,6 +5,8 @@
 # stub runtime DLLs standing in for amdhip64_6.dll and cudart64_12.dll; and
 # the ELF twins of the two kernel DLLs (the same sources for x86_64 Linux,
 # linked with ld.lld), which must hold the same code objects.
+# -cuid fixes the compilation unit ID clang hashes from the host compile, so
+# the DLL's and the ELF twin's HIP code objects are byte-identical.
 # The sources have no headers, so no HIP or CUDA SDK is needed; the CUDA
 # object needs ptxas (OFFLOAD_CLANG_CUDA_ROOT, see scripts/install-cuda-tools.sh).
 set -eu
@@ -50,17 +52,19 @@ $cc -x c -c crt.c -o crt.obj
 $cc -x c -c main.c -o main.obj
 $link /dll /noentry rt_hip.obj /out:amdhip64_6.dll /implib:amdhip64_6.lib
 $link /dll /noentry rt_cuda.obj /out:cudart64_12.dll /implib:cudart64_12.lib
-$cc -x hip -nogpulib -nogpuinc --offload-arch=gfx90a --offload-arch=gfx1100 -c "$here/kernel.hip" -o hip.obj
+$cc -x hip -cuid=pe-fixture -nogpulib -nogpuinc --offload-arch=gfx90a --offload-arch=gfx1100 -c "$here/kernel.hip" -o hip.obj
 $cc -x cuda -nocudainc -nocudalib --cuda-path="$cuda_root" --offload-arch=sm_80 --offload-arch=sm_89 -c "$here/kernel.cu" -o cuda.obj
 $link /dll /noentry /release hip.obj crt.obj amdhip64_6.lib /out:hip_kernels.dll /implib:hip_kernels.lib
 $link /dll /noentry cuda.obj crt.obj cudart64_12.lib /out:cuda_kernels.dll
 # app.exe loads hip_kernels.dll on first use (delay-load import table); the
 # helper the linker's delay-load thunks call is a stub.
 $link /subsystem:console /entry:mainCRTStartup main.obj hip_kernels.lib /delayload:hip_kernels.dll /out:app.exe
+# --apply-dynamic-relocs: the registration records hold their addresses in
+# place too (not only in .rela.dyn), as GNU ld writes them.
 elf="$bin/clang++ --target=x86_64-linux-gnu -fPIC -Wno-ignored-attributes"
-$elf -x hip -nogpulib -nogpuinc --offload-arch=gfx90a --offload-arch=gfx1100 -c "$here/kernel.hip" -o hip.o
+$elf -x hip -cuid=pe-fixture -nogpulib -nogpuinc --offload-arch=gfx90a --offload-arch=gfx1100 -c "$here/kernel.hip" -o hip.o
 $elf -x cuda -nocudainc -nocudalib --cuda-path="$cuda_root" --offload-arch=sm_80 --offload-arch=sm_89 -c "$here/kernel.cu" -o cuda.o
-$bin/ld.lld -shared --build-id=none hip.o -o hip_kernels.so
-$bin/ld.lld -shared --build-id=none cuda.o -o cuda_kernels.so
+$bin/ld.lld -shared --build-id=none --apply-dynamic-relocs hip.o -o hip_kernels.so
+$bin/ld.lld -shared --build-id=none --apply-dynamic-relocs cuda.o -o cuda_kernels.so
 cp hip_kernels.so cuda_kernels.so amdhip64_6.dll cudart64_12.dll hip_kernels.dll cuda_kernels.dll app.exe "$out/"
 ls -l "$out"

@@ -60,7 +60,7 @@ fn built_dlls_list_select_and_extract_like_their_elf_twins() {
         assert_eq!(selected(&dll, gpu), selected(&so, gpu));
         assert_eq!(selected(&dll, gpu).len(), 1);
         let from_dll = extracted(&dll, &tmp.path().join(format!("{gpu}-dll")));
-        assert_eq!(from_dll.len(), listed.len() - usize::from(gpu == "gfx90a"), "the host entry is empty");
+        assert_eq!(from_dll.len(), listed.len());
         let from_so = extracted(&so, &tmp.path().join(format!("{gpu}-so")));
         let names = |v: &[(String, Vec<u8>)]| v.iter().map(|(n, b)| (n.clone(), b.len())).collect::<Vec<_>>();
         assert_eq!(names(&from_dll), names(&from_so));
@@ -272,4 +272,33 @@ fn check_on_the_unpacked_win_amd64_wheel() {
     let (code, report) = check(&["--gpu", "sm_89", unpacked.to_str().unwrap()]);
     assert_eq!(code, 1, "{report}");
     assert_eq!(missing(&report), ["NOTHERE1.dll"]);
+}
+
+#[test]
+fn verify_checks_the_hip_registration_records_of_a_dll() {
+    use offload_format::coff::pe::PeImage;
+    let tmp = tempfile::tempdir().unwrap();
+    let good = std::fs::read(pe("hip_kernels.dll")).unwrap();
+    let record = PeImage::parse(&good).unwrap().records(b".hipFatB", 0x4849_5046).unwrap()[0];
+    assert!(record.relocated);
+    let verify = |data: &[u8], name: &str| {
+        let path = tmp.path().join(name);
+        std::fs::write(&path, data).unwrap();
+        let out = offload(&["verify", path.to_str().unwrap()]);
+        (out.status.code().unwrap(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    assert_eq!(verify(&good, "good.dll").0, 0);
+    // The record points 16 bytes into the bundle.
+    let mut inside = good.clone();
+    inside[record.offset + 8..record.offset + 16].copy_from_slice(&(record.address + 16).to_le_bytes());
+    let (code, text) = verify(&inside, "inside.dll");
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("not the start of a fat binary"), "{text}");
+    // A record of another magic is no record: without any, the bundle's
+    // code may be loaded by other means (hipModuleLoadData), so it is no
+    // error, as on ELF.
+    let mut other = good.clone();
+    other[record.offset..record.offset + 4].copy_from_slice(b"XXXX");
+    let (code, text) = verify(&other, "other.dll");
+    assert_eq!(code, 0, "{text}");
 }
