@@ -344,7 +344,7 @@ impl<'a> PeImage<'a> {
         while at + 8 <= table.len() {
             let page = u32_le(table, at).unwrap_or(0);
             let block = u32_le(table, at + 4).unwrap_or(0) as usize;
-            if block < 8 || block % 2 != 0 || at + block > table.len() {
+            if block < 8 || !block.is_multiple_of(2) || at + block > table.len() {
                 return Err(bad(start + at, format!("base relocation block of {block} bytes")));
             }
             for e in (at + 8..at + block).step_by(2) {

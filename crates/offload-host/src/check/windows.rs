@@ -50,7 +50,7 @@ const API_SETS: [&str; 2] = ["api-ms-win-", "ext-ms-win-"];
 /// commonly import that every installation has (lower case), plus the
 /// GPU drivers' user-mode runtimes a driver install puts in System32
 /// (`nvcuda.dll`, `nvml.dll`).
-const SYSTEM_DLLS: &[&str] = &[
+pub const SYSTEM_DLLS: &[&str] = &[
     "advapi32.dll",
     "bcrypt.dll",
     "cfgmgr32.dll",
@@ -218,7 +218,7 @@ pub fn closure(program: &Path, search: &WinSearch) -> Result<Closure, WinDepsErr
 }
 
 /// Most files [`pe_files`] looks at in one folder tree.
-const WALK_LIMIT: usize = 100_000;
+pub const WALK_LIMIT: usize = 100_000;
 
 /// The PE images (`.dll`, `.exe`, `.pyd` files starting like one) below
 /// `dir`, sorted, symbolic links not followed, at most 32 folders deep and
