@@ -3,14 +3,14 @@
 //! OpenMP, CUDA or HIP runtime at program start
 //! (docs/tools/llvm-offload-wrapper.md).
 
-use offload_cli::cl::{OptSpec, PositionalSpec, ToolSpec};
+use offload_cli::cl::{OptSpec, Outcome, PositionalSpec, ToolSpec};
 use offload_cli::diag;
 use offload_format::wrapper::{bitcode, module22};
 use offload_io::{Input, Outputs, error_text};
 use std::process::ExitCode;
 
 const OPTIONS: &[OptSpec] = &[
-    OptSpec::value("kind", "value", "Wrap for offload kind: openmp, cuda or hip").required(),
+    OptSpec::value("kind", "value", "Wrap for offload kind:").required(),
     OptSpec::value("o", "file", "Write output to <file>."),
     OptSpec::value("triple", "string", "Target triple for the wrapper module"),
 ];
@@ -33,9 +33,16 @@ fn main() -> ExitCode {
     // A run stopped by SIGINT/SIGTERM/SIGHUP removes its staging files.
     offload_io::remove_staging_on_signals();
     let argv0 = diag::argv0();
-    let opts = match diag::parse_or_exit(&SPEC, &argv0) {
-        Ok(p) => p,
-        Err(code) => return code,
+    let opts = match SPEC.parse(&argv0, &diag::args()) {
+        Outcome::Run(p) => p,
+        Outcome::Print(text) => {
+            print!("{}", llvm_help(&text));
+            return ExitCode::SUCCESS;
+        }
+        Outcome::Fail(text) => {
+            eprint!("{text}");
+            return ExitCode::from(1);
+        }
     };
     let kind_name = opts.value("kind").unwrap_or_default();
     let Some(kind) = module22::Kind::from_name(kind_name) else {
@@ -73,4 +80,33 @@ fn main() -> ExitCode {
         return diag::error(&argv0, error_text(&e.error));
     }
     ExitCode::SUCCESS
+}
+
+/// `--help` as LLVM 22 shows it: the values of `--kind` listed under it
+/// (an enumerated option), and `-o <file>` with a space.
+fn llvm_help(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 200);
+    for line in text.split_inclusive('\n') {
+        let trimmed = line.trim_start();
+        if let Some(rest) = trimmed.strip_prefix("-o=<file>") {
+            out.push_str(&line[..line.len() - trimmed.len()]);
+            out.push_str("-o <file>");
+            out.push_str(rest);
+        } else if trimmed.starts_with("--kind=<value>") {
+            out.push_str(line);
+            let width = line.find(" - ").unwrap_or(0);
+            for (value, what) in [("openmp", "OpenMP"), ("cuda", "CUDA"), ("hip", "HIP")] {
+                let name = format!("    ={value}");
+                out.push_str(&format!("{name:<width$} -   Wrap {what} binaries\n"));
+            }
+        } else {
+            out.push_str(line);
+        }
+    }
+    // `--help-list` of this tool lists `--version` among its options.
+    if !text.contains("Generic Options:") && !text.contains("  --version ") {
+        let width = text.lines().find_map(|l| l.find(" - ")).unwrap_or(0);
+        out.push_str(&format!("{:<width$} - Display the version of this program\n", "  --version"));
+    }
+    out
 }
