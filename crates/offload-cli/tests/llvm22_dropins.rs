@@ -541,9 +541,14 @@ fn wrapper_modules_equal_llvm_22() {
         x ^= x << 5;
         *b = x as u8;
     }
-    for (name, bytes) in
-        [("a", b"hello".to_vec()), ("b", b"world!".to_vec()), ("e", vec![]), ("z", vec![0; 9]), ("n", b"x\0y\0".to_vec()), ("r", random)]
-    {
+    for (name, bytes) in [
+        ("a", b"hello".to_vec()),
+        ("b", b"world!".to_vec()),
+        ("e", vec![]),
+        ("z", vec![0; 9]),
+        ("n", b"x\0y\0".to_vec()),
+        ("r", random),
+    ] {
         std::fs::write(d.join(name), bytes).unwrap();
     }
     let triples = [
@@ -576,11 +581,7 @@ fn wrapper_modules_equal_llvm_22() {
                 let what = format!("{args:?} {set:?}");
                 assert_eq!(theirs.status.code(), ours.status.code(), "{what}");
                 let clean = |o: &Output, p: &str| stderr(o).replace(p, "TOOL");
-                assert_eq!(
-                    clean(&theirs, reference.to_str().unwrap()),
-                    clean(&ours, WRAPPER),
-                    "{what}"
-                );
+                assert_eq!(clean(&theirs, reference.to_str().unwrap()), clean(&ours, WRAPPER), "{what}");
                 if !theirs.status.success() {
                     assert!(kind != "openmp" && set.len() > 1, "{what}");
                     continue;
@@ -689,7 +690,11 @@ int main(void) {{ printf("main\n"); return 0; }}
         for (who, tool) in [("theirs", llvm.join("llvm-offload-wrapper")), ("ours", PathBuf::from(WRAPPER))] {
             let bc = format!("{who}_{kind}.bc");
             let exe = format!("{who}_{kind}");
-            ok(&Command::new(&tool).current_dir(d).args([&format!("--kind={kind}"), "-o", &bc, "fatbin"]).output().unwrap());
+            ok(&Command::new(&tool)
+                .current_dir(d)
+                .args([&format!("--kind={kind}"), "-o", &bc, "fatbin"])
+                .output()
+                .unwrap());
             let link = Command::new(llvm.join("clang"))
                 .current_dir(d)
                 .args(["-fuse-ld=lld", "-o", &exe, &format!("main_{kind}.c"), &format!("stub_{kind}.c"), &bc])

@@ -472,7 +472,11 @@ impl<'m, 'a: 'm> Writer<'m, 'a> {
             }
         };
         let block_no = |b: super::ir::BlockId| -> Result<u64, BitcodeError> {
-            if (b.0 as usize) < blocks.len() { Ok(u64::from(b.0)) } else { Err(bad("branch to a block that does not exist")) }
+            if (b.0 as usize) < blocks.len() {
+                Ok(u64::from(b.0))
+            } else {
+                Err(bad("branch to a block that does not exist"))
+            }
         };
         // Value number the next instruction result would get; operands are
         // encoded relative to it.
@@ -560,8 +564,12 @@ impl<'m, 'a: 'm> Writer<'m, 'a> {
                 cur += 1;
             }
         }
-        let named_blocks: Vec<(u64, &str)> =
-            blocks.iter().enumerate().filter(|(_, b)| !b.name.is_empty()).map(|(i, b)| (i as u64, b.name.as_str())).collect();
+        let named_blocks: Vec<(u64, &str)> = blocks
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| !b.name.is_empty())
+            .map(|(i, b)| (i as u64, b.name.as_str()))
+            .collect();
         if !named_blocks.is_empty() || !names.is_empty() {
             self.w.enter_block(VALUE_SYMTAB_BLOCK, 4);
             for (n, name) in names {

@@ -173,8 +173,11 @@ impl<'a> Builder<'a> {
         let i32 = m.int_type(32);
         let i64 = m.int_type(64);
         let void = m.void_type();
-        let entry =
-            m.named_struct_type("struct.__tgt_offload_entry", Some(&[i64, i16, i16, i32, ptr, ptr, i64, i64, ptr]), false);
+        let entry = m.named_struct_type(
+            "struct.__tgt_offload_entry",
+            Some(&[i64, i16, i16, i32, ptr, ptr, i64, i64, ptr]),
+            false,
+        );
         Builder { m, format: object_format(triple), nvptx: triple::is_nvptx(triple), ptr, i16, i32, i64, void, entry }
     }
 
@@ -305,10 +308,8 @@ impl<'a> Builder<'a> {
                 Inst::Ret(None),
             ],
         );
-        let unreg_body = block(
-            "entry",
-            vec![Inst::Call { fnty: lib_ty, callee: unregister, args: vec![desc] }, Inst::Ret(None)],
-        );
+        let unreg_body =
+            block("entry", vec![Inst::Call { fnty: lib_ty, callee: unregister, args: vec![desc] }, Inst::Ret(None)]);
         self.set_blocks(reg, vec![reg_body]);
         self.set_blocks(unreg, vec![unreg_body]);
         self.ctor(reg)
@@ -365,9 +366,12 @@ impl<'a> Builder<'a> {
         let end = if hip { None } else { Some(end) };
         let (_, unreg_fb_ty, unreg_fb) = self.declare(&format!("{rt}UnregisterFatBinary"), void, &[p])?;
         let (_, atexit_ty, atexit) = self.declare("atexit", i32, &[p])?;
-        let (_, func_ty, reg_func) = self.declare(&format!("{rt}RegisterFunction"), i32, &[p, p, p, p, i32, p, p, p, p, p])?;
-        let (_, var_ty, reg_var) = self.declare(&format!("{rt}RegisterVar"), void, &[p, p, p, p, i32, i64, i32, i32])?;
-        let (_, managed_ty, reg_managed) = self.declare(&format!("{rt}RegisterManagedVar"), void, &[p, p, p, p, i64, i32])?;
+        let (_, func_ty, reg_func) =
+            self.declare(&format!("{rt}RegisterFunction"), i32, &[p, p, p, p, i32, p, p, p, p, p])?;
+        let (_, var_ty, reg_var) =
+            self.declare(&format!("{rt}RegisterVar"), void, &[p, p, p, p, i32, i64, i32, i32])?;
+        let (_, managed_ty, reg_managed) =
+            self.declare(&format!("{rt}RegisterManagedVar"), void, &[p, p, p, p, i64, i32])?;
         let (_, surf_ty, reg_surf) = self.declare(&format!("{rt}RegisterSurface"), void, &[p, p, p, p, i32, i32])?;
         let (_, tex_ty, reg_tex) = self.declare(&format!("{rt}RegisterTexture"), void, &[p, p, p, p, i32, i32, i32])?;
         let globals_ty = self.m.function_type(void, &[p], false);
@@ -404,7 +408,8 @@ impl<'a> Builder<'a> {
         let (z64, one64) = (self.m.int(i64, 0), self.m.int(i64, 1));
         let kind_code = self.m.int(i16, if hip { 4 } else { 2 });
         let null_p = self.m.null(p);
-        let (entry_bb, while_entry, if_kind, if_then, if_else) = (BlockId(0), BlockId(1), BlockId(2), BlockId(3), BlockId(4));
+        let (entry_bb, while_entry, if_kind, if_then, if_else) =
+            (BlockId(0), BlockId(1), BlockId(2), BlockId(3), BlockId(4));
         let (sw_global, sw_managed, sw_surface, sw_texture, if_end, while_end) =
             (BlockId(5), BlockId(6), BlockId(7), BlockId(8), BlockId(9), BlockId(10));
         // Instruction numbers (counted over all blocks) of the values used.
@@ -443,7 +448,10 @@ impl<'a> Builder<'a> {
         let mut w = Vec::new();
         // The phi's second value: the next entry, computed in if.end.
         let next_entry_placeholder = Value::Inst(u32::MAX);
-        w.push(named("entry1", Inst::Phi { ty: p, incoming: vec![(start.into(), entry_bb), (next_entry_placeholder, if_end)] }));
+        w.push(named(
+            "entry1",
+            Inst::Phi { ty: p, incoming: vec![(start.into(), entry_bb), (next_entry_placeholder, if_end)] },
+        ));
         let fields: [(&str, u64, TypeId, u64); 7] = [
             ("addr", 4, p, 8),
             ("aux_addr", 8, p, 8),
@@ -482,7 +490,18 @@ impl<'a> Builder<'a> {
             Inst::CallValues {
                 fnty: func_ty,
                 callee: reg_func,
-                args: vec![arg, addr, name, name, m1.into(), null_p.into(), null_p.into(), null_p.into(), null_p.into(), null_p.into()],
+                args: vec![
+                    arg,
+                    addr,
+                    name,
+                    name,
+                    m1.into(),
+                    null_p.into(),
+                    null_p.into(),
+                    null_p.into(),
+                    null_p.into(),
+                    null_p.into(),
+                ],
             },
             Inst::Br(if_end),
         ];
@@ -558,5 +577,138 @@ impl<'a> Builder<'a> {
         ];
         self.set_blocks(globals, blocks);
         self.ctor(reg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wrapper::bitcode::tests::decode;
+    use crate::wrapper::ir::Type;
+
+    #[test]
+    fn object_formats_of_triples() {
+        for (t, f) in [
+            ("x86_64-pc-linux-gnu", Format::Other),
+            ("x86_64-pc-windows-msvc", Format::Coff),
+            ("x86_64-w64-windows-gnu", Format::Coff),
+            ("x86_64-pc-windows-elf", Format::Other),
+            ("x86_64-unknown-uefi", Format::Coff),
+            ("x86_64-apple-darwin", Format::MachO),
+            ("arm64-apple-macosx14.0.0", Format::MachO),
+            ("x86_64-apple-ios-macho", Format::MachO),
+            ("foo", Format::Other),
+            ("", Format::Other),
+        ] {
+            assert_eq!(object_format(t), f, "{t}");
+        }
+    }
+
+    #[test]
+    fn cuda_and_hip_take_one_image() {
+        for kind in [Kind::Cuda, Kind::Hip] {
+            assert_eq!(build(kind, DEFAULT_TRIPLE, &[]).err(), Some(WrapError::SingleImage));
+            assert_eq!(build(kind, DEFAULT_TRIPLE, &[b"a", b"b"]).err(), Some(WrapError::SingleImage));
+            assert!(build(kind, DEFAULT_TRIPLE, &[b""]).is_ok());
+        }
+        assert!(build(Kind::OpenMp, DEFAULT_TRIPLE, &[]).is_ok());
+        assert_eq!(
+            WrapError::SingleImage.to_string(),
+            "CUDA / HIP offloading uses a single fatbinary or offload bundle"
+        );
+        for k in [Kind::OpenMp, Kind::Cuda, Kind::Hip] {
+            assert_eq!(Kind::from_name(k.name()), Some(k));
+        }
+        assert_eq!(Kind::from_name("sycl"), None);
+    }
+
+    fn global_names(kind: Kind, triple: &str, images: &[&[u8]]) -> Vec<String> {
+        build(kind, triple, images).unwrap().globals().iter().map(|g| g.name.clone()).collect()
+    }
+
+    #[test]
+    fn globals_per_kind_and_format() {
+        assert_eq!(
+            global_names(Kind::OpenMp, "x86_64-pc-linux-gnu", &[b"a", b"b"]),
+            [
+                "__start_llvm_offload_entries",
+                "__stop_llvm_offload_entries",
+                "__dummy.llvm_offload_entries",
+                "llvm.compiler.used",
+                ".omp_offloading.device_image",
+                ".omp_offloading.device_image.1",
+                ".omp_offloading.device_images",
+                ".omp_offloading.descriptor",
+                "llvm.global_ctors",
+            ]
+        );
+        assert_eq!(
+            global_names(Kind::OpenMp, "nvptx64-nvidia-cuda", &[b"a", b"b"])[5],
+            ".omp_offloading.device_image1"
+        );
+        let coff = global_names(Kind::Hip, "x86_64-pc-windows-msvc", &[b"a"]);
+        assert_eq!(
+            coff,
+            [
+                "__start_llvm_offload_entries",
+                "__stop_llvm_offload_entries",
+                ".fatbin_image",
+                ".fatbin_wrapper",
+                ".hip.binary_handle",
+                "llvm.global_ctors",
+            ]
+        );
+        let m = build(Kind::Cuda, "x86_64-apple-darwin", &[b"a"]).unwrap();
+        let sections: Vec<_> = m.globals().iter().filter_map(|g| g.section.as_deref()).collect();
+        assert_eq!(
+            sections,
+            ["llvm_offload_entries$OA", "llvm_offload_entries$OZ", "__NV_CUDA,__nv_fatbin", "__NV_CUDA,__fatbin"]
+        );
+    }
+
+    #[test]
+    fn entry_walk_shape() {
+        let m = build(Kind::Cuda, DEFAULT_TRIPLE, &[b"fatbin"]).unwrap();
+        let f = m.functions().iter().find(|f| f.name == ".cuda.globals_reg").unwrap();
+        let blocks: Vec<&str> = f.body.iter().chain(&f.more_blocks).map(|b| b.name.as_str()).collect();
+        assert_eq!(
+            blocks,
+            [
+                "entry",
+                "while.entry",
+                "if.kind",
+                "if.then",
+                "if.else",
+                "sw.global",
+                "sw.managed",
+                "sw.surface",
+                "sw.texture",
+                "if.end",
+                "while.end"
+            ]
+        );
+        // The phi's back edge is the if.end GEP, the first instruction there.
+        let count: usize = f.body.iter().chain(&f.more_blocks).take(9).map(|b| b.insts.len()).sum();
+        let Some(Inst::Named(name, phi)) = f.more_blocks[0].insts.first() else { panic!("no phi") };
+        assert_eq!(name, "entry1");
+        assert!(
+            matches!(phi.as_ref(), Inst::Phi { incoming, .. } if incoming[1] == (Value::Inst(count as u32), BlockId(9)))
+        );
+        assert!(matches!(f.more_blocks[8].insts[0], Inst::Gep { .. }));
+    }
+
+    #[test]
+    fn pointers_are_opaque_in_the_bitcode() {
+        for kind in [Kind::OpenMp, Kind::Cuda, Kind::Hip] {
+            let m = build(kind, DEFAULT_TRIPLE, &[b"image"]).unwrap();
+            assert!(!m.types().iter().any(|t| matches!(t, Type::Pointer { .. })));
+            let bytes = crate::wrapper::bitcode::to_vec(&m).unwrap();
+            let top = decode(&bytes);
+            let types = top[1].block(17);
+            assert_eq!(types.records(25).len(), 1, "one `ptr` type");
+            assert!(types.records(8).is_empty(), "no typed pointer");
+            let functions = m.functions().iter().filter(|f| f.body.is_some()).count();
+            assert_eq!(top[1].blocks(12).count(), functions);
+        }
     }
 }
