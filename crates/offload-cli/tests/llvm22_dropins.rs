@@ -719,3 +719,50 @@ int main(void) {{ printf("main\n"); return 0; }}
         assert!(t.ends_with("main\nunregister 1\n"), "{t}");
     }
 }
+
+/// clang 22 compiling OpenMP offload code (amdgcn without device
+/// libraries, and the x86-64 host as device) packs the device code with
+/// the `llvm-offload-binary` found through `-B`: ours gives the same object
+/// bytes as LLVM 22's own. (clang 22 links through clang-linker-wrapper,
+/// which wraps in-process and never runs llvm-offload-wrapper.)
+#[test]
+#[cfg_attr(not(has_llvm22), ignore = "needs LLVM 22: run scripts/install-reference-llvm.sh")]
+fn clang_22_builds_openmp_objects_through_ours() {
+    let Some(llvm) = llvm22() else { return };
+    let dir = tmp();
+    let d = dir.path();
+    let bin = d.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    for (name, exe) in [
+        ("llvm-offload-binary", BINARY),
+        ("clang-offload-packager", PACKAGER),
+        ("clang-offload-bundler", BUNDLER),
+        ("llvm-offload-wrapper", WRAPPER),
+    ] {
+        std::os::unix::fs::symlink(exe, bin.join(name)).unwrap();
+    }
+    std::fs::write(
+        d.join("k.c"),
+        "int twice(int v) {\n  int x = v;\n#pragma omp target map(tofrom: x)\n  x = 2 * x;\n  return x;\n}\n",
+    )
+    .unwrap();
+    for targets in [&["--offload-arch=gfx90a", "-nogpulib"][..], &["-fopenmp-targets=x86_64-pc-linux-gnu"][..]] {
+        let build = |ours: bool, out: &str| {
+            let mut cmd = Command::new(llvm.join("clang"));
+            cmd.current_dir(d).env_remove("OFFLOAD_LLVM_VERSION");
+            if ours {
+                cmd.arg(format!("-B{}", bin.display()));
+            }
+            cmd.args(["-fopenmp", "-c", "-v", "k.c", "-o", out]).args(targets);
+            let o = cmd.output().unwrap();
+            assert!(o.status.success(), "{targets:?}: {}", stderr(&o));
+            stderr(&o)
+        };
+        let theirs = build(false, "theirs.o");
+        let ours = build(true, "ours.o");
+        assert!(theirs.contains(&format!("{LLVM22}/llvm-offload-binary\" -o")), "{theirs}");
+        assert!(ours.contains(&format!("{}/llvm-offload-binary\" -o", bin.display())), "ours was not used: {ours}");
+        let (a, b) = (std::fs::read(d.join("theirs.o")).unwrap(), std::fs::read(d.join("ours.o")).unwrap());
+        assert!(a == b, "{targets:?}: the objects differ");
+    }
+}
