@@ -487,10 +487,8 @@ impl<'m, 'a: 'm> Writer<'m, 'a> {
                 let n = value_no(this, v)?;
                 if n >= cur { Err(bad("forward reference outside a phi")) } else { Ok(cur - n) }
             };
-            if let Inst::Named(name, _) = inst {
-                if let Some(Some(n)) = results.get(index) {
-                    names.push((*n, name.as_str()));
-                }
+            if let (Inst::Named(name, _), Some(Some(n))) = (inst, results.get(index)) {
+                names.push((*n, name.as_str()));
             }
             match inst.unnamed() {
                 Inst::Named(..) => {}

@@ -441,9 +441,10 @@ impl<'a> Builder<'a> {
         let is_kind = next(1);
         next(1); // br
         let is_func = next(1);
-        let mut body_entry = Vec::new();
-        body_entry.push(Inst::ICmp { pred: IntPredicate::Ne, lhs: start.into(), rhs: stop.into() });
-        body_entry.push(Inst::CondBr { cond: cmp_nonempty, then: while_entry, otherwise: while_end });
+        let body_entry = vec![
+            Inst::ICmp { pred: IntPredicate::Ne, lhs: start.into(), rhs: stop.into() },
+            Inst::CondBr { cond: cmp_nonempty, then: while_entry, otherwise: while_end },
+        ];
 
         let mut w = Vec::new();
         // The phi's second value: the next entry, computed in if.end.
@@ -550,12 +551,11 @@ impl<'a> Builder<'a> {
             + sw_texture_b.len();
         let next_entry = Value::Inst(before_end as u32);
         let at_end = Value::Inst(before_end as u32 + 1);
-        if let Some(Inst::Named(_, phi)) = w.first_mut() {
-            if let Inst::Phi { incoming, .. } = phi.as_mut() {
-                if let Some(last) = incoming.last_mut() {
-                    last.0 = next_entry;
-                }
-            }
+        if let Some(Inst::Named(_, phi)) = w.first_mut()
+            && let Inst::Phi { incoming, .. } = phi.as_mut()
+            && let Some(last) = incoming.last_mut()
+        {
+            last.0 = next_entry;
         }
         let if_end_b = vec![
             Inst::Gep { inbounds: true, source: entry, base: cur, indices: vec![one64.into()] },

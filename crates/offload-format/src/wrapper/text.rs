@@ -290,11 +290,7 @@ impl Printer<'_, '_> {
                                 finder.constant(*a);
                             }
                         }
-                        Inst::Ret(v) => {
-                            if let Some(v) = v {
-                                finder.constant(*v);
-                            }
-                        }
+                        Inst::Ret(Some(v)) => finder.constant(*v),
                         _ => {}
                     }
                 }
