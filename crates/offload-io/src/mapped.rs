@@ -69,9 +69,10 @@ impl MappedFile {
         let program = PROGRAM.get().map_or("offload", String::as_str);
         let path: String =
             path.chars().map(|c| if c.is_control() { format!("\\x{:02x}", c as u32) } else { c.to_string() }).collect();
-        let message =
-            format!("{program}: error: '{path}': the file changed size while being read (truncated by another process?)\n")
-                .into_bytes();
+        let message = format!(
+            "{program}: error: '{path}': the file changed size while being read (truncated by another process?)\n"
+        )
+        .into_bytes();
         let start = map.as_ptr() as usize;
         let range = Range { id, start, end: start.saturating_add(map.len()), message };
         lock();
@@ -121,14 +122,28 @@ extern "C" fn on_bus(sig: libc::c_int, info: *mut libc::siginfo_t, _context: *mu
         }
         unlock();
     }
-    // Not one of ours: the default action, when the access is retried.
-    // SAFETY: signal is async-signal-safe.
-    unsafe { libc::signal(sig, libc::SIG_DFL) };
+    // Not one of ours: the action that was there before ours (the Rust
+    // runtime's stack-overflow handler, or the default) takes over, and
+    // the retried access faults into it.
+    match PREVIOUS.get() {
+        // SAFETY: sigaction is async-signal-safe; the saved action is valid.
+        Some(old) => unsafe { libc::sigaction(sig, &old.0, std::ptr::null_mut()) },
+        // SAFETY: signal is async-signal-safe.
+        None => unsafe { libc::signal(sig, libc::SIG_DFL) as libc::c_int },
+    };
     if code <= 0 {
         // SAFETY: raise is async-signal-safe.
         unsafe { libc::raise(sig) };
     }
 }
+
+/// The SIGBUS action in place before ours.
+struct Previous(libc::sigaction);
+// SAFETY: plain data (a handler address, flags and a mask), only read.
+unsafe impl Sync for Previous {}
+// SAFETY: as above.
+unsafe impl Send for Previous {}
+static PREVIOUS: OnceLock<Previous> = OnceLock::new();
 
 /// Installs the SIGBUS handler (once; called by
 /// [`crate::remove_staging_on_signals`]).
@@ -142,12 +157,17 @@ pub(crate) fn install_fault_handler() {
     // only uses async-signal-safe calls and atomics.
     unsafe {
         let mut old: libc::sigaction = std::mem::zeroed();
-        if libc::sigaction(libc::SIGBUS, std::ptr::null(), &mut old) != 0 || old.sa_sigaction != libc::SIG_DFL {
+        // The Rust runtime has a SIGBUS handler of its own (stack overflow
+        // in a guard page): it is kept, and faults that are not in a mapped
+        // input go back to it. An ignored SIGBUS, or a second call, is left.
+        if libc::sigaction(libc::SIGBUS, std::ptr::null(), &mut old) != 0
+            || old.sa_sigaction == libc::SIG_IGN
+            || PREVIOUS.set(Previous(old)).is_err()
+        {
             return;
         }
         let mut act: libc::sigaction = std::mem::zeroed();
-        act.sa_sigaction =
-            on_bus as extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) as usize;
+        act.sa_sigaction = on_bus as extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) as usize;
         libc::sigemptyset(&mut act.sa_mask);
         act.sa_flags = libc::SA_SIGINFO;
         libc::sigaction(libc::SIGBUS, &act, std::ptr::null_mut());

@@ -55,6 +55,7 @@ fn a_full_standard_output_is_an_error_not_a_panic() {
         vec!["diff", lib, lib],
         vec!["select", "--gpu", "gfx90a", lib],
         vec!["completions", "bash"],
+        vec!["man"],
     ] {
         let out = to_dev_full(&args);
         let err = String::from_utf8_lossy(&out.stderr);
