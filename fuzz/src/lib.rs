@@ -1277,6 +1277,24 @@ pub fn kpack(data: &[u8]) {
     }
 }
 
+/// Kernel metadata readers (`offload kernels`): the AMDGPU code object
+/// note with its msgpack map (`amdhsa.kernels`) and the CUDA cubin
+/// `.nv.info` attribute records, both directly and through the
+/// dispatcher `offload kernels` uses. Any input is an error or a list of
+/// kernels; formatting every record must not fail.
+pub fn code_kernels(data: &[u8]) {
+    use offload_format::{amdgpu, cuda};
+    if let Ok(k) = amdgpu::kernels::read(data) {
+        let _ = format!("{k:?}");
+    }
+    if let Ok(k) = cuda::nvinfo::read(data) {
+        let _ = format!("{k:?}");
+    }
+    if let Some(Err(e)) = offload_inspect::kernels::of_bytes(data) {
+        assert!(!e.is_empty());
+    }
+}
+
 /// The PE image reader (sections, imports, base relocations, records,
 /// checksum) and `prune` on PE images: every slice lies inside the input,
 /// every list is bounded by the input's size, and a prune that is planned

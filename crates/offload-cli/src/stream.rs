@@ -26,6 +26,10 @@ pub fn for_each_chunk(blob: &Blob, mut sink: impl FnMut(u64, &[u8]) -> Result<()
     let (empty_tx, empty_rx) = channel::<Vec<u8>>();
     std::thread::scope(|scope| {
         scope.spawn(move || {
+            if let Err(e) = offload_inspect::decode::charge_decoded(blob.header.uncompressed_size) {
+                let _ = full_tx.send(Err(CompressedError::Decompress(e)));
+                return;
+            }
             let mut decoder = match BlobDecoder::new(blob) {
                 Ok(d) => d,
                 Err(e) => {

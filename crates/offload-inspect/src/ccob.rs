@@ -62,6 +62,9 @@ pub fn peek(blob: &Blob) -> Result<Inner, String> {
         data.extend_from_slice(&buf);
         if data.starts_with(b"\n") {
             // A text bundle: its IDs are spread through the data.
+            // Decoded in full, so charged to a package's budget (of a
+            // binary bundle only the table is decoded, growing with it).
+            crate::decode::charge_decoded(size)?;
             while decoder.next_chunk(&mut buf, 1 << 22).map_err(|e| e.to_string())? {
                 data.extend_from_slice(&buf);
             }

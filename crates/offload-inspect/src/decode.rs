@@ -59,6 +59,63 @@ pub fn worker_count(wanted: usize, jobs: usize, largest: u64) -> usize {
 /// into in one go. Real bundles compress 2 to 20 times.
 const MAX_RATIO_UP_FRONT: u64 = 1 << 10;
 
+/// The decompression budget of the package member being visited
+/// (docs/reliability.md, "Decompression budget of packages"): while a
+/// [`package::walk`](crate::package::walk) visits a member, every compressed
+/// bundle decoded for it charges its declared size here first, and one
+/// that does not fit is not decoded. Process-wide: walks that visit members
+/// at the same time in one process share the tighter of their budgets.
+mod budget {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+
+    pub(super) static ACTIVE: AtomicBool = AtomicBool::new(false);
+    pub(super) static LEFT: AtomicU64 = AtomicU64::new(0);
+    pub(super) static SPENT: AtomicBool = AtomicBool::new(false);
+
+    pub(super) fn charge(bytes: u64) -> bool {
+        if !ACTIVE.load(SeqCst) {
+            return true;
+        }
+        let ok = LEFT.fetch_update(SeqCst, SeqCst, |left| left.checked_sub(bytes)).is_ok();
+        if !ok {
+            SPENT.store(true, SeqCst);
+        }
+        ok
+    }
+}
+
+/// Charges `declared` decompressed bytes of a compressed bundle to the
+/// budget of the package member being visited, if any: an error (to show
+/// as the bundle's problem) when they do not fit. Every decoder of a
+/// compressed bundle read from an input calls this before decoding.
+pub fn charge_decoded(declared: u64) -> Result<(), String> {
+    if budget::charge(declared) {
+        return Ok(());
+    }
+    Err(format!(
+        "the bundle declares {declared} decompressed bytes, past what is left of the package's decompression budget (a compression bomb?); not decompressed"
+    ))
+}
+
+/// Runs `f` with `limit` decompressed bytes of bundles allowed; returns its
+/// result, the bytes charged, and whether a bundle was refused.
+pub(crate) fn with_decode_budget<R>(limit: u64, f: impl FnOnce() -> R) -> (R, u64, bool) {
+    use std::sync::atomic::Ordering::SeqCst;
+    let was_active = budget::ACTIVE.swap(true, SeqCst);
+    let outer_left = budget::LEFT.load(SeqCst);
+    let start = if was_active { limit.min(outer_left) } else { limit };
+    budget::LEFT.store(start, SeqCst);
+    let outer_spent = budget::SPENT.swap(false, SeqCst);
+    let r = f();
+    let left = budget::LEFT.load(SeqCst);
+    let spent = budget::SPENT.load(SeqCst);
+    let used = start.saturating_sub(left);
+    budget::LEFT.store(outer_left.saturating_sub(used), SeqCst);
+    budget::SPENT.store(outer_spent || (was_active && spent), SeqCst);
+    budget::ACTIVE.store(was_active, SeqCst);
+    (r, used, spent)
+}
+
 /// Decompresses a blob into `out` (replacing its contents, reusing its
 /// memory) and returns the truncated MD5 of the data, which the caller
 /// compares with the stored hash.
@@ -79,6 +136,7 @@ pub(crate) fn decode_into(blob: &Blob, out: &mut Vec<u8>) -> Result<u64, Compres
 /// not depend on the path taken).
 pub fn decompress_into(blob: &Blob, out: &mut Vec<u8>) -> Result<(), CompressedError> {
     out.clear();
+    charge_decoded(blob.header.uncompressed_size).map_err(CompressedError::Decompress)?;
     let declared = blob.header.uncompressed_size;
     let plausible = declared <= (blob.data.len() as u64).saturating_mul(MAX_RATIO_UP_FRONT);
     if blob.header.method == Method::Zstd

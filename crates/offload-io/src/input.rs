@@ -3,8 +3,10 @@
 use std::fs::{self, File};
 use std::io::{self, Read};
 
+use crate::MappedFile;
+
 pub(crate) enum Backing {
-    Mapped { map: memmap2::Mmap, file: File },
+    Mapped { map: MappedFile, file: File },
     Owned(Vec<u8>),
 }
 
@@ -39,10 +41,9 @@ impl Input {
     /// A regular file of `len` bytes, mapped (an empty one is read).
     fn from_file(path: &str, file: File, len: u64) -> io::Result<Input> {
         if len > 0 {
-            // SAFETY: the map is read-only and private to this process. As with
-            // every mmap-based tool, a file truncated by another process while
-            // we read it can fault; the tools never write to their inputs.
-            let map = unsafe { memmap2::Mmap::map(&file)? };
+            // A file truncated by another process while we read it faults;
+            // the fault becomes an error naming it (mapped.rs).
+            let map = MappedFile::map(&file, path)?;
             return Ok(Input { path: path.to_string(), backing: Backing::Mapped { map, file } });
         }
         let mut buf = Vec::new();

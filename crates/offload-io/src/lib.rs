@@ -17,10 +17,11 @@
 
 // Inputs are memory-mapped and outputs use raw descriptors (copy_file_range,
 // fallocate, posix_fadvise): the unsafe blocks are in input.rs, write.rs
-// and outputs.rs, each with a SAFETY comment.
+// outputs.rs, signals.rs and mapped.rs, each with a SAFETY comment.
 #![allow(unsafe_code)]
 
 mod input;
+mod mapped;
 mod outputs;
 mod pool;
 mod signals;
@@ -28,6 +29,7 @@ mod thin;
 mod write;
 
 pub use input::Input;
+pub use mapped::MappedFile;
 pub use outputs::{OutputError, Outputs, StagedOutput};
 use pool::*;
 pub use signals::{remove_staging_on_signals, remove_stale_staging};

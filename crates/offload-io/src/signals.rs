@@ -230,7 +230,7 @@ pub fn remove_stale_staging(dir: &Path) -> usize {
 
 /// Unlinks every registered staging file. The lock is never given back:
 /// the process is about to end, and no new staging file may appear.
-fn remove_all_staging() {
+pub(crate) fn remove_all_staging() {
     lock();
     // SAFETY: the lock is held; the list is only read.
     let paths = unsafe { &*REGISTRY.paths.get() };
@@ -291,7 +291,12 @@ pub(crate) fn deferring_signals<R>(f: impl FnOnce() -> R) -> R {
 /// that is ignored (`nohup`, a background job) or already handled by
 /// someone else is left as it is. For programs, not libraries: call it
 /// once at the start of `main`.
+///
+/// Also installs the SIGBUS handler that turns a fault in a mapped input
+/// (another process shrank the file) into an error naming the file, exit
+/// status 2, with the staging files removed ([`crate::MappedFile`]).
 pub fn remove_staging_on_signals() {
+    crate::mapped::install_fault_handler();
     for sig in SIGNALS {
         // SAFETY: sigaction reads and writes valid local structures; the
         // handler only uses async-signal-safe calls and atomics.

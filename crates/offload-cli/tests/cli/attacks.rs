@@ -55,6 +55,7 @@ fn a_full_standard_output_is_an_error_not_a_panic() {
         vec!["diff", lib, lib],
         vec!["select", "--gpu", "gfx90a", lib],
         vec!["completions", "bash"],
+        vec!["man"],
     ] {
         let out = to_dev_full(&args);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -323,4 +324,135 @@ fn signals_during_a_write_leave_no_staging_file() {
 
 fn kill(pid: &str, sig: &str) {
     assert!(Command::new("kill").arg(format!("-{sig}")).arg(pid).status().unwrap().success());
+}
+
+/// `n` bytes that zstd cannot compress (xorshift), after an ELF magic.
+fn incompressible_code_object(n: usize) -> Vec<u8> {
+    let mut v = code_object(3);
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    while v.len() < n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        v.extend_from_slice(&x.to_le_bytes());
+    }
+    v.truncate(n);
+    v
+}
+
+/// Whether `pid` has `path` mapped (`/proc/PID/maps` names mapped files).
+fn maps_file(pid: u32, path: &Path) -> bool {
+    let maps = fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    maps.lines().any(|l| l.ends_with(path.to_str().unwrap()))
+}
+
+/// Break 6 of issue 25: another process truncates a large compressed
+/// bundle while `verify`, `extract --all` or `prune` reads it (mapped).
+/// Each run is stopped (SIGSTOP) as soon as the input shows in its
+/// memory maps, the input is cut to 4 KiB, and the run continued: it
+/// must end with status 2 and an error naming the input (never SIGBUS),
+/// leave no staging file and no output, and keep an old output intact.
+/// Each command is tried 3 times; a run that got past its reading before
+/// it was stopped is not counted, but every command must be caught at
+/// least once.
+#[test]
+fn inputs_that_shrink_while_read_are_an_error_not_a_signal() {
+    use offload_format::bundle::compressed::{CompressOptions, Method, compress};
+    use std::os::unix::process::ExitStatusExt;
+    let t = tempfile::tempdir().unwrap();
+    let input = t.path().join("big.ccob");
+    let big = incompressible_code_object(160 << 20);
+    let small = code_object(4);
+    let plain = bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx906", &big), ("hipv4-amdgcn-amd-amdhsa--gfx90a", &small)]);
+    drop(big);
+    let options = CompressOptions { method: Method::Zstd, level: 1, version: 2, threads: 0 };
+    let ccob = compress(&plain, &options).unwrap().bytes;
+    drop(plain);
+    assert!(ccob.len() > 150 << 20, "the bundle must stay large: {}", ccob.len());
+    let outs = t.path().join("outs");
+    let pruned = outs.join("pruned.ccob");
+    let dir_arg = format!("--output-dir={}", outs.display());
+    let commands: [(&str, Vec<&str>); 3] = [
+        ("verify", vec!["verify"]),
+        ("extract", vec!["extract", "--all", &dir_arg]),
+        ("prune", vec!["prune", "--keep", "gfx90a", "-o", pruned.to_str().unwrap()]),
+    ];
+    for (name, args) in &commands {
+        let mut caught = 0;
+        for _attempt in 0..3 {
+            fs::create_dir_all(&outs).unwrap();
+            for e in fs::read_dir(&outs).unwrap() {
+                fs::remove_file(e.unwrap().path()).unwrap();
+            }
+            fs::write(&pruned, b"precious").unwrap();
+            fs::write(&input, &ccob).unwrap();
+            let mut child = Command::new(OFFLOAD)
+                .args(args)
+                .arg(&input)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let pid = child.id();
+            let start = Instant::now();
+            while !maps_file(pid, &input)
+                && child.try_wait().unwrap().is_none()
+                && start.elapsed() < Duration::from_secs(60)
+            {
+                std::hint::spin_loop();
+            }
+            kill(&pid.to_string(), "STOP");
+            fs::OpenOptions::new().write(true).open(&input).unwrap().set_len(4096).unwrap();
+            kill(&pid.to_string(), "CONT");
+            let out = child.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.signal(), None, "{name}: {:?} {err}", out.status);
+            assert_eq!(staging_files(&outs), Vec::<String>::new(), "{name}");
+            assert_eq!(staging_files(t.path()), Vec::<String>::new(), "{name}");
+            assert_eq!(fs::read(&pruned).unwrap(), b"precious", "{name}: {err}");
+            if err.contains("changed size while being read") {
+                assert_eq!(out.status.code(), Some(2), "{name}: {err}");
+                assert!(err.contains(input.to_str().unwrap()), "{name}: {err}");
+                let left: Vec<_> = fs::read_dir(&outs).unwrap().map(|e| e.unwrap().file_name()).collect();
+                assert_eq!(left.len(), 1, "{name}: only the old output: {left:?}");
+                caught += 1;
+            }
+        }
+        assert!(caught > 0, "{name}: no run was caught while it read its input");
+    }
+}
+
+/// Break 3 of issue 25 (the remainder): a compressed bundle inside a
+/// package is charged to the package's decompression budget before it is
+/// decoded. The tarball (a few KiB: its budget is the 4 GiB minimum) holds
+/// a bundle declaring 8 GiB: `verify` refuses to decode it, with an error
+/// naming the member, instead of decoding toward 8 GiB.
+#[test]
+fn bundles_inside_packages_are_charged_to_the_package_budget() {
+    let t = tempfile::tempdir().unwrap();
+    let declared: u64 = 8 << 30;
+    let junk = vec![0x5au8; 4000];
+    // A CCOB version 3 header (docs/formats: magic, version, method 1 =
+    // zstd, total size, uncompressed size, hash), then data.
+    let mut ccob = b"CCOB".to_vec();
+    ccob.extend_from_slice(&3u16.to_le_bytes());
+    ccob.extend_from_slice(&1u16.to_le_bytes());
+    ccob.extend_from_slice(&(32 + junk.len() as u64).to_le_bytes());
+    ccob.extend_from_slice(&declared.to_le_bytes());
+    ccob.extend_from_slice(&0u64.to_le_bytes());
+    ccob.extend_from_slice(&junk);
+    let mut tar = tar::Builder::new(Vec::new());
+    let mut header = tar::Header::new_gnu();
+    header.set_size(ccob.len() as u64);
+    header.set_mode(0o644);
+    header.set_cksum();
+    tar.append_data(&mut header, "lib/bomb.ccob", &ccob[..]).unwrap();
+    let pkg = t.path().join("pkg.tar");
+    fs::write(&pkg, tar.into_inner().unwrap()).unwrap();
+    let out = Command::new(OFFLOAD).arg("verify").arg(&pkg).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("decompression budget"), "{text}");
+    assert!(text.contains("lib/bomb.ccob"), "{text}");
 }

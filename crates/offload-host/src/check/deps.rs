@@ -221,11 +221,12 @@ pub enum DepsError {
 
 /// A mapped file (headers are all that is read; the map costs no memory
 /// until touched).
-fn map(path: &Path) -> std::io::Result<(memmap2::Mmap, (u64, u64))> {
+fn map(path: &Path) -> std::io::Result<(offload_io::MappedFile, (u64, u64))> {
     let file = open_regular(path)?;
     let meta = file.metadata()?;
-    // SAFETY: read-only private map of a file this process never writes.
-    let map = unsafe { memmap2::Mmap::map(&file)? };
+    // Registered: a library truncated while read is an error naming it,
+    // not SIGBUS (docs/reliability.md, "Inputs that shrink while read").
+    let map = offload_io::MappedFile::map(&file, &path.to_string_lossy())?;
     Ok((map, (meta.dev(), meta.ino())))
 }
 

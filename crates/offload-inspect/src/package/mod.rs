@@ -327,7 +327,20 @@ impl Walker<'_> {
             }
         } else if may_hold_code(head) {
             let steps = self.steps.clone();
-            (self.visit)(Event::Member(Member { steps: &steps, bytes, offset }));
+            // Compressed bundles decoded for the member are charged to the
+            // walk's budget (crate::decode::charge_decoded).
+            let visit = &mut self.visit;
+            let limit = self.budget.0.left.get();
+            let ((), used, refused) = crate::decode::with_decode_budget(limit, || {
+                visit(Event::Member(Member { steps: &steps, bytes, offset }));
+            });
+            self.budget.0.left.set(limit.saturating_sub(used));
+            if refused {
+                self.budget.0.spent.set(true);
+                if !self.budget.0.reported.replace(true) {
+                    self.problem(ErrorKind::Expansion(self.limits.max_expansion));
+                }
+            }
         }
     }
 

@@ -218,6 +218,7 @@ pub(crate) fn read_contents<'a>(data: &'a [u8], unit: &FatBinary) -> Result<Cont
         }
         UnitKind::Compressed { .. } => {
             let blob = compressed::read_blob(bytes).map_err(|e| fail(e.to_string()))?;
+            offload_inspect::decode::charge_decoded(blob.header.uncompressed_size).map_err(fail)?;
             let inner = compressed::decompress(&blob).map_err(|e| fail(e.to_string()))?;
             if !binary::has_magic(&inner) {
                 return Err(fail("the compressed data is not a binary bundle".into()));

@@ -57,11 +57,14 @@ fn man(argv0: &str, dir: Option<&Path>) -> u8 {
     let Some(dir) = dir else {
         use std::io::Write;
         let top = pages.first().map(|(_, bytes)| bytes.as_slice()).unwrap_or_default();
-        return match std::io::stdout().write_all(top) {
+        // A write error on standard output is status 2 with the system's
+        // message, as for every command (docs/reliability.md).
+        let mut out = std::io::stdout().lock();
+        return match out.write_all(top).and_then(|()| out.flush()) {
             Ok(()) => 0,
             Err(e) => {
-                eprintln!("{argv0}: error: standard output: {e}");
-                1
+                eprintln!("{argv0}: error: standard output: {}", offload_io::error_text(&e));
+                2
             }
         };
     };
