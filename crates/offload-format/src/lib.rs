@@ -48,6 +48,7 @@ pub mod llvm_hash;
 pub mod llvm_release;
 pub mod msgpack;
 pub mod offload_arch;
+pub mod occupancy;
 pub mod offload_binary;
 pub mod plan;
 pub mod string_map;
