@@ -1276,3 +1276,46 @@ pub fn kpack(data: &[u8]) {
         }
     }
 }
+
+// ------------------------------------------------------------ kernels
+
+/// The kernel readers: AMDGPU metadata (msgpack note and descriptors),
+/// `.nv.info` records, PTX `.entry` directives, and the demangler and
+/// occupancy estimate applied to what they return. The first byte picks
+/// the reader so that each sees unframed input too.
+pub fn kernels(data: &[u8]) {
+    use offload_format::{amdgpu, cuda, msgpack};
+    let Some((&pick, rest)) = data.split_first() else { return };
+    match pick % 5 {
+        0 => {
+            let _ = msgpack::read(rest);
+        }
+        1 => {
+            if let Ok(k) = amdgpu::kernels::read(rest) {
+                for k in &k.kernels {
+                    let _ = offload_inspect::kernels::demangle::demangle(&k.name);
+                }
+            }
+        }
+        2 => {
+            let _ = cuda::nvinfo::records(rest);
+            let _ = cuda::nvinfo::read(rest);
+        }
+        3 => {
+            let m = cuda::ptx::read(rest);
+            for e in &m.entries {
+                assert!(e.name.len() <= rest.len());
+            }
+        }
+        _ => {
+            if let Ok(name) = std::str::from_utf8(rest) {
+                if let Some(d) = offload_inspect::kernels::demangle::demangle(name) {
+                    assert!(d.len() <= offload_inspect::kernels::demangle::MAX_OUTPUT);
+                }
+            }
+            let inv = offload_inspect::scan(rest, "fuzz", &offload_inspect::Options::default());
+            let rows = offload_inspect::kernels::rows(&inv, &offload_inspect::kernels::kernels(&inv, 1));
+            let _ = offload_inspect::kernels::diff(&rows, &rows);
+        }
+    }
+}

@@ -211,10 +211,12 @@ impl KernelsArgs {
                 .collect();
             return output::table(&header, &rows);
         }
+        // Several files: which one each row comes from, first.
+        let several = all.iter().any(|(f, _, _)| all.first().is_some_and(|(g, _, _)| f != g));
         let header = ["TARGET", "KERNEL", "REGS", "SGPRS", "LDS", "SCRATCH", "SPILLS", "WG", "OCC"];
         let mut rows: Vec<Vec<String>> = all
             .iter()
-            .map(|(_, _, r)| {
+            .map(|(file, _, r)| {
                 let x = &r.resources;
                 let regs = match r.kind {
                     RowKind::Amdgpu => match (x.vgprs, x.agprs.filter(|&a| a > 0)) {
@@ -232,7 +234,7 @@ impl KernelsArgs {
                         .map_or_else(|| "-".into(), |[a, b, c]| (u64::from(a) * u64::from(b) * u64::from(c)).to_string()),
                 };
                 let target = if r.kind == RowKind::Ptx { format!("{} ptx", r.target) } else { r.target.clone() };
-                vec![
+                let mut row = vec![
                     target,
                     name(r),
                     regs,
@@ -242,20 +244,31 @@ impl KernelsArgs {
                     spills(r),
                     wg,
                     occ(r),
-                ]
+                ];
+                if several {
+                    row.insert(0, file.clone());
+                }
+                row
             })
             .collect();
+        let mut header = header.to_vec();
+        if several {
+            header.insert(0, "FILE");
+        }
+        let name_column = usize::from(several) + 1;
         // Shorten the names so that the table fits WIDTH columns.
-        let mut widths = [0usize; 9];
-        for row in std::iter::once(&header.map(String::from).to_vec()).chain(&rows) {
+        let mut widths = vec![0usize; header.len()];
+        let head: Vec<String> = header.iter().map(|h| h.to_string()).collect();
+        for row in std::iter::once(&head).chain(&rows) {
             for (w, c) in widths.iter_mut().zip(row) {
                 *w = (*w).max(c.chars().count());
             }
         }
-        let others: usize = widths.iter().enumerate().filter(|&(i, _)| i != 1).map(|(_, w)| w + 2).sum::<usize>() + 2;
+        let others: usize =
+            widths.iter().enumerate().filter(|&(i, _)| i != name_column).map(|(_, w)| w + 2).sum::<usize>() + 2;
         let room = WIDTH.saturating_sub(others).max(16);
         for row in &mut rows {
-            if let Some(n) = row.get_mut(1) {
+            if let Some(n) = row.get_mut(name_column) {
                 *n = shorten(n, room);
             }
         }
