@@ -252,7 +252,15 @@ pub const CUDA_REGISTER_GRANULE: u32 = 256;
 
 const fn sm(sm: u32, max_warps: u32, max_blocks: u32, shared_kib: u32) -> CudaSm {
     let (reserved_per_block, shared_granule) = if sm >= 80 { (1024, 128) } else { (0, 256) };
-    CudaSm { sm, max_warps, max_blocks, registers: 65536, shared: shared_kib * 1024, reserved_per_block, shared_granule }
+    CudaSm {
+        sm,
+        max_warps,
+        max_blocks,
+        registers: 65536,
+        shared: shared_kib * 1024,
+        reserved_per_block,
+        shared_granule,
+    }
 }
 
 /// The CUDA Programming Guide's "technical specifications per compute

@@ -113,7 +113,8 @@ pub fn diff(old: &[KernelRow], new: &[KernelRow]) -> KernelDiff {
             .filter(|((_, x), (_, y))| x != y)
             .map(|((resource, old), (_, new))| ResourceChange { resource, old, new })
             .collect();
-        let (ow, nw) = (o.occupancy.as_ref().map(|x| u64::from(x.waves)), r.occupancy.as_ref().map(|x| u64::from(x.waves)));
+        let (ow, nw) =
+            (o.occupancy.as_ref().map(|x| u64::from(x.waves)), r.occupancy.as_ref().map(|x| u64::from(x.waves)));
         if ow != nw {
             changes.push(ResourceChange { resource: "occupancy", old: ow, new: nw });
         }

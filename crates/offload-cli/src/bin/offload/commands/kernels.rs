@@ -122,7 +122,8 @@ impl KernelsArgs {
                     }
                 }
                 for r in rows(&inv, &found) {
-                    if chosen.as_ref().is_some_and(|c| !c.contains(&r.object)) || !target_matches(&r.target, &self.target)
+                    if chosen.as_ref().is_some_and(|c| !c.contains(&r.object))
+                        || !target_matches(&r.target, &self.target)
                     {
                         continue;
                     }
@@ -167,9 +168,32 @@ impl KernelsArgs {
         let name = |r: &KernelRow| if self.mangled { r.name.clone() } else { r.demangled.clone() };
         if self.wide {
             let header = [
-                "FILE", "LOCATION", "KIND", "TARGET", "KERNEL", "VGPRS", "AGPRS", "SGPRS", "LDS", "SCRATCH", "DYN",
-                "SPILLS", "WAVE", "MAX WG", "KERNARG", "UNIFORM", "COV", "REGS", "SHARED", "LOCAL", "STACK",
-                "MAX THREADS", "MAXNREG", "CBANKS", "SM", "OCC",
+                "FILE",
+                "LOCATION",
+                "KIND",
+                "TARGET",
+                "KERNEL",
+                "VGPRS",
+                "AGPRS",
+                "SGPRS",
+                "LDS",
+                "SCRATCH",
+                "DYN",
+                "SPILLS",
+                "WAVE",
+                "MAX WG",
+                "KERNARG",
+                "UNIFORM",
+                "COV",
+                "REGS",
+                "SHARED",
+                "LOCAL",
+                "STACK",
+                "MAX THREADS",
+                "MAXNREG",
+                "CBANKS",
+                "SM",
+                "OCC",
             ];
             let rows: Vec<Vec<String>> = all
                 .iter()
@@ -202,7 +226,11 @@ impl KernelsArgs {
                         if x.constant_banks.is_empty() {
                             "-".into()
                         } else {
-                            x.constant_banks.iter().map(|c| format!("{}:{}", c.bank, c.size)).collect::<Vec<_>>().join(",")
+                            x.constant_banks
+                                .iter()
+                                .map(|c| format!("{}:{}", c.bank, c.size))
+                                .collect::<Vec<_>>()
+                                .join(",")
                         },
                         num(x.sm.map(u64::from)),
                         occ(r),
@@ -228,10 +256,10 @@ impl KernelsArgs {
                 };
                 let wg = match r.kind {
                     RowKind::Amdgpu => num(x.max_flat_workgroup_size),
-                    _ => x
-                        .reqntid
-                        .or(x.max_threads)
-                        .map_or_else(|| "-".into(), |[a, b, c]| (u64::from(a) * u64::from(b) * u64::from(c)).to_string()),
+                    _ => x.reqntid.or(x.max_threads).map_or_else(
+                        || "-".into(),
+                        |[a, b, c]| (u64::from(a) * u64::from(b) * u64::from(c)).to_string(),
+                    ),
                 };
                 let target = if r.kind == RowKind::Ptx { format!("{} ptx", r.target) } else { r.target.clone() };
                 let mut row = vec![
