@@ -215,8 +215,8 @@ pub fn amdgpu_occupancy(family: &AmdgpuFamily, usage: &AmdgpuUsage) -> Option<Am
     }
     // Work-groups: several waves of one group share a CU.
     let waves_per_group = div_ceil(usage.workgroup_size.max(1), usage.wavefront_size);
-    if usage.lds > 0 {
-        let groups = (family.lds_per_cu / usage.lds).min(family.max_workgroups_per_cu);
+    if let Some(groups) = family.lds_per_cu.checked_div(usage.lds) {
+        let groups = groups.min(family.max_workgroups_per_cu);
         limit(groups.saturating_mul(waves_per_group) / family.simds_per_cu, Limiter::Lds);
     }
     if waves_per_group > 1 {
