@@ -1207,8 +1207,8 @@ pub fn cuda_lz4(data: &[u8]) {
 /// names what is wrong; rebasing a scan of each member keeps offsets inside
 /// the input.
 pub fn package_walk(kind: Option<offload_inspect::package::Kind>, data: &[u8]) {
-    use offload_inspect::{self, Options};
     use offload_inspect::package::{self, Event, Limits};
+    use offload_inspect::{self, Options};
     let limits = Limits { max_depth: 3, in_memory: 64 << 10, max_member: 16 << 20, ..Limits::default() };
     let mut visit = |event: Event<'_>| match event {
         Event::Member(m) => {
@@ -1316,6 +1316,52 @@ pub fn kernels(data: &[u8]) {
             let inv = offload_inspect::scan(rest, "fuzz", &offload_inspect::Options::default());
             let rows = offload_inspect::kernels::rows(&inv, &offload_inspect::kernels::kernels(&inv, 1));
             let _ = offload_inspect::kernels::diff(&rows, &rows);
+        }
+    }
+}
+
+/// The PE image reader (sections, imports, base relocations, records,
+/// checksum) and `prune` on PE images: every slice lies inside the input,
+/// every list is bounded by the input's size, and a prune that is planned
+/// (zero mode, and cut mode when it applies) writes an output that passes
+/// its own check.
+pub fn pe_image(data: &[u8]) {
+    use offload_format::coff::pe::{self, PeImage};
+    use offload_rewrite::prune::{self, files, pe as prune_pe};
+    let Ok(image) = PeImage::parse(data) else { return };
+    assert!(image.sections.len() * 40 <= data.len());
+    for s in &image.sections {
+        assert!(within(data, image.section_data(s)));
+        if let Some(at) = image.rva_to_offset(s.virtual_address) {
+            assert!(at < data.len());
+        }
+    }
+    if let Ok(imports) = image.imports() {
+        assert!(imports.len() * 20 <= data.len());
+    }
+    if let Ok(relocs) = image.base_relocations() {
+        assert!(relocs.len() <= data.len() / 2);
+    }
+    for name in [&b".hipFatB"[..], b".nvFatBi"] {
+        if let Ok(records) = image.records(name, 0x4849_5046) {
+            assert!(records.iter().all(|r| r.offset < data.len()));
+        }
+    }
+    let _ = pe::checksum(data, image.checksum_offset);
+    for target in ["sm_89", "gfx90a"] {
+        let rules =
+            prune::Rules { keep: vec![prune::parse_target(target).expect("a valid target")], ..Default::default() };
+        let Ok((input, pruned)) = files::plan_file(data, &rules) else { continue };
+        let files::Input::Pe(pe_input) = &input else { continue };
+        let Some(out) = prune_pe::output_plan(data, pe_input, &pruned).try_to_vec() else { continue };
+        if let Err(e) = files::verify_file(&out, data, &input, &pruned) {
+            panic!("a zero-mode PE output fails its check: {e}");
+        }
+        if let Ok(cut) = prune_pe::plan_pe_cut(data, pe_input, &pruned) {
+            let Some(out) = cut.output_plan(data, &pruned).try_to_vec() else { continue };
+            if let Err(e) = cut.verify(&out, data, &pruned) {
+                panic!("a cut PE output fails its check: {e}");
+            }
         }
     }
 }
