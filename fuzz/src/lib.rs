@@ -1207,8 +1207,8 @@ pub fn cuda_lz4(data: &[u8]) {
 /// names what is wrong; rebasing a scan of each member keeps offsets inside
 /// the input.
 pub fn package_walk(kind: Option<offload_inspect::package::Kind>, data: &[u8]) {
-    use offload_inspect::{self, Options};
     use offload_inspect::package::{self, Event, Limits};
+    use offload_inspect::{self, Options};
     let limits = Limits { max_depth: 3, in_memory: 64 << 10, max_member: 16 << 20, ..Limits::default() };
     let mut visit = |event: Event<'_>| match event {
         Event::Member(m) => {
@@ -1295,6 +1295,49 @@ pub fn code_kernels(data: &[u8]) {
     }
 }
 
+// ------------------------------------------------------------ kernels
+
+/// The kernel readers: AMDGPU metadata (msgpack note and descriptors),
+/// `.nv.info` records, PTX `.entry` directives, and the demangler and
+/// occupancy estimate applied to what they return. The first byte picks
+/// the reader so that each sees unframed input too.
+pub fn kernels(data: &[u8]) {
+    use offload_format::{amdgpu, cuda, msgpack};
+    let Some((&pick, rest)) = data.split_first() else { return };
+    match pick % 5 {
+        0 => {
+            let _ = msgpack::read(rest);
+        }
+        1 => {
+            if let Ok(k) = amdgpu::kernels::read(rest) {
+                for k in &k.kernels {
+                    let _ = offload_inspect::kernels::demangle::demangle(&k.name);
+                }
+            }
+        }
+        2 => {
+            let _ = cuda::nvinfo::records(rest);
+            let _ = cuda::nvinfo::read(rest);
+        }
+        3 => {
+            let m = cuda::ptx::read(rest);
+            for e in &m.entries {
+                assert!(e.name.len() <= rest.len());
+            }
+        }
+        _ => {
+            if let Ok(name) = std::str::from_utf8(rest) {
+                if let Some(d) = offload_inspect::kernels::demangle::demangle(name) {
+                    assert!(d.len() <= offload_inspect::kernels::demangle::MAX_OUTPUT);
+                }
+            }
+            let inv = offload_inspect::scan(rest, "fuzz", &offload_inspect::Options::default());
+            let rows = offload_inspect::kernels::rows(&inv, &offload_inspect::kernels::kernels(&inv, 1));
+            let _ = offload_inspect::kernels::diff(&rows, &rows);
+        }
+    }
+}
+
 /// The PE image reader (sections, imports, base relocations, records,
 /// checksum) and `prune` on PE images: every slice lies inside the input,
 /// every list is bounded by the input's size, and a prune that is planned
@@ -1324,7 +1367,8 @@ pub fn pe_image(data: &[u8]) {
     }
     let _ = pe::checksum(data, image.checksum_offset);
     for target in ["sm_89", "gfx90a"] {
-        let rules = prune::Rules { keep: vec![prune::parse_target(target).expect("a valid target")], ..Default::default() };
+        let rules =
+            prune::Rules { keep: vec![prune::parse_target(target).expect("a valid target")], ..Default::default() };
         let Ok((input, pruned)) = files::plan_file(data, &rules) else { continue };
         let files::Input::Pe(pe_input) = &input else { continue };
         let Some(out) = prune_pe::output_plan(data, pe_input, &pruned).try_to_vec() else { continue };

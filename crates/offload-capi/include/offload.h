@@ -258,6 +258,20 @@ enum offload_status offload_decompress(const uint8_t *data,
                                        size_t len,
                                        struct offload_buffer **out);
 
+// Lists the kernels of every AMDGPU code object, cubin and PTX module of
+// the inventory with their resources and occupancy estimate, as
+// `offload kernels --json` lists them: `*out` is a new buffer holding a
+// UTF-8 JSON array (not NUL-terminated; its size is
+// offload_buffer_size()) of one record per kernel per code object, the
+// record documented in `docs/reference/kernels-json.md`. Code objects
+// whose kernels cannot be read have no record. Release the buffer with
+// offload_buffer_free().
+//
+// # Safety
+// `inv` is a live inventory; `out` points to writable storage.
+enum offload_status offload_kernels_json(const struct offload_inventory *inv,
+                                         struct offload_buffer **out);
+
 // The bytes of a buffer (NULL for NULL); valid until offload_buffer_free.
 //
 // # Safety

@@ -377,6 +377,33 @@ pub unsafe extern "C" fn offload_decompress(
     })
 }
 
+/// Lists the kernels of every AMDGPU code object, cubin and PTX module of
+/// the inventory with their resources and occupancy estimate, as
+/// `offload kernels --json` lists them: `*out` is a new buffer holding a
+/// UTF-8 JSON array (not NUL-terminated; its size is
+/// offload_buffer_size()) of one record per kernel per code object, the
+/// record documented in `docs/reference/kernels-json.md`. Code objects
+/// whose kernels cannot be read have no record. Release the buffer with
+/// offload_buffer_free().
+///
+/// # Safety
+/// `inv` is a live inventory; `out` points to writable storage.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn offload_kernels_json(
+    inv: *const offload_inventory,
+    out: *mut *mut offload_buffer,
+) -> offload_status {
+    guard("offload_kernels_json", || {
+        let out = out_arg(out, "out")?;
+        *out = std::ptr::null_mut();
+        let inv = handle(inv)?.inventory();
+        let rows = offload_inspect::kernels::rows(inv, &offload_inspect::kernels::kernels(inv, 0));
+        let bytes = serde_json::to_vec(&rows).map_err(|e| Failure::invalid(format!("kernel records: {e}")))?;
+        *out = Box::into_raw(Box::new(offload_buffer { bytes }));
+        Ok(())
+    })
+}
+
 /// The bytes of a buffer (NULL for NULL); valid until offload_buffer_free.
 ///
 /// # Safety

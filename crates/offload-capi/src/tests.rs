@@ -17,6 +17,14 @@ fn exercise(data: &[u8], flags: u32) -> usize {
     let st = unsafe { offload_scan_buffer(data.as_ptr(), data.len(), flags, &mut inv) };
     assert_eq!(st, offload_status::OFFLOAD_OK);
     let mut copied = 0;
+    // SAFETY: `inv` is live; the buffer is checked and freed at once.
+    unsafe {
+        let mut buf = std::ptr::null_mut();
+        assert_eq!(offload_kernels_json(inv, &mut buf), offload_status::OFFLOAD_OK);
+        let json = std::slice::from_raw_parts(offload_buffer_data(buf), offload_buffer_size(buf));
+        assert!(serde_json::from_slice::<serde_json::Value>(json).is_ok_and(|v| v.is_array()));
+        offload_buffer_free(buf);
+    }
     // SAFETY: `inv` is the live inventory made above; each record is read
     // into a zeroed struct and its strings are read while `inv` lives.
     unsafe {
@@ -94,5 +102,31 @@ fn damaged_samples_give_statuses_not_panics() {
         for len in (0..original.len()).step_by(stride * 7) {
             exercise(&original[..len], OFFLOAD_SCAN_VERIFY);
         }
+    }
+}
+
+#[test]
+fn kernels_json_of_a_hip_library() {
+    let data = repo_file("crates/offload-cli/tests/fixtures/inspect/libscale.so");
+    let mut inv = std::ptr::null_mut();
+    // SAFETY: `data` outlives the inventory; the buffer is read while live
+    // and both are freed at the end.
+    unsafe {
+        assert_eq!(offload_scan_buffer(data.as_ptr(), data.len(), 0, &mut inv), offload_status::OFFLOAD_OK);
+        let mut buf = std::ptr::null_mut();
+        assert_eq!(offload_kernels_json(inv, &mut buf), offload_status::OFFLOAD_OK);
+        let json = std::slice::from_raw_parts(offload_buffer_data(buf), offload_buffer_size(buf));
+        let rows: serde_json::Value = serde_json::from_slice(json).expect("JSON");
+        let rows = rows.as_array().expect("an array");
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0]["name"], "_Z5scalePff");
+        assert_eq!(rows[0]["demangled"], "scale(float*, float)");
+        assert_eq!(rows[0]["target"], "gfx906");
+        assert_eq!(rows[0]["resources"]["kernarg_size"], 12);
+        assert_eq!(rows[0]["occupancy"]["unit"], "simd");
+        offload_buffer_free(buf);
+        assert_eq!(offload_kernels_json(std::ptr::null(), &mut buf), offload_status::OFFLOAD_ERROR_INVALID_ARGUMENT);
+        assert!(buf.is_null());
+        offload_inventory_free(inv);
     }
 }

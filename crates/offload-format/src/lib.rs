@@ -47,6 +47,7 @@ pub mod kpack;
 pub mod llvm_hash;
 pub mod llvm_release;
 pub mod msgpack;
+pub mod occupancy;
 pub mod offload_arch;
 pub mod offload_binary;
 pub mod plan;

@@ -159,6 +159,24 @@ fn extract<'py>(
     Ok(PyBytes::new(py, &bytes))
 }
 
+/// Every kernel of every AMDGPU code object, cubin and PTX module of a
+/// file (path) or bytes, one dict per kernel per code object: the records
+/// of `offload kernels --json` (`docs/reference/kernels-json.md`), sorted
+/// as the command sorts them. Code objects whose kernels cannot be read
+/// have none.
+#[pyfunction]
+fn kernels<'py>(py: Python<'py>, input: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let source = Source::from_py(input)?;
+    let text = py.allow_threads(|| {
+        source.with_bytes(|bytes| {
+            let inv = scan_bytes(bytes, &source.display_name(), &Options::default());
+            let rows = offload_inspect::kernels::rows(&inv, &offload_inspect::kernels::kernels(&inv, 0));
+            serde_json::to_string(&rows).map_err(|e| Failure::Format(format!("kernel records: {e}")))
+        })
+    })?;
+    py.import("json")?.call_method1("loads", (text,))
+}
+
 #[pymodule]
 fn offload_binutils(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -175,6 +193,7 @@ fn offload_binutils(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(select, m)?)?;
     m.add_function(wrap_pyfunction!(extract, m)?)?;
     m.add_function(wrap_pyfunction!(verify, m)?)?;
+    m.add_function(wrap_pyfunction!(kernels, m)?)?;
     formats::register(m)?;
     Ok(())
 }

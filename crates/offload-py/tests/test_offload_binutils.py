@@ -281,3 +281,21 @@ def test_damaged_input_raises_only_offload_errors(path):
                 call()
             except ob.Error:
                 pass
+
+
+def test_kernels_match_the_cli():
+    path = str(REPO / FIXTURES / "libscale.so")
+    rows = ob.kernels(path)
+    assert [(r["target"], r["name"], r["demangled"]) for r in rows] == [
+        ("gfx906", "_Z5scalePff", "scale(float*, float)"),
+        ("gfx90a:xnack+", "_Z5scalePff", "scale(float*, float)"),
+    ]
+    assert rows[0]["resources"]["kernarg_size"] == 12
+    assert rows[0]["occupancy"]["unit"] == "simd"
+    # The same records from bytes, and as `offload kernels --json` prints them.
+    assert ob.kernels(pathlib.Path(path).read_bytes()) == rows
+    out = subprocess.run([tool("offload"), "kernels", "--json", path], capture_output=True, text=True, check=True)
+    cli = json.loads(out.stdout)["kernels"]
+    assert [(r["target"], r["name"], r["resources"]) for r in cli] == [
+        (r["target"], r["name"], r["resources"]) for r in rows
+    ]

@@ -72,3 +72,54 @@ fn jax_rocm6_to_rocm7_plugin_diff() {
     let stored = size["total"]["device"]["stored"].as_u64().unwrap();
     assert!(stored < device / 4, "ROCm 7's compressed bundles: {stored} of {device}");
 }
+
+/// (kind, target, name) of every kernel `offload kernels --json` lists below `dir`.
+fn kernel_keys(dir: &Path) -> std::collections::BTreeSet<(String, String, String)> {
+    let o = offload(&["kernels", "--json", dir.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["unreadable"].as_array().map(Vec::len), Some(0));
+    v["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| (s(k, "kind").to_string(), s(k, "target").to_string(), s(k, "name").to_string()))
+        .collect()
+}
+
+/// `diff --kernels` between the two plugin versions agrees with the two
+/// `offload kernels` listings: a kernel is added or removed exactly when
+/// one listing lacks it, and every kernel of both is changed or unchanged.
+#[test]
+#[cfg_attr(not(has_real_corpus), ignore = "needs the real ROCm corpus: run scripts/fetch-real-corpus.sh")]
+fn jax_rocm6_to_rocm7_plugin_kernel_diff() {
+    let corpus = Corpus::get();
+    let (old, new) = (folder(&corpus, "rocm6-jax-plugin"), folder(&corpus, "rocm7-jax-plugin"));
+    let (a, b) = (kernel_keys(&old), kernel_keys(&new));
+    assert!(!a.is_empty() && !b.is_empty());
+    let o = offload(&["diff", "--kernels", "--json", old.to_str().unwrap(), new.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let keys = |list: &Value| -> Vec<(String, String, String)> {
+        list.as_array()
+            .unwrap()
+            .iter()
+            .map(|k| (s(k, "kind").to_string(), s(k, "target").to_string(), s(k, "name").to_string()))
+            .collect()
+    };
+    let added: Vec<_> = b.difference(&a).cloned().collect();
+    let removed: Vec<_> = a.difference(&b).cloned().collect();
+    assert_eq!(keys(&v["added"]), added);
+    assert_eq!(keys(&v["removed"]), removed);
+    let both = a.intersection(&b).count() as u64;
+    assert_eq!(v["changed"].as_array().unwrap().len() as u64 + v["unchanged"].as_u64().unwrap(), both);
+    eprintln!(
+        "kernels: {} old, {} new; {} added, {} removed, {} changed, {} unchanged",
+        a.len(),
+        b.len(),
+        added.len(),
+        removed.len(),
+        v["changed"].as_array().unwrap().len(),
+        v["unchanged"]
+    );
+}

@@ -13,6 +13,7 @@ mod cuda_clang;
 mod cuda_live;
 mod gpus_nvml;
 mod inspect_llvm19;
+mod kernels_diff;
 mod objects_llvm19;
 mod packager_interop;
 mod packager_openmp;

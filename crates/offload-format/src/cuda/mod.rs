@@ -23,6 +23,7 @@ mod cubin;
 mod decode;
 mod fatbin;
 pub mod nvinfo;
+pub mod ptx;
 pub mod wrapper;
 pub mod write;
 

@@ -100,14 +100,21 @@ enum Mode {
     InspectSelect,
     /// `offload select --gpu sm_86 in` (the CUDA driver's rules).
     InspectSelectCuda,
+    /// `offload kernels in` (metadata, .nv.info and PTX readers).
+    InspectKernels,
     /// `offload prune --keep gfx90a --mode M in -o out`.
     Prune(&'static str),
 }
 
 /// The inspector's modes and how often each runs on a file's damages (every
 /// n-th: the inspector reads every format, so a sample keeps CI short).
-const INSPECTOR_MODES: [(Mode, usize); 4] =
-    [(Mode::InspectList, 4), (Mode::InspectVerify, 6), (Mode::InspectExtract, 8), (Mode::InspectSelect, 12)];
+const INSPECTOR_MODES: [(Mode, usize); 5] = [
+    (Mode::InspectList, 4),
+    (Mode::InspectVerify, 6),
+    (Mode::InspectExtract, 8),
+    (Mode::InspectSelect, 12),
+    (Mode::InspectKernels, 6),
+];
 
 impl Mode {
     /// The binary, its arguments, and the outputs that exist before the run.
@@ -154,6 +161,7 @@ impl Mode {
             Mode::InspectExtract => (OFFLOAD, s(&["extract", "--index", "0", "-o", "x0", "in"]), s(&["x0"])),
             Mode::InspectSelect => (OFFLOAD, s(&["select", "--gpu", "gfx906", "in"]), vec![]),
             Mode::InspectSelectCuda => (OFFLOAD, s(&["select", "--gpu", "sm_86", "in"]), vec![]),
+            Mode::InspectKernels => (OFFLOAD, s(&["kernels", "in"]), vec![]),
             Mode::Prune(mode) => {
                 (OFFLOAD, s(&["prune", "--keep", prune::KEEP, "--mode", mode, "in", "-o", "out"]), s(&["out"]))
             }

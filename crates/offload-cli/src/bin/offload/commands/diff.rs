@@ -2,10 +2,13 @@
 //! two files, folders or packages (the library's `report::diff` matches
 //! and compares them; this file prints). Exit status 0 when identical, 1
 //! when different, 2 on bad usage or when an input cannot be read fully.
+//! With `--kernels`, the kernels added, removed and changed (registers,
+//! spills, LDS, occupancy; `offload_inspect::kernels::diff`) instead.
 
 use crate::inputs;
 use crate::output;
 use offload_inspect::Options;
+use offload_inspect::kernels::{self, KernelDiff, KernelRow};
 use offload_inspect::report::diff::{Change, Diff, Entry, Status, Summary, diff, entries};
 use serde::Serialize;
 use std::path::Path;
@@ -75,6 +78,9 @@ pub struct DiffArgs {
     /// Machine-readable output (schema in docs/reference/json.md)
     #[arg(long)]
     pub json: bool,
+    /// Compare the kernels (added, removed, resource changes) instead of the code objects
+    #[arg(long)]
+    pub kernels: bool,
     /// The old file, package or folder
     pub a: String,
     /// The new one
@@ -83,6 +89,9 @@ pub struct DiffArgs {
 
 impl DiffArgs {
     pub fn run(&self, ctx: &crate::cli::Context) -> u8 {
+        if self.kernels {
+            return run_kernels(&ctx.argv0, &self.a, &self.b, self.json);
+        }
         run(&ctx.argv0, &self.a, &self.b, self.json)
     }
 }
@@ -194,6 +203,104 @@ fn text(d: &Diff) -> String {
         t.bytes_a,
         t.bytes_b,
         delta(t.bytes_a, t.bytes_b)
+    ));
+    out
+}
+
+/// The kernel rows of one side, or `None` when it could not be read fully.
+fn kernel_side(argv0: &str, root: &str, json: bool) -> Option<Vec<KernelRow>> {
+    let mut all = Vec::new();
+    let mut ok = true;
+    let problems = inputs::each(root, !json, &mut |item| {
+        let inv = item.scan(&Options::default());
+        crate::inputs::print_diagnostics(argv0, item.file, &inv);
+        ok &= !inv.has_errors();
+        let found = kernels::kernels(&inv, 0);
+        for o in &found {
+            if let Err(e) = &o.result {
+                let loc = inv.objects.get(o.object).map(|x| x.location.to_string()).unwrap_or_default();
+                eprintln!("{argv0}: error: {}: {loc}: kernels not read: {e}", item.file);
+                ok = false;
+            }
+        }
+        all.extend(kernels::rows(&inv, &found));
+    });
+    if inputs::report(argv0, &problems) != 0 {
+        ok = false;
+    }
+    ok.then_some(all)
+}
+
+#[derive(Serialize)]
+struct KernelReport<'a> {
+    a: &'a str,
+    b: &'a str,
+    identical: bool,
+    #[serde(flatten)]
+    diff: &'a KernelDiff,
+}
+
+fn run_kernels(argv0: &str, a: &str, b: &str, json: bool) -> u8 {
+    let (Some(ka), Some(kb)) = (kernel_side(argv0, a, json), kernel_side(argv0, b, json)) else {
+        eprintln!("{argv0}: error: not compared: an input could not be read fully");
+        return 2;
+    };
+    let d = kernels::diff(&ka, &kb);
+    if json {
+        let report = KernelReport { a, b, identical: d.is_empty(), diff: &d };
+        match serde_json::to_string_pretty(&report) {
+            Ok(text) => println!("{text}"),
+            Err(e) => {
+                eprintln!("{argv0}: error: {e}");
+                return 2;
+            }
+        }
+    } else {
+        print!("{}", kernel_text(&d));
+    }
+    u8::from(!d.is_empty())
+}
+
+fn opt(v: Option<u64>) -> String {
+    v.map_or_else(|| "-".to_string(), |v| v.to_string())
+}
+
+/// One line per added or removed kernel and per changed resource, then
+/// the counts.
+fn kernel_text(d: &KernelDiff) -> String {
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for (status, list) in [("added", &d.added), ("removed", &d.removed)] {
+        for k in list {
+            rows.push(vec![status.into(), k.target.clone(), k.demangled.clone(), "-".into(), "-".into(), "-".into()]);
+        }
+    }
+    for c in &d.changed {
+        let status = if c.spills_grew { "spills" } else { "changed" };
+        for ch in &c.changes {
+            rows.push(vec![
+                status.into(),
+                c.target.clone(),
+                c.demangled.clone(),
+                ch.resource.to_string(),
+                opt(ch.old),
+                opt(ch.new),
+            ]);
+        }
+    }
+    let mut out = String::new();
+    if !rows.is_empty() {
+        out.push_str(&output::table(&["STATUS", "TARGET", "KERNEL", "RESOURCE", "A", "B"], &rows));
+        out.push('\n');
+    }
+    let spills = d.changed.iter().filter(|c| c.spills_grew).count();
+    out.push_str(&format!(
+        "{}: {} kernels added, {} removed, {} changed ({} with more spills), {} unchanged\n",
+        if d.is_empty() { "identical" } else { "different" },
+        d.added.len(),
+        d.removed.len(),
+        d.changed.len(),
+        spills,
+        d.unchanged
     ));
     out
 }

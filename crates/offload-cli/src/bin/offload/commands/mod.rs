@@ -7,6 +7,7 @@ pub mod completions;
 pub mod diff;
 pub mod extract;
 pub mod gpus;
+pub mod kernels;
 pub mod list;
 pub mod man;
 pub mod prune;
@@ -29,6 +30,8 @@ pub enum Sub {
     Extract(extract::ExtractArgs),
     /// Deep structural check of every payload
     Verify(verify::VerifyArgs),
+    /// One row per kernel: registers, LDS/shared memory, scratch, spills, limits and an occupancy estimate
+    Kernels(kernels::KernelsArgs),
     /// Drop the device code of other GPU targets (HIP, CUDA, OpenMP; binaries, objects, archives)
     Prune(prune::PruneCli),
     /// Put a new code object in place of one entry of a HIP, CUDA or OpenMP binary, bundle, .fatbin or archive
@@ -65,6 +68,7 @@ impl Sub {
             Sub::Select(s) => warn(&s.gpu),
             Sub::Extract(e) => e.gpu.as_ref().and_then(warn),
             Sub::Check(c) => c.gpu.iter().find_map(warn),
+            Sub::Kernels(k) => k.gpu.as_ref().and_then(warn),
             _ => None,
         }
     }
@@ -76,6 +80,7 @@ impl Sub {
             Sub::Select(c) => c.run(ctx),
             Sub::Extract(c) => c.run(ctx),
             Sub::Verify(c) => c.run(ctx),
+            Sub::Kernels(c) => c.run(ctx),
             Sub::Prune(c) => c.run(ctx),
             Sub::Replace(c) => c.run(ctx),
             Sub::Gpus(c) => c.run(ctx),

@@ -1,13 +1,25 @@
 //! The kernels of every code object of a scanned file, with their
 //! resources: AMDGPU code objects through
 //! [`offload_format::amdgpu::kernels`], cubins through
-//! [`offload_format::cuda::nvinfo`] (`docs/formats/kernels.md`). Other
-//! payloads (host objects, bitcode, PTX, containers) have no record.
+//! [`offload_format::cuda::nvinfo`], PTX text through
+//! [`offload_format::cuda::ptx`] (`docs/formats/kernels.md`). Other
+//! payloads (host objects, bitcode, containers) have no record.
+//!
+//! [`row::rows`] flattens them into one [`row::KernelRow`] per kernel,
+//! with demangled names ([`demangle`]) and occupancy estimates;
+//! [`diff::diff`] compares the rows of two inputs.
+
+pub mod demangle;
+pub mod diff;
+pub mod row;
+
+pub use diff::{KernelDiff, diff};
+pub use row::{KernelRow, Occupancy, Resources, RowKind, rows};
 
 use crate::Inventory;
 use crate::decode::visit_objects;
 use offload_format::amdgpu::kernels::{self as amdgpu, CodeObjectKernels};
-use offload_format::cuda::{self, nvinfo::CubinKernels};
+use offload_format::cuda::{self, nvinfo::CubinKernels, ptx::PtxModule};
 use offload_format::elf::EM_AMDGPU;
 use std::sync::Mutex;
 
@@ -18,6 +30,8 @@ pub enum Kernels {
     Amdgpu(CodeObjectKernels),
     /// A cubin's kernels.
     Cuda(CubinKernels),
+    /// A PTX module's `.entry` directives.
+    Ptx(PtxModule),
 }
 
 impl Kernels {
@@ -26,6 +40,7 @@ impl Kernels {
         match self {
             Kernels::Amdgpu(c) => c.kernels.iter().map(|k| k.name.as_str()).collect(),
             Kernels::Cuda(c) => c.kernels.iter().map(|k| k.name.as_str()).collect(),
+            Kernels::Ptx(m) => m.entries.iter().map(|e| e.name.as_str()).collect(),
         }
     }
 }
@@ -63,7 +78,7 @@ pub fn kernels(inv: &Inventory<'_>, workers: usize) -> Vec<ObjectKernels> {
 }
 
 /// The kernels of one code object's bytes; `None` when it is neither an
-/// AMDGPU code object nor a cubin.
+/// AMDGPU code object, a cubin nor PTX text.
 pub fn of_bytes(data: &[u8]) -> Option<Result<Kernels, String>> {
     if cuda::is_cubin(data) {
         return Some(cuda::nvinfo::read(data).map(Kernels::Cuda).map_err(|e| e.to_string()));
@@ -71,6 +86,9 @@ pub fn of_bytes(data: &[u8]) -> Option<Result<Kernels, String>> {
     let machine = offload_format::bytes::u16_le(data, 18);
     if offload_format::elf::is_elf(data) && data.get(5) == Some(&1) && machine == Some(EM_AMDGPU) {
         return Some(amdgpu::read(data).map(Kernels::Amdgpu).map_err(|e| e.to_string()));
+    }
+    if !offload_format::elf::is_elf(data) && cuda::ptx::is_ptx(data) {
+        return Some(Ok(Kernels::Ptx(cuda::ptx::read(data))));
     }
     None
 }
@@ -82,7 +100,7 @@ mod tests {
 
     #[test]
     fn kernels_of_a_hip_library() {
-        let data = include_bytes!("../../offload-cli/tests/fixtures/inspect/libscale.so");
+        let data = include_bytes!("../../../offload-cli/tests/fixtures/inspect/libscale.so");
         let inv = scan(data, "libscale.so", &Options::default());
         let found = kernels(&inv, 1);
         let targets: Vec<_> = found.iter().map(|o| inv.objects[o.object].target_id.as_str()).collect();
@@ -97,19 +115,21 @@ mod tests {
 
     #[test]
     fn kernels_of_a_compressed_cuda_fat_binary() {
-        let data = include_bytes!("../../offload-cli/tests/fixtures/cuda/kern_zstd_all.fatbin");
+        let data = include_bytes!("../../../offload-cli/tests/fixtures/cuda/kern_zstd_all.fatbin");
         let inv = scan(data, "kern_zstd_all.fatbin", &Options::default());
         let found = kernels(&inv, 1);
         // cuobjdump -res-usage: three cubins (sm_75, sm_80, sm_90), REG:8 on sm_75.
-        let sms: Vec<u32> = found
+        let cubins: Vec<&CubinKernels> = found
             .iter()
-            .map(|o| match &o.result {
-                Ok(Kernels::Cuda(c)) => c.sm,
+            .filter_map(|o| match &o.result {
+                Ok(Kernels::Cuda(c)) => Some(c),
+                Ok(Kernels::Ptx(_)) => None,
                 other => panic!("{other:?}"),
             })
             .collect();
+        let sms: Vec<u32> = cubins.iter().map(|c| c.sm).collect();
         assert_eq!(sms, [75, 80, 90]);
-        let Ok(Kernels::Cuda(c)) = &found[0].result else { unreachable!() };
+        let c = cubins[0];
         assert_eq!(c.kernels[0].name, "_Z5scalePffi");
         assert_eq!(c.kernels[0].registers, Some(8));
     }
@@ -117,7 +137,7 @@ mod tests {
     #[test]
     fn other_payloads_have_no_record() {
         assert_eq!(of_bytes(b"not a code object"), None);
-        let host = include_bytes!("../../offload-cli/tests/fixtures/objects/host-x86_64.o");
+        let host = include_bytes!("../../../offload-cli/tests/fixtures/objects/host-x86_64.o");
         assert_eq!(of_bytes(host), None);
     }
 
@@ -145,6 +165,7 @@ mod tests {
                         count += c.kernels.len();
                     }
                     Ok(Kernels::Cuda(c)) => count += c.kernels.len(),
+                    Ok(Kernels::Ptx(m)) => count += m.entries.len(),
                     Err(e) => panic!("{}: object {}: {e}", p.display(), o.object),
                 }
                 objects += 1;
