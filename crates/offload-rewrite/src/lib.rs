@@ -9,3 +9,4 @@
 
 pub mod prune;
 pub mod replace;
+pub mod tree;
