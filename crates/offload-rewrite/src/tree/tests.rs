@@ -348,3 +348,40 @@ fn a_kpack_archive_is_left_as_it_is_and_said_so() {
         o => panic!("{o:?}"),
     }
 }
+
+#[test]
+fn a_wheel_splits_into_family_wheels_with_local_versions() {
+    use crate::split;
+    let input = wheel();
+    let (amd, cuda) = split::targets(&input).unwrap();
+    assert_eq!(amd.iter().map(String::as_str).collect::<Vec<_>>(), ["gfx906", "gfx90a"]);
+    assert_eq!(cuda.iter().copied().collect::<Vec<_>>(), [75, 80, 90]);
+    let groups = split::groups(&amd, &cuda, split::By::Family, &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let o = Options { threads: 2, ..Default::default() };
+    let done = split::split_wheel(&input, "pkg-1.0-py3-none-linux_x86_64.whl", &groups, dir.path(), &o).unwrap();
+    let names: Vec<&str> = done.iter().map(|d| d.file_name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "pkg-1.0+sm7x-py3-none-linux_x86_64.whl",
+            "pkg-1.0+sm8x-py3-none-linux_x86_64.whl",
+            "pkg-1.0+sm9x-py3-none-linux_x86_64.whl",
+            "pkg-1.0+gfx906-py3-none-linux_x86_64.whl",
+            "pkg-1.0+gfx90a-py3-none-linux_x86_64.whl"
+        ]
+    );
+    for d in &done {
+        let bytes = std::fs::read(dir.path().join(&d.file_name)).unwrap();
+        assert!(bytes.len() < input.len(), "{}", d.file_name);
+        let version = d.file_name.split('-').nth(1).unwrap();
+        check_record(&read_zip(&bytes), &format!("pkg-{version}.dist-info"));
+    }
+    // sm_80's wheel keeps the sm_80 cubin (run by sm_8x GPUs) and drops sm_75/sm_90 code.
+    let sm8 = read_zip(&std::fs::read(dir.path().join(names[1])).unwrap());
+    assert!(sm8.iter().any(|m| m.0 == "pkg/lib/kern.cubin"));
+    let gfx = read_zip(&std::fs::read(dir.path().join(names[4])).unwrap());
+    assert!(!gfx.iter().any(|m| m.0 == "pkg/lib/kern.cubin" || m.0.ends_with("gfx906.dat")));
+    let hip = &gfx.iter().find(|m| m.0 == "pkg/lib/libhip.so").unwrap().1;
+    assert!(payloads(hip, "gfx906").is_empty() && !payloads(hip, "gfx90a").is_empty());
+}
