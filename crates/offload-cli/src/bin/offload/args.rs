@@ -149,6 +149,8 @@ pub enum Sub {
     },
     /// Drop the device code of other GPU targets (HIP, CUDA, OpenMP; binaries, objects, archives)
     Prune(PruneCli),
+    /// One fat wheel into wheels per CUDA SM family or GPU target, each pruned and relabelled (+sm9x)
+    Split(crate::split::SplitArgs),
     /// Put a new code object in place of one entry of a HIP, CUDA or OpenMP binary, bundle, .fatbin or archive
     Replace(ReplaceCli),
     /// The GPUs of this machine (KFD sysfs, NVML) and their target IDs
@@ -300,9 +302,22 @@ pub struct PruneCli {
     /// Level for recompressed bundles: zstd 1-22, zlib 1-9 (default: zstd 3, zlib 6, as LLVM)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(1..=22))]
     compression_level: Option<i32>,
-    #[command(flatten)]
-    out: RewriteOutput,
-    /// A host binary, object, static archive, bundle, fat object or .fatbin
+    /// Check and report what would change; write nothing
+    #[arg(long)]
+    dry_run: bool,
+    /// Machine-readable report (schema in docs/guide/pruning.md)
+    #[arg(long)]
+    json: bool,
+    /// Skip re-reading the output before it replaces anything
+    #[arg(long)]
+    no_verify: bool,
+    /// Rewrite IN itself (a file, or every file of a folder, each replaced atomically)
+    #[arg(long, conflicts_with = "output")]
+    in_place: bool,
+    /// The output file (- for standard output)
+    #[arg(short, long, value_name = "OUT", required_unless_present_any = ["dry_run", "in_place"])]
+    output: Option<String>,
+    /// A host binary, object, static archive, bundle, fat object or .fatbin; a wheel or zip, a tarball (.tar, .tar.gz, .tar.zst, .tar.xz) or a folder (docs/guide/prune-trees.md)
     #[arg(value_name = "IN")]
     input: String,
 }
@@ -382,6 +397,7 @@ pub enum Command {
     },
     Prune(PruneArgs),
     Replace(ReplaceArgs),
+    Split(crate::split::SplitArgs),
     Gpus {
         sysfs_root: Option<std::path::PathBuf>,
         json: bool,
@@ -416,6 +432,8 @@ pub struct PruneArgs {
     pub verify: bool,
     /// `--mode cut`: pack the fat binaries and cut the freed pages out.
     pub cut: bool,
+    /// `--in-place`: the output is the input (a folder's files each).
+    pub in_place: bool,
     pub input: String,
     pub output: Option<String>,
 }
@@ -525,13 +543,15 @@ impl From<Sub> for Command {
                 keep_gpu: p.keep_gpu,
                 allow_empty: p.allow_empty,
                 compression_level: p.compression_level,
-                dry_run: p.out.dry_run,
-                json: p.out.json,
-                verify: !p.out.no_verify,
+                dry_run: p.dry_run,
+                json: p.json,
+                verify: !p.no_verify,
                 cut: p.mode == Mode::Cut,
+                in_place: p.in_place,
                 input: p.input,
-                output: p.out.output,
+                output: p.output,
             }),
+            Sub::Split(s) => Command::Split(s),
             Sub::Replace(r) => Command::Replace(ReplaceArgs {
                 entry: r.entry,
                 unit: r.unit,

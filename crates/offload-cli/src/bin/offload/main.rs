@@ -13,8 +13,10 @@ mod output;
 mod progress;
 mod prune;
 mod prune_openmp;
+mod prune_tree;
 mod replace;
 mod size;
+mod split;
 
 use args::{Command, Filter};
 use clap::CommandFactory;
@@ -65,6 +67,7 @@ fn main() -> ExitCode {
         Command::Verify { json, files } => verify(&argv0, &files, json, colors(json)),
         Command::Prune(args) => prune::run(&argv0, &args),
         Command::Replace(args) => replace::run(&argv0, &args),
+        Command::Split(args) => split::run(&argv0, &args),
         Command::Extract { filters, gpu, runtime, kpack_order, output, dir, json, file } => {
             extract(&argv0, &file, &filters, gpu.as_ref(), (runtime, kpack_order.order()), output, dir, json)
         }

@@ -171,6 +171,32 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
         }
     };
     let path = &args.input;
+    if let Some(kind) = crate::prune_tree::package_kind(path) {
+        let tree_args = crate::prune_tree::TreeArgs {
+            rules,
+            input: path,
+            output: args.output.as_deref(),
+            in_place: args.in_place,
+            dry_run: args.dry_run,
+            json: args.json,
+        };
+        return crate::prune_tree::run(argv0, &tree_args, kind);
+    }
+    // `-o IN` (the same file, also by a link) only with --in-place: a
+    // mistyped output must not overwrite the input.
+    let in_place_out;
+    let args = if args.in_place {
+        in_place_out = PruneArgs { output: Some(path.clone()), ..args.clone() };
+        &in_place_out
+    } else {
+        if let Some(out) = args.output.as_deref().filter(|o| *o != "-" && !args.dry_run) {
+            if crate::prune_tree::same_file(path, out) {
+                eprintln!("{argv0}: error: {out} is the input {path}: pass --in-place to rewrite it, or -o a new file");
+                return 2;
+            }
+        }
+        args
+    };
     let input = match offload_io::Input::open(path) {
         Ok(i) => i,
         Err(e) => {
