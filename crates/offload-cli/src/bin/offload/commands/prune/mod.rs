@@ -6,13 +6,110 @@
 //! library's `prune` module does the work). The output is checked from its own bytes before it replaces
 //! anything, and written atomically; the input is never modified.
 
-use crate::args::PruneArgs;
+mod openmp;
+mod tree;
+
+use crate::cli::{Context, parse_gpu, targets};
 use crate::output;
+use clap::{ArgGroup, Args, ValueEnum};
 use offload_format::plan::Plan;
 use offload_inspect::layout::UnitKind;
+use offload_inspect::select::Gpu;
 use offload_rewrite::prune::cut_file::{self, FileCut};
 use offload_rewrite::prune::files::{self, Input};
 use offload_rewrite::prune::{self, Cut, CutPlan, PruneError, Pruned, Rules};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Mode {
+    /// Zero the dropped code objects in place (the file keeps its size)
+    Zero,
+    /// Cut them out: the file shrinks (GNU strip/objcopy must not run on it afterwards)
+    Cut,
+}
+
+#[derive(Args, Debug)]
+#[command(group(ArgGroup::new("targets").required(true).multiple(true)))]
+pub struct PruneCli {
+    /// Targets to keep: gfx90a, sm_80 (cubin), compute_80 (PTX), lto_80, x86_64-pc-linux-gnu (an OpenMP image); comma-separated, repeatable
+    #[arg(long, value_name = "T[,T...]", value_delimiter = ',', group = "targets")]
+    keep: Vec<String>,
+    /// Targets to drop (comma-separated, repeatable)
+    #[arg(long, value_name = "T[,T...]", value_delimiter = ',', group = "targets")]
+    drop: Vec<String>,
+    /// Keep what the runtime would load on this GPU (repeatable)
+    #[arg(long, value_name = "GPU", value_parser = parse_gpu, group = "targets")]
+    keep_gpu: Vec<Gpu>,
+    /// How dropped code objects are removed
+    #[arg(long, value_enum, default_value_t = Mode::Zero)]
+    mode: Mode,
+    /// Allow dropping every device code object of a fat binary
+    #[arg(long)]
+    allow_empty: bool,
+    /// Level for recompressed bundles: zstd 1-22, zlib 1-9 (default: zstd 3, zlib 6, as LLVM)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(1..=22))]
+    compression_level: Option<i32>,
+    /// Check and report what would change; write nothing
+    #[arg(long)]
+    dry_run: bool,
+    /// Machine-readable report (schema in docs/guide/pruning.md)
+    #[arg(long)]
+    json: bool,
+    /// Skip re-reading the output before it replaces anything
+    #[arg(long)]
+    no_verify: bool,
+    /// Rewrite IN itself (a file, or every file of a folder, each replaced atomically)
+    #[arg(long, conflicts_with = "output")]
+    in_place: bool,
+    /// The output file (- for standard output)
+    #[arg(short, long, value_name = "OUT", required_unless_present_any = ["dry_run", "in_place"])]
+    output: Option<String>,
+    /// A host binary, object, static archive, bundle, fat object or .fatbin; a wheel or zip, a tarball (.tar, .tar.gz, .tar.zst, .tar.xz) or a folder (docs/guide/prune-trees.md)
+    #[arg(value_name = "IN")]
+    input: String,
+}
+
+/// `offload prune`'s options.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PruneArgs {
+    pub keep: Vec<String>,
+    pub drop: Vec<String>,
+    pub keep_gpu: Vec<Gpu>,
+    pub allow_empty: bool,
+    pub compression_level: Option<i32>,
+    pub dry_run: bool,
+    pub json: bool,
+    pub verify: bool,
+    /// `--mode cut`: pack the fat binaries and cut the freed pages out.
+    pub cut: bool,
+    /// `--in-place`: the output is the input (a folder's files each).
+    pub in_place: bool,
+    pub input: String,
+    pub output: Option<String>,
+}
+
+impl PruneCli {
+    /// The options with every default applied.
+    pub fn args(&self) -> PruneArgs {
+        PruneArgs {
+            keep: targets(self.keep.clone()),
+            drop: targets(self.drop.clone()),
+            keep_gpu: self.keep_gpu.clone(),
+            allow_empty: self.allow_empty,
+            compression_level: self.compression_level,
+            dry_run: self.dry_run,
+            json: self.json,
+            verify: !self.no_verify,
+            cut: self.mode == Mode::Cut,
+            in_place: self.in_place,
+            input: self.input.clone(),
+            output: self.output.clone(),
+        }
+    }
+
+    pub fn run(&self, ctx: &Context) -> u8 {
+        run(&ctx.argv0, &self.args())
+    }
+}
 
 fn kind_name(kind: UnitKind, version: Option<u16>) -> String {
     match (kind, version) {
@@ -162,7 +259,7 @@ fn rules(args: &PruneArgs) -> Result<Rules, PruneError> {
 }
 
 /// Runs the command; returns the exit status.
-pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
+fn run(argv0: &str, args: &PruneArgs) -> u8 {
     let rules = match rules(args) {
         Ok(r) => r,
         Err(e) => {
@@ -171,8 +268,8 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
         }
     };
     let path = &args.input;
-    if let Some(kind) = crate::prune_tree::package_kind(path) {
-        let tree_args = crate::prune_tree::TreeArgs {
+    if let Some(kind) = tree::package_kind(path) {
+        let tree_args = tree::TreeArgs {
             rules,
             input: path,
             output: args.output.as_deref(),
@@ -180,7 +277,7 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
             dry_run: args.dry_run,
             json: args.json,
         };
-        return crate::prune_tree::run(argv0, &tree_args, kind);
+        return tree::run(argv0, &tree_args, kind);
     }
     // `-o IN` (the same file, also by a link) only with --in-place: a
     // mistyped output must not overwrite the input.
@@ -190,7 +287,7 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
         &in_place_out
     } else {
         if let Some(out) = args.output.as_deref().filter(|o| *o != "-" && !args.dry_run) {
-            if crate::prune_tree::same_file(path, out) {
+            if tree::same_file(path, out) {
                 eprintln!("{argv0}: error: {out} is the input {path}: pass --in-place to rewrite it, or -o a new file");
                 return 2;
             }
@@ -206,7 +303,7 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
     };
     let data = input.bytes();
     if offload_inspect::layout::openmp::is_openmp_host(data) {
-        return crate::prune_openmp::run(argv0, args, &rules, &input);
+        return openmp::run(argv0, args, &rules, &input);
     }
     let fail = |e: &dyn std::fmt::Display| {
         eprintln!("{argv0}: error: {path}: {e}");

@@ -37,6 +37,12 @@ pub struct SplitArgs {
     pub input: String,
 }
 
+impl SplitArgs {
+    pub fn run(&self, ctx: &crate::cli::Context) -> u8 {
+        run(&ctx.argv0, self)
+    }
+}
+
 /// Runs the command; returns the exit status.
 pub fn run(argv0: &str, args: &SplitArgs) -> u8 {
     if args.kpack {

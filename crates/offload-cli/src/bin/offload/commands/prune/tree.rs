@@ -59,7 +59,9 @@ pub fn run(argv0: &str, args: &TreeArgs, kind: PackageKind) -> u8 {
                 ));
             }
             if !args.in_place && !args.dry_run {
-                return usage(&format!("{path} is a folder: pass --in-place to rewrite its files in place, or --dry-run"));
+                return usage(&format!(
+                    "{path} is a folder: pass --in-place to rewrite its files in place, or --dry-run"
+                ));
             }
             tree::dir::prune_dir(Path::new(path), &opts)
         }
@@ -94,15 +96,14 @@ pub fn run(argv0: &str, args: &TreeArgs, kind: PackageKind) -> u8 {
 
 /// A zip or tarball into `out` (staged, committed only when whole).
 fn package(path: &str, out: Option<&str>, kind: PackageKind, opts: &Options) -> Result<TreeReport, TreeError> {
-    let input = offload_io::Input::open(path).map_err(|e| TreeError::Io {
-        path: path.to_string(),
-        message: offload_io::error_text(&e),
-    })?;
+    let input = offload_io::Input::open(path)
+        .map_err(|e| TreeError::Io { path: path.to_string(), message: offload_io::error_text(&e) })?;
     let data = input.bytes();
     let mut outputs = offload_io::Outputs::new();
     let file = match out {
         Some(o) => {
-            let h = outputs.stage_empty(o).map_err(|e| TreeError::Io { path: o.to_string(), message: e.to_string() })?;
+            let h =
+                outputs.stage_empty(o).map_err(|e| TreeError::Io { path: o.to_string(), message: e.to_string() })?;
             outputs.staged_file(h)
         }
         None => None,
