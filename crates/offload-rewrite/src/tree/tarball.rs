@@ -46,7 +46,7 @@ const MAX_RECORD: u64 = 1 << 20;
 /// is not a tarball (a compressed stream is looked into: its first 512
 /// bytes must be a tar header).
 pub fn detect(head: &[u8]) -> Option<Compression> {
-    let is_tar = |b: &[u8]| b.len() >= 263 && (&b[257..262] == b"ustar");
+    let is_tar = |b: &[u8]| b.get(257..262) == Some(&b"ustar"[..]);
     if is_tar(head) {
         return Some(Compression::None);
     }
