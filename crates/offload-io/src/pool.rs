@@ -56,10 +56,10 @@ pub fn for_each_item<T: Sync, R: Send>(
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(item) = items.get(i) else { break };
                     let r = work(i, item);
-                    if let Ok(mut all) = results.lock() {
-                        if let Some(slot) = all.get_mut(i) {
-                            *slot = Some(r);
-                        }
+                    if let Ok(mut all) = results.lock()
+                        && let Some(slot) = all.get_mut(i)
+                    {
+                        *slot = Some(r);
                     }
                 }
             });

@@ -41,10 +41,10 @@ pub fn targets_in_name(base: &str) -> Vec<String> {
             .chain(amdgcn_processors().iter().filter_map(|p| p.generic))
             .filter(|name| rest.starts_with(name) && ends_well(&rest[name.len()..]))
             .max_by_key(|name| name.len());
-        if let Some(name) = best {
-            if !found.iter().any(|f| f == name) {
-                found.push(name.to_string());
-            }
+        if let Some(name) = best
+            && !found.iter().any(|f| f == name)
+        {
+            found.push(name.to_string());
         }
     }
     found

@@ -84,11 +84,11 @@ pub fn run(argv0: &str, args: &SplitArgs) -> u8 {
         return 1;
     }
     let dir = std::path::PathBuf::from(args.output_dir.as_deref().unwrap_or("."));
-    if !args.dry_run {
-        if let Err(e) = std::fs::create_dir_all(&dir) {
-            eprintln!("{argv0}: error: '{}': {}", dir.display(), offload_io::error_text(&e));
-            return 2;
-        }
+    if !args.dry_run
+        && let Err(e) = std::fs::create_dir_all(&dir)
+    {
+        eprintln!("{argv0}: error: '{}': {}", dir.display(), offload_io::error_text(&e));
+        return 2;
     }
     let name = std::path::Path::new(path).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let opts = Options { dry_run: args.dry_run, ..Default::default() };

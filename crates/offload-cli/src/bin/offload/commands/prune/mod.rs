@@ -286,11 +286,11 @@ fn run(argv0: &str, args: &PruneArgs) -> u8 {
         in_place_out = PruneArgs { output: Some(path.clone()), ..args.clone() };
         &in_place_out
     } else {
-        if let Some(out) = args.output.as_deref().filter(|o| *o != "-" && !args.dry_run) {
-            if tree::same_file(path, out) {
-                eprintln!("{argv0}: error: {out} is the input {path}: pass --in-place to rewrite it, or -o a new file");
-                return 2;
-            }
+        if let Some(out) = args.output.as_deref().filter(|o| *o != "-" && !args.dry_run)
+            && tree::same_file(path, out)
+        {
+            eprintln!("{argv0}: error: {out} is the input {path}: pass --in-place to rewrite it, or -o a new file");
+            return 2;
         }
         args
     };

@@ -70,10 +70,10 @@ pub fn run(argv0: &str, args: &TreeArgs, kind: PackageKind) -> u8 {
                 return usage(&format!("--in-place rewrites folders; write the pruned {path} with -o NEW"));
             }
             let out = args.output.filter(|_| !args.dry_run);
-            if let Some(o) = out {
-                if same_file(path, o) {
-                    return usage(&format!("{o} is the input: write the pruned package to a new file"));
-                }
+            if let Some(o) = out
+                && same_file(path, o)
+            {
+                return usage(&format!("{o} is the input: write the pruned package to a new file"));
             }
             package(path, out, kind, &opts)
         }
