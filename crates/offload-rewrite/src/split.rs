@@ -85,7 +85,7 @@ pub fn targets(data: &[u8]) -> Result<(BTreeSet<String>, BTreeSet<u32>), TreeErr
 /// serving these GPUs.
 pub fn groups(amd: &BTreeSet<String>, cuda: &BTreeSet<u32>, by: By, only: &[Gpu]) -> Vec<Group> {
     let mut out = Vec::new();
-    let wanted = |gpus: &[String]| only.is_empty() || only.iter().any(|g| gpus.iter().any(|x| *x == g.processor));
+    let wanted = |gpus: &[String]| only.is_empty() || only.iter().any(|g| gpus.contains(&g.processor));
     match by {
         By::Target => {
             for sm in cuda {

@@ -47,7 +47,7 @@ fn wheel() -> Vec<u8> {
     let mut record = String::new();
     for (i, (name, data, stored)) in members().into_iter().enumerate() {
         let method = if stored { CompressionMethod::Stored } else { CompressionMethod::Deflated };
-        let mode = if name.ends_with(".so") { 0o755 } else { 0o644 } | (i as u32 % 2) * 0o020;
+        let mode = (if name.ends_with(".so") { 0o755 } else { 0o644 }) | ((i as u32 % 2) * 0o020);
         let o = SimpleFileOptions::default().compression_method(method).last_modified_time(time).unix_permissions(mode);
         w.start_file(name, o).unwrap();
         w.write_all(&data).unwrap();
@@ -67,8 +67,11 @@ fn wheel() -> Vec<u8> {
     w.finish().unwrap().into_inner()
 }
 
-/// Every member of a zip: name -> (bytes, method, time, mode), in order.
-fn read_zip(data: &[u8]) -> Vec<(String, Vec<u8>, CompressionMethod, Option<DateTime>, Option<u32>)> {
+/// A zip member: name, bytes, method, time, mode.
+type ZipMember = (String, Vec<u8>, CompressionMethod, Option<DateTime>, Option<u32>);
+
+/// Every member of a zip, in order.
+fn read_zip(data: &[u8]) -> Vec<ZipMember> {
     let mut a = ZipArchive::new(Cursor::new(data)).unwrap();
     (0..a.len())
         .map(|i| {
@@ -90,7 +93,7 @@ fn prune_to_vec(data: &[u8], o: &Options, relabel: Option<&wheel::Relabel>) -> (
 }
 
 /// Checks every RECORD line of a wheel against its members.
-fn check_record(members: &[(String, Vec<u8>, CompressionMethod, Option<DateTime>, Option<u32>)], dist: &str) {
+fn check_record(members: &[ZipMember], dist: &str) {
     let record = &members.iter().find(|m| m.0 == format!("{dist}/RECORD")).unwrap().1;
     let lines: HashMap<String, String> = String::from_utf8_lossy(record)
         .lines()
@@ -132,9 +135,7 @@ fn a_wheel_keeps_what_kept_gpus_load_and_a_valid_record() {
             assert_eq!(m.1, o.1, "{}: untouched bytes", m.0);
         }
     }
-    let lib = |ms: &[(String, Vec<u8>, CompressionMethod, Option<DateTime>, Option<u32>)], n: &str| {
-        ms.iter().find(|m| m.0 == n).unwrap().1.clone()
-    };
+    let lib = |ms: &[ZipMember], n: &str| ms.iter().find(|m| m.0 == n).unwrap().1.clone();
     let (hip0, hip1) = (lib(&before, "pkg/lib/libhip.so"), lib(&after, "pkg/lib/libhip.so"));
     assert_ne!(hip0, hip1);
     assert!(!payloads(&hip0, "gfx90a").is_empty());
