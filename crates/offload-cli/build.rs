@@ -30,6 +30,25 @@ fn in_dir(dir: &Path, names: &[&str]) -> Vec<PathBuf> {
     names.iter().map(|n| dir.join(n)).collect()
 }
 
+/// The standard library of the system Python 3 that has `venv` and
+/// `ensurepip` (`pip install` of pruned wheels into a fresh venv), or where
+/// it would be.
+fn python_stdlib() -> PathBuf {
+    if let Ok(p) = std::env::var("OFFLOAD_PYTHON_STDLIB") {
+        return PathBuf::from(p);
+    }
+    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("python3.")))
+        .filter(|p| p.join("venv").is_dir() && p.join("ensurepip").is_dir())
+        .collect();
+    found.sort();
+    found.pop().unwrap_or_else(|| PathBuf::from("/usr/lib/python3"))
+}
+
 fn groups() -> Vec<Group> {
     let llvm19 = env_path("OFFLOAD_LLVM19_BIN", "/usr/lib/llvm-19/bin");
     let llvm14 = env_path("OFFLOAD_LLVM14_BIN", "/usr/lib/llvm-14/bin");
@@ -138,6 +157,16 @@ fn groups() -> Vec<Group> {
             required_by: &["OFFLOAD_REQUIRE_REAL_CORPUS"],
             install: "scripts/fetch-real-corpus.sh",
             files: in_dir(&corpus, &["files", "packages", "tools/librocmllvm.so"]),
+        },
+        Group {
+            cfg: "has_python_venv",
+            required_by: &["OFFLOAD_REQUIRE_PYTHON"],
+            install: "apt-get install python3-venv",
+            files: vec![
+                PathBuf::from("/usr/bin/python3"),
+                python_stdlib().join("venv"),
+                python_stdlib().join("ensurepip"),
+            ],
         },
         Group {
             cfg: "has_curand_wheels",

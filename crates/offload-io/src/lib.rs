@@ -31,6 +31,7 @@ mod write;
 pub use input::Input;
 pub use mapped::MappedFile;
 pub use outputs::{OutputError, Outputs, StagedOutput};
+pub use pool::for_each_item;
 use pool::*;
 pub use signals::{remove_staging_on_signals, remove_stale_staging};
 pub use thin::read_thin_member;

@@ -9,3 +9,5 @@
 
 pub mod prune;
 pub mod replace;
+pub mod split;
+pub mod tree;

@@ -26,6 +26,7 @@ mod packager_golden;
 mod packager_robustness;
 mod packages_cli;
 mod prune_cli;
+mod prune_env_cli;
 mod registration;
 mod replace_cli;
 mod size_diff_cli;

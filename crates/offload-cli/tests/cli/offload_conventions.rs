@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-const COMMANDS: [&str; 11] =
-    ["list", "select", "extract", "verify", "prune", "gpus", "size", "diff", "check", "completions", "man"];
+const COMMANDS: [&str; 12] =
+    ["list", "select", "extract", "verify", "prune", "split", "gpus", "size", "diff", "check", "completions", "man"];
 
 fn offload(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_offload"));

@@ -14,6 +14,7 @@ pub mod prune;
 pub mod replace;
 pub mod select;
 pub mod size;
+pub mod split;
 pub mod verify;
 
 use crate::cli::Context;
@@ -34,6 +35,8 @@ pub enum Sub {
     Kernels(kernels::KernelsArgs),
     /// Drop the device code of other GPU targets (HIP, CUDA, OpenMP; binaries, objects, archives)
     Prune(prune::PruneCli),
+    /// One fat wheel into wheels per CUDA SM family or GPU target, each pruned and relabelled (+sm9x)
+    Split(split::SplitArgs),
     /// Put a new code object in place of one entry of a HIP, CUDA or OpenMP binary, bundle, .fatbin or archive
     Replace(replace::ReplaceCli),
     /// The GPUs of this machine (KFD sysfs, NVML) and their target IDs
@@ -83,6 +86,7 @@ impl Sub {
             Sub::Kernels(c) => c.run(ctx),
             Sub::Prune(c) => c.run(ctx),
             Sub::Replace(c) => c.run(ctx),
+            Sub::Split(c) => c.run(ctx),
             Sub::Gpus(c) => c.run(ctx),
             Sub::Size(c) => c.run(ctx),
             Sub::Diff(c) => c.run(ctx),

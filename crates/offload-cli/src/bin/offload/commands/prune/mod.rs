@@ -7,8 +7,9 @@
 //! anything, and written atomically; the input is never modified.
 
 mod openmp;
+mod tree;
 
-use crate::cli::{Context, RewriteOutput, parse_gpu, targets};
+use crate::cli::{Context, parse_gpu, targets};
 use crate::output;
 use clap::{ArgGroup, Args, ValueEnum};
 use offload_format::plan::Plan;
@@ -47,9 +48,22 @@ pub struct PruneCli {
     /// Level for recompressed bundles: zstd 1-22, zlib 1-9 (default: zstd 3, zlib 6, as LLVM)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(1..=22))]
     compression_level: Option<i32>,
-    #[command(flatten)]
-    out: RewriteOutput,
-    /// A host binary, object, static archive, bundle, fat object or .fatbin
+    /// Check and report what would change; write nothing
+    #[arg(long)]
+    dry_run: bool,
+    /// Machine-readable report (schema in docs/guide/pruning.md)
+    #[arg(long)]
+    json: bool,
+    /// Skip re-reading the output before it replaces anything
+    #[arg(long)]
+    no_verify: bool,
+    /// Rewrite IN itself (a file, or every file of a folder, each replaced atomically)
+    #[arg(long, conflicts_with = "output")]
+    in_place: bool,
+    /// The output file (- for standard output)
+    #[arg(short, long, value_name = "OUT", required_unless_present_any = ["dry_run", "in_place"])]
+    output: Option<String>,
+    /// A host binary, object, static archive, bundle, fat object or .fatbin; a wheel or zip, a tarball (.tar, .tar.gz, .tar.zst, .tar.xz) or a folder (docs/guide/prune-trees.md)
     #[arg(value_name = "IN")]
     input: String,
 }
@@ -67,6 +81,8 @@ pub struct PruneArgs {
     pub verify: bool,
     /// `--mode cut`: pack the fat binaries and cut the freed pages out.
     pub cut: bool,
+    /// `--in-place`: the output is the input (a folder's files each).
+    pub in_place: bool,
     pub input: String,
     pub output: Option<String>,
 }
@@ -80,12 +96,13 @@ impl PruneCli {
             keep_gpu: self.keep_gpu.clone(),
             allow_empty: self.allow_empty,
             compression_level: self.compression_level,
-            dry_run: self.out.dry_run,
-            json: self.out.json,
-            verify: !self.out.no_verify,
+            dry_run: self.dry_run,
+            json: self.json,
+            verify: !self.no_verify,
             cut: self.mode == Mode::Cut,
+            in_place: self.in_place,
             input: self.input.clone(),
-            output: self.out.output.clone(),
+            output: self.output.clone(),
         }
     }
 
@@ -251,6 +268,32 @@ fn run(argv0: &str, args: &PruneArgs) -> u8 {
         }
     };
     let path = &args.input;
+    if let Some(kind) = tree::package_kind(path) {
+        let tree_args = tree::TreeArgs {
+            rules,
+            input: path,
+            output: args.output.as_deref(),
+            in_place: args.in_place,
+            dry_run: args.dry_run,
+            json: args.json,
+        };
+        return tree::run(argv0, &tree_args, kind);
+    }
+    // `-o IN` (the same file, also by a link) only with --in-place: a
+    // mistyped output must not overwrite the input.
+    let in_place_out;
+    let args = if args.in_place {
+        in_place_out = PruneArgs { output: Some(path.clone()), ..args.clone() };
+        &in_place_out
+    } else {
+        if let Some(out) = args.output.as_deref().filter(|o| *o != "-" && !args.dry_run)
+            && tree::same_file(path, out)
+        {
+            eprintln!("{argv0}: error: {out} is the input {path}: pass --in-place to rewrite it, or -o a new file");
+            return 2;
+        }
+        args
+    };
     let input = match offload_io::Input::open(path) {
         Ok(i) => i,
         Err(e) => {
