@@ -438,6 +438,21 @@ pub mod encode {
         }
     }
 
+    /// Appends a `bin` (bin 8, 16 or 32 by length).
+    pub fn bin(out: &mut Vec<u8>, b: &[u8]) {
+        let n = b.len();
+        if n <= 0xff {
+            out.extend_from_slice(&[0xc4, n as u8]);
+        } else if n <= 0xffff {
+            out.push(0xc5);
+            out.extend_from_slice(&(n as u16).to_be_bytes());
+        } else {
+            out.push(0xc6);
+            out.extend_from_slice(&(n as u32).to_be_bytes());
+        }
+        out.extend_from_slice(b);
+    }
+
     /// Appends a map header for `n` pairs; the caller appends them.
     pub fn map(out: &mut Vec<u8>, n: usize) {
         len(out, n, 0x80, 0xde, 0xdf);

@@ -7,5 +7,6 @@
 
 #![warn(missing_docs)]
 
+pub mod kpack;
 pub mod prune;
 pub mod replace;
