@@ -16,9 +16,11 @@ pub mod host;
 mod prune;
 #[cfg(test)]
 mod tests;
+pub mod wheel;
 
 pub use host::{CodeObject, SplitBinary, join_binary, split_binary};
 pub use prune::{PruneAction, loadable_by, plan_prune, prune_archive};
+pub use wheel::{WheelSplit, split_wheel};
 
 use offload_format::kpack::resolve::{ArchiveSource, Env, Resolver, clr_arch_list, normalize};
 use offload_format::kpack::write::{self, NewEntry};

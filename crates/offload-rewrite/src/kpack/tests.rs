@@ -241,3 +241,76 @@ fn pruned_trees_resolve_the_same_for_kept_gpus() {
         }
     }
 }
+
+fn unzip(bytes: &[u8]) -> Vec<(String, Vec<u8>)> {
+    use std::io::Read;
+    let mut z = zip::ZipArchive::new(std::io::Cursor::new(bytes)).unwrap();
+    (0..z.len())
+        .map(|i| {
+            let mut f = z.by_index(i).unwrap();
+            let mut b = Vec::new();
+            f.read_to_end(&mut b).unwrap();
+            (f.name().to_string(), b)
+        })
+        .collect()
+}
+
+#[test]
+fn wheels_split_into_host_and_device_wheels_that_install_together() {
+    let name = "kpdemo-1.0+rocm7.1-cp311-cp311-linux_x86_64.whl";
+    let data = std::fs::read(fixtures().join("fat-wheel").join(name)).unwrap();
+    let split = split_wheel(name, &data, None, &SplitOptions::default()).unwrap();
+    assert_eq!(split.host.0, name);
+    let names: Vec<&str> = split.devices.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "kpdemo_device_gfx1100-1.0+rocm7.1-cp311-cp311-linux_x86_64.whl",
+            "kpdemo_device_gfx90a-1.0+rocm7.1-cp311-cp311-linux_x86_64.whl"
+        ]
+    );
+    // Every RECORD lists every other file with its urlsafe base64 SHA-256
+    // and size, and itself on a line of its own.
+    let mut site: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    for (_, wheel) in std::iter::once(&split.host).chain(&split.devices) {
+        let files = unzip(wheel);
+        let (rpath, rec) = files.iter().find(|(p, _)| p.ends_with(".dist-info/RECORD")).unwrap();
+        let rec = String::from_utf8(rec.clone()).unwrap();
+        let lines: Vec<&str> = rec.lines().collect();
+        assert_eq!(lines.len(), files.len());
+        assert_eq!(*lines.last().unwrap(), format!("{rpath},,"));
+        for (p, b) in &files {
+            if p == rpath {
+                continue;
+            }
+            use sha2::Digest;
+            let want = format!("{p},sha256={},{}", wheel::urlsafe_b64(&sha2::Sha256::digest(b)), b.len());
+            assert!(lines.contains(&want.as_str()), "{want}");
+            assert!(!want.contains('='.to_string().repeat(2).as_str()));
+            assert!(site.insert(p.clone(), b.clone()).is_none(), "{p} in two wheels");
+        }
+    }
+    let meta = String::from_utf8(site["kpdemo-1.0+rocm7.1.dist-info/METADATA"].clone()).unwrap();
+    assert!(meta.contains("Requires-Dist: kpdemo-device-gfx90a == 1.0+rocm7.1; extra == \"device-gfx90a\""), "{meta}");
+    assert!(meta.ends_with("body text\n") || meta.ends_with("body text"), "{meta}");
+    // The installed tree serves every library what the fat one did.
+    let root = PathBuf::from("/site");
+    let source = MemFiles { files: site.iter().map(|(p, b)| (root.join(p), b.as_slice())).collect() };
+    let env = Env { cwd: root.clone(), ..Env::default() };
+    let r = Resolver::new(&source, &env);
+    let mut served = 0;
+    for lib in ["libkp_plain", "libkp_multi", "libkp_xnack2"] {
+        let host = &site[&format!("kpdemo/lib/{lib}.so")];
+        let hb = HostBinary::read(host).unwrap();
+        assert!(hb.is_kpacked());
+        for gpu in ["gfx90a", "gfx90a:xnack+", "gfx1100"] {
+            for (_, res) in r.load_host(&root.join(format!("kpdemo/lib/{lib}.so")), &hb, &clr_arch_list(gpu)) {
+                if res.result.is_ok() {
+                    served += 1;
+                }
+            }
+        }
+    }
+    assert!(served >= 6, "{served}");
+    assert_eq!(wheel::urlsafe_b64(b"\xfb\xff"), "-_8");
+}
