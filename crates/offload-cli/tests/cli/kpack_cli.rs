@@ -182,3 +182,83 @@ fn list_select_and_verify_see_archives_and_split_libraries() {
     let out = offload(&stage, &["verify", "."]);
     assert!(text(&out.stdout).contains("other_gfx90a.kpack: warning"), "{}", text(&out.stdout));
 }
+
+/// `offload split --kpack` of the fat fixtures as a folder: `extract
+/// --gpu` on the split tree gives, for every GPU, the bytes `extract --gpu`
+/// gives on the fat tree; `join` gives back each uncompressed original
+/// byte for byte; files that cannot be split and bad outputs are refused.
+#[test]
+fn split_then_extract_and_join_give_the_fat_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let fat = d.join("fat/lib");
+    std::fs::create_dir_all(&fat).unwrap();
+    for e in walk(&fixtures().join("fat")) {
+        std::fs::copy(&e, fat.join(e.file_name().unwrap())).unwrap();
+    }
+    let out = offload(d, &["split", "--kpack", "fat", "-o", "split"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("7 host binaries"), "{}", text(&out.stdout));
+    assert!(d.join("split/.kpack/fat_gfx942:sramecc+:xnack-.kpack").is_file());
+    assert!(d.join("split/.kpack/fat_gfx11-generic.kpack").is_file());
+    let mut compared = 0;
+    for lib in ["generic", "multi", "plain", "xnack", "xnack2", "zstd", "zstd19"] {
+        for gpu in ["gfx90a", "gfx90a:xnack+", "gfx1100", "gfx1101", "gfx942:sramecc+:xnack-"] {
+            let one = |root: &str, o: &str| {
+                std::fs::create_dir_all(d.join(o)).unwrap();
+                let out =
+                    offload(d, &["extract", "--gpu", gpu, "--output-dir", o, &format!("{root}/lib/libkp_{lib}.so")]);
+                let mut files: Vec<Vec<u8>> = walk(&d.join(o)).iter().map(|p| std::fs::read(p).unwrap()).collect();
+                files.sort();
+                let _ = std::fs::remove_dir_all(d.join(o));
+                (out.status.code(), files)
+            };
+            let (a, b) = (one("fat", "xa"), one("split", "xb"));
+            assert_eq!(a.1, b.1, "{lib} {gpu}");
+            assert_eq!(a.0 == Some(0), b.0 == Some(0), "{lib} {gpu}");
+            compared += a.1.len();
+        }
+    }
+    assert!(compared >= 20, "{compared}");
+    for lib in ["generic", "multi", "plain", "xnack", "xnack2"] {
+        let out = offload(d, &["join", &format!("split/lib/libkp_{lib}.so"), "-o", "joined.so"]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert!(
+            std::fs::read(d.join("joined.so")).unwrap() == std::fs::read(fat.join(format!("libkp_{lib}.so"))).unwrap()
+        );
+    }
+    // A compressed-bundle library has no join record; AMD's split neither.
+    let out = offload(d, &["join", "split/lib/libkp_zstd.so", "-o", "joined2.so"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!d.join("joined2.so").exists());
+    let amd = fixtures().join("installed/stage/lib/libkp_plain.so");
+    assert_eq!(offload(d, &["join", amd.to_str().unwrap(), "-o", "j3.so"]).status.code(), Some(1));
+    // Nothing to split, an output in the way, no mode.
+    let hostonly = fixtures().join("installed/stage/lib/libkp_hostonly.so");
+    let out = offload(d, &["split", "--kpack", hostonly.to_str().unwrap(), "-o", "h"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(!d.join("h").exists());
+    assert_eq!(offload(d, &["split", "--kpack", "fat", "-o", "split"]).status.code(), Some(2));
+    assert_eq!(offload(d, &["split", "fat", "-o", "other"]).status.code(), Some(2));
+}
+
+#[test]
+fn split_wheel_writes_a_host_wheel_and_device_wheels() {
+    let dir = tempfile::tempdir().unwrap();
+    let wheel = fixtures().join("fat-wheel/kpdemo-1.0+rocm7.1-cp311-cp311-linux_x86_64.whl");
+    let out = offload(dir.path(), &["split", "--kpack", wheel.to_str().unwrap(), "-o", "w"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let mut names: Vec<String> = std::fs::read_dir(dir.path().join("w"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "kpdemo-1.0+rocm7.1-cp311-cp311-linux_x86_64.whl",
+            "kpdemo_device_gfx1100-1.0+rocm7.1-cp311-cp311-linux_x86_64.whl",
+            "kpdemo_device_gfx90a-1.0+rocm7.1-cp311-cp311-linux_x86_64.whl"
+        ]
+    );
+}

@@ -141,8 +141,14 @@ pub(super) fn crafted(v: &mut Vec<(&'static str, String, Vec<u8>, Vec<Mode>)>) {
     // Bombs: a frame inflating to 1 GiB, declared small and declared huge.
     let bomb = zstd_bomb(1 << 30);
     let bomb_blob = zstd_blob(&[&bomb]);
-    push("frame inflating to 1 GiB, declared 1 KiB", archive_with(&bomb_blob, &zstd_toc(bomb_blob.len() as u64, 0, 1024)));
-    push("frame inflating to 1 GiB, declared 2^40", archive_with(&bomb_blob, &zstd_toc(bomb_blob.len() as u64, 0, 1 << 40)));
+    push(
+        "frame inflating to 1 GiB, declared 1 KiB",
+        archive_with(&bomb_blob, &zstd_toc(bomb_blob.len() as u64, 0, 1024)),
+    );
+    push(
+        "frame inflating to 1 GiB, declared 2^40",
+        archive_with(&bomb_blob, &zstd_toc(bomb_blob.len() as u64, 0, 1 << 40)),
+    );
     // Two frames whose lengths make them overlap the TOC.
     let entry = |t: &str| NewEntry {
         key: "k#0".into(),

@@ -7,12 +7,15 @@ pub mod completions;
 pub mod diff;
 pub mod extract;
 pub mod gpus;
+pub mod join;
+mod kpack_split;
 pub mod list;
 pub mod man;
 pub mod prune;
 pub mod replace;
 pub mod select;
 pub mod size;
+pub mod split;
 pub mod verify;
 
 use crate::cli::Context;
@@ -41,6 +44,10 @@ pub enum Sub {
     Diff(diff::DiffArgs),
     /// Whether the GPUs load code from every program, library, folder or package given (exit 0 yes, 1 no)
     Check(check::CheckArgs),
+    /// Split fat binaries, folders or wheels: --kpack moves HIP device code into ROCm kpack archives
+    Split(split::SplitArgs),
+    /// Join a binary split by 'offload split --kpack' with its archives: the fat original again
+    Join(join::JoinArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions(completions::CompletionsArgs),
     /// Print the man page (roff), or write one page per command to a folder
@@ -82,6 +89,8 @@ impl Sub {
             Sub::Size(c) => c.run(ctx),
             Sub::Diff(c) => c.run(ctx),
             Sub::Check(c) => c.run(ctx),
+            Sub::Split(c) => c.run(ctx),
+            Sub::Join(c) => c.run(ctx),
             Sub::Completions(c) => c.run(ctx),
             Sub::Man(c) => c.run(ctx),
         }
