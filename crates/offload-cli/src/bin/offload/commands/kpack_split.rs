@@ -165,6 +165,14 @@ pub fn split(
     if let Err(code) = stage_all(argv0, &out) {
         return code;
     }
+    // Each file keeps its input's permissions (executables stay executable).
+    for ((_, path), (dest, _)) in listing.iter().zip(&out) {
+        if let Ok(m) = std::fs::metadata(path)
+            && let Err(e) = std::fs::set_permissions(dest, m.permissions())
+        {
+            eprintln!("{argv0}: warning: '{}': {e}", dest.display());
+        }
+    }
     for s in &skipped {
         eprintln!("{argv0}: warning: '{s}' is not a regular file; not copied");
     }
