@@ -37,8 +37,11 @@ fn archive_with(blob: &[u8], toc: &[u8]) -> Vec<u8> {
     out
 }
 
+/// Extra TOC pairs: a key and the writer of its value.
+type Extra<'a> = (&'a str, &'a dyn Fn(&mut Vec<u8>));
+
 /// A TOC with one entry `k#0` → `gfx90a` at `ordinal` of `original_size`.
-fn toc(scheme: &str, ordinal: u64, original_size: u64, extra: &[(&str, &dyn Fn(&mut Vec<u8>))]) -> Vec<u8> {
+fn toc(scheme: &str, ordinal: u64, original_size: u64, extra: &[Extra<'_>]) -> Vec<u8> {
     let mut t = Vec::new();
     encode::map(&mut t, 4 + extra.len());
     encode::str(&mut t, "gfx_arches");
