@@ -15,7 +15,7 @@
 //!   a GPU, or which error it would return, written from the published
 //!   rules, for both loader behaviours (first compatible archive, or
 //!   fall-through to the next compatible one).
-//! * [`write`]: the archive writer (frames compressed by the caller, in
+//! * [`write`](mod@write): the archive writer (frames compressed by the caller, in
 //!   parallel if it likes, or carried over from another archive).
 //!
 //! Everything works on byte slices; only [`resolve::RealFiles`] touches the
