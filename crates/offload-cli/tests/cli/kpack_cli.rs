@@ -262,3 +262,69 @@ fn split_wheel_writes_a_host_wheel_and_device_wheels() {
         ]
     );
 }
+
+/// The system's dynamic loader maps every library `split --kpack` writes
+/// and applies its relocations: a stand-in `libamdhip64.so.5` (built with
+/// LLVM 22's clang) prints what `__hipRegisterFatBinary` receives, which
+/// must be each `HIPK` record, its index, and the marker it points at.
+#[test]
+#[cfg_attr(not(has_llvm22), ignore = "needs LLVM 22's clang: run scripts/install-reference-llvm.sh")]
+fn the_dynamic_loader_maps_split_libraries_and_their_markers() {
+    let clang = Path::new(option_env!("OFFLOAD_LLVM22_BIN").unwrap_or("/usr/lib/llvm-22/bin")).join("clang");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("stub.c"),
+        r#"#include <stdio.h>
+#include <stdint.h>
+#include <stddef.h>
+typedef struct { uint32_t magic, version; const char* binary; uint64_t reserved1; } W;
+static void* handles[16];
+void** __hipRegisterFatBinary(const void* d) {
+  const W* w = d;
+  printf("magic=%08x version=%u co_index=%lu marker=%.40s\n", w->magic, w->version, (unsigned long)w->reserved1, w->binary + 2);
+  return handles;
+}
+void __hipRegisterFunction(void) {}
+void __hipRegisterVar(void) {}
+void __hipUnregisterFatBinary(void** m) {}
+int __hipPopCallConfiguration(void) { return 0; }
+int hipLaunchKernel(void) { return 0; }
+"#,
+    )
+    .unwrap();
+    std::fs::write(d.join("v.map"), "hip_4.2 { global: *; };\n").unwrap();
+    std::fs::write(
+        d.join("main.c"),
+        "#include <dlfcn.h>\n#include <stdio.h>\nint main(int c, char** v) { for (int i = 1; i < c; i++) \
+         { void* h = dlopen(v[i], RTLD_NOW); printf(\"%s\\n\", h ? \"loaded\" : dlerror()); } return 0; }\n",
+    )
+    .unwrap();
+    let cc = |args: &[&str]| {
+        let out = Command::new(&clang).args(args).current_dir(d).output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    };
+    cc(&[
+        "-shared",
+        "-fPIC",
+        "-o",
+        "libamdhip64.so.5",
+        "stub.c",
+        "-Wl,--version-script=v.map",
+        "-Wl,-soname,libamdhip64.so.5",
+    ]);
+    cc(&["-o", "main", "main.c", "-ldl"]);
+    let out = offload(d, &["split", "--kpack", fixtures().join("fat").to_str().unwrap(), "-o", "split"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    for (lib, records) in [("plain", 1), ("multi", 2), ("generic", 1), ("xnack", 1), ("zstd", 1), ("zstd19", 1)] {
+        let path = d.join(format!("split/libkp_{lib}.so"));
+        let out = Command::new(d.join("main")).arg(&path).env("LD_LIBRARY_PATH", d).output().unwrap();
+        let stdout = text(&out.stdout);
+        assert!(stdout.ends_with("loaded\n"), "{lib}: {stdout}{}", text(&out.stderr));
+        for i in 0..records {
+            let want = format!("magic=4b504948 version=1 co_index={i} marker=kpack_search_paths");
+            assert!(stdout.contains(&want), "{lib}: {stdout}");
+        }
+        assert_eq!(stdout.matches("magic=").count(), records, "{lib}: {stdout}");
+    }
+}
