@@ -50,7 +50,7 @@ pub mod msgpack;
 pub mod offload_arch;
 pub mod offload_binary;
 pub mod plan;
-pub mod string_map;
+pub(crate) mod string_map;
 pub mod target_id;
 pub mod triple;
 pub mod wrapper;
