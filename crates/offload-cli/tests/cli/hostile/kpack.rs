@@ -166,8 +166,40 @@ pub(super) fn crafted(v: &mut Vec<(&'static str, String, Vec<u8>, Vec<Mode>)>) {
     d[second..second + 4].copy_from_slice(&(frame.len() as u32 + 40).to_le_bytes());
     push("second frame running into the TOC", d);
 
-    // Split libraries whose markers lead nowhere good.
+    // `split --kpack` on damaged fat libraries: truncated, ELF and program
+    // header fields set to lies, the bundle header and wrapper records hit.
     let fat = fixture("fat/libkp_plain.so");
+    let fatbin = {
+        let file = offload_format::elf::ElfFile::parse(&fat).unwrap();
+        let i = (1..file.sections.len()).find(|&i| file.section_name(i).unwrap() == b".hip_fatbin").unwrap();
+        file.sections[i].offset as usize
+    };
+    let mut split_cases: Vec<(String, Vec<u8>)> = Vec::new();
+    for cut in [64, 1000, fatbin + 40, fatbin + 5000, fat.len() - 4000, fat.len() - 100] {
+        split_cases.push((format!("truncated to {cut} bytes"), fat[..cut].to_vec()));
+    }
+    for (what, at, len) in [
+        ("e_phoff", 32usize, 8usize),
+        ("e_shoff", 40, 8),
+        ("e_phnum", 56, 2),
+        ("e_shnum", 60, 2),
+        ("first PT_LOAD p_filesz", 64 + 56 + 32, 8),
+        ("bundle entry count", fatbin + 24, 8),
+        ("first bundle entry offset", fatbin + 32, 8),
+        ("first bundle entry size", fatbin + 40, 8),
+    ] {
+        for value in [0u64, u64::MAX, 1 << 40] {
+            let mut d = fat.clone();
+            d[at..at + len].copy_from_slice(&value.to_le_bytes()[..len]);
+            split_cases.push((format!("{what} = {value:#x}"), d));
+        }
+    }
+    for (what, data) in split_cases {
+        v.push(("fat library for split --kpack", what, data, vec![Mode::SplitKpack]));
+    }
+    v.push(("fat library for split --kpack", "intact (control)".into(), fat.clone(), vec![Mode::SplitKpack]));
+
+    // Split libraries whose markers lead nowhere good.
     for (what, paths) in [
         ("search path outside the tree", vec!["../../../../../../../../etc/passwd".to_string()]),
         ("search path at a device", vec!["/dev/zero".into(), "/dev/urandom".into()]),

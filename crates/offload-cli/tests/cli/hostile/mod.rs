@@ -104,6 +104,8 @@ enum Mode {
     InspectSelectCuda,
     /// `offload prune --keep gfx90a --mode M in -o out`.
     Prune(&'static str),
+    /// `offload split --kpack in -o out` (`hostile/kpack.rs`).
+    SplitKpack,
 }
 
 /// The inspector's modes and how often each runs on a file's damages (every
@@ -156,6 +158,7 @@ impl Mode {
             Mode::InspectExtract => (OFFLOAD, s(&["extract", "--index", "0", "-o", "x0", "in"]), s(&["x0"])),
             Mode::InspectSelect => (OFFLOAD, s(&["select", "--gpu", "gfx906", "in"]), vec![]),
             Mode::InspectSelectCuda => (OFFLOAD, s(&["select", "--gpu", "sm_86", "in"]), vec![]),
+            Mode::SplitKpack => (OFFLOAD, s(&["split", "--kpack", "in", "-o", "out"]), vec![]),
             Mode::Prune(mode) => {
                 (OFFLOAD, s(&["prune", "--keep", prune::KEEP, "--mode", mode, "in", "-o", "out"]), s(&["out"]))
             }
