@@ -136,7 +136,7 @@ impl JoinRecord {
                 }
             }
         }
-        zstd::bulk::compress(&o, 19).map_err(|e| refuse(format!("zstd: {e}")))
+        zstd::bulk::compress(&o, 3).map_err(|e| refuse(format!("zstd: {e}")))
     }
 
     fn decode(stored: &[u8]) -> Result<JoinRecord, KpackError> {
