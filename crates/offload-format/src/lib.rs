@@ -22,7 +22,7 @@
 //! The building blocks: [`bytes`] (fields read at checked offsets),
 //! [`elf`], [`coff`] and [`bitcode`] (the object and bitcode readers),
 //! [`target_id`], [`offload_arch`], [`amdgpu`] and [`triple`] (names of
-//! targets and processors), [`llvm_hash`] and [`string_map`] (LLVM's hash
+//! targets and processors), [`llvm_hash`] and `string_map` (LLVM's hash
 //! tables), [`llvm_release`] (what differs between the LLVM releases the
 //! drop-in tools follow) and [`plan`] (outputs described as pieces).
 //!
