@@ -1275,6 +1275,38 @@ pub fn kpack(data: &[u8]) {
             assert_eq!(bytes.len() as u64, entry.original_size);
         }
     }
+    kpack_rewrite(&archive);
+}
+
+/// Writer/reader round trip: the entries of a parsed archive, written
+/// again with their stored frames, read back to the same entries and
+/// frames (the writer refuses only duplicates and foreign targets).
+fn kpack_rewrite(archive: &offload_format::kpack::Archive<'_>) {
+    use offload_format::kpack::{Archive, Scheme, write};
+    if archive.scheme != Scheme::ZstdPerKernel {
+        return;
+    }
+    let mut entries = Vec::new();
+    for (key, e) in archive.entries() {
+        let Ok(stored) = archive.stored(e.ordinal) else { return };
+        entries.push(write::NewEntry {
+            key: key.to_string(),
+            target: e.target.to_string(),
+            original_size: e.original_size,
+            frame: std::borrow::Cow::Borrowed(stored),
+            source_id: e.source_id.map(str::to_string),
+        });
+    }
+    let arches = archive.gfx_arches.clone();
+    let Ok(bytes) = write::archive(archive.group_name.unwrap_or(""), &arches, &entries) else { return };
+    let again = Archive::parse(&bytes).expect("the writer's output parses");
+    assert_eq!(again.gfx_arches, arches);
+    for (i, e) in entries.iter().enumerate() {
+        let found = again.find(&e.key, &e.target).expect("every entry is found");
+        assert_eq!(found.ordinal as usize, i);
+        assert_eq!(found.original_size, e.original_size);
+        assert_eq!(again.stored(found.ordinal).ok(), Some(&e.frame[..]));
+    }
 }
 
 /// Kernel metadata readers (`offload kernels`): the AMDGPU code object

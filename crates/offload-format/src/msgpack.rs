@@ -386,3 +386,80 @@ mod tests {
         assert_eq!(v.type_name(), "map");
     }
 }
+
+/// Writing: the smallest encoding of each value, as the reference
+/// MessagePack packers choose it (what AMD's splitter writes through
+/// Python's `msgpack.packb`, so our TOCs and markers read the same).
+pub mod encode {
+    /// Appends a `str` (fixstr, str 8, 16 or 32 by length).
+    pub fn str(out: &mut Vec<u8>, s: &str) {
+        let n = s.len();
+        if n < 32 {
+            out.push(0xa0 | n as u8);
+        } else if n <= 0xff {
+            out.extend_from_slice(&[0xd9, n as u8]);
+        } else if n <= 0xffff {
+            out.push(0xda);
+            out.extend_from_slice(&(n as u16).to_be_bytes());
+        } else {
+            out.push(0xdb);
+            out.extend_from_slice(&(n as u32).to_be_bytes());
+        }
+        out.extend_from_slice(s.as_bytes());
+    }
+
+    /// Appends a non-negative integer (positive fixint, uint 8 to 64).
+    pub fn uint(out: &mut Vec<u8>, v: u64) {
+        if v < 0x80 {
+            out.push(v as u8);
+        } else if v <= 0xff {
+            out.extend_from_slice(&[0xcc, v as u8]);
+        } else if v <= 0xffff {
+            out.push(0xcd);
+            out.extend_from_slice(&(v as u16).to_be_bytes());
+        } else if v <= 0xffff_ffff {
+            out.push(0xce);
+            out.extend_from_slice(&(v as u32).to_be_bytes());
+        } else {
+            out.push(0xcf);
+            out.extend_from_slice(&v.to_be_bytes());
+        }
+    }
+
+    fn len(out: &mut Vec<u8>, n: usize, fix: u8, m16: u8, m32: u8) {
+        if n < 16 {
+            out.push(fix | n as u8);
+        } else if n <= 0xffff {
+            out.push(m16);
+            out.extend_from_slice(&(n as u16).to_be_bytes());
+        } else {
+            out.push(m32);
+            out.extend_from_slice(&(n as u32).to_be_bytes());
+        }
+    }
+
+    /// Appends a `bin` (bin 8, 16 or 32 by length).
+    pub fn bin(out: &mut Vec<u8>, b: &[u8]) {
+        let n = b.len();
+        if n <= 0xff {
+            out.extend_from_slice(&[0xc4, n as u8]);
+        } else if n <= 0xffff {
+            out.push(0xc5);
+            out.extend_from_slice(&(n as u16).to_be_bytes());
+        } else {
+            out.push(0xc6);
+            out.extend_from_slice(&(n as u32).to_be_bytes());
+        }
+        out.extend_from_slice(b);
+    }
+
+    /// Appends a map header for `n` pairs; the caller appends them.
+    pub fn map(out: &mut Vec<u8>, n: usize) {
+        len(out, n, 0x80, 0xde, 0xdf);
+    }
+
+    /// Appends an array header for `n` items; the caller appends them.
+    pub fn array(out: &mut Vec<u8>, n: usize) {
+        len(out, n, 0x90, 0xdc, 0xdd);
+    }
+}

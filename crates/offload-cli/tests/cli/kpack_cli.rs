@@ -182,3 +182,149 @@ fn list_select_and_verify_see_archives_and_split_libraries() {
     let out = offload(&stage, &["verify", "."]);
     assert!(text(&out.stdout).contains("other_gfx90a.kpack: warning"), "{}", text(&out.stdout));
 }
+
+/// `offload split --kpack` of the fat fixtures as a folder: `extract
+/// --gpu` on the split tree gives, for every GPU, the bytes `extract --gpu`
+/// gives on the fat tree; `join` gives back each uncompressed original
+/// byte for byte; files that cannot be split and bad outputs are refused.
+#[test]
+fn split_then_extract_and_join_give_the_fat_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let fat = d.join("fat/lib");
+    std::fs::create_dir_all(&fat).unwrap();
+    for e in walk(&fixtures().join("fat")) {
+        std::fs::copy(&e, fat.join(e.file_name().unwrap())).unwrap();
+    }
+    let out = offload(d, &["split", "--kpack", "fat", "-o", "split"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("7 host binaries"), "{}", text(&out.stdout));
+    assert!(d.join("split/.kpack/fat_gfx942:sramecc+:xnack-.kpack").is_file());
+    assert!(d.join("split/.kpack/fat_gfx11-generic.kpack").is_file());
+    let mut compared = 0;
+    for lib in ["generic", "multi", "plain", "xnack", "xnack2", "zstd", "zstd19"] {
+        for gpu in ["gfx90a", "gfx90a:xnack+", "gfx1100", "gfx1101", "gfx942:sramecc+:xnack-"] {
+            let one = |root: &str, o: &str| {
+                std::fs::create_dir_all(d.join(o)).unwrap();
+                let out =
+                    offload(d, &["extract", "--gpu", gpu, "--output-dir", o, &format!("{root}/lib/libkp_{lib}.so")]);
+                let mut files: Vec<Vec<u8>> = walk(&d.join(o)).iter().map(|p| std::fs::read(p).unwrap()).collect();
+                files.sort();
+                let _ = std::fs::remove_dir_all(d.join(o));
+                (out.status.code(), files)
+            };
+            let (a, b) = (one("fat", "xa"), one("split", "xb"));
+            assert_eq!(a.1, b.1, "{lib} {gpu}");
+            assert_eq!(a.0 == Some(0), b.0 == Some(0), "{lib} {gpu}");
+            compared += a.1.len();
+        }
+    }
+    assert!(compared >= 20, "{compared}");
+    for lib in ["generic", "multi", "plain", "xnack", "xnack2"] {
+        let out = offload(d, &["join", &format!("split/lib/libkp_{lib}.so"), "-o", "joined.so"]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert!(
+            std::fs::read(d.join("joined.so")).unwrap() == std::fs::read(fat.join(format!("libkp_{lib}.so"))).unwrap()
+        );
+    }
+    // A compressed-bundle library has no join record; AMD's split neither.
+    let out = offload(d, &["join", "split/lib/libkp_zstd.so", "-o", "joined2.so"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!d.join("joined2.so").exists());
+    let amd = fixtures().join("installed/stage/lib/libkp_plain.so");
+    assert_eq!(offload(d, &["join", amd.to_str().unwrap(), "-o", "j3.so"]).status.code(), Some(1));
+    // Nothing to split, an output in the way, no mode.
+    let hostonly = fixtures().join("installed/stage/lib/libkp_hostonly.so");
+    let out = offload(d, &["split", "--kpack", hostonly.to_str().unwrap(), "-o", "h"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(!d.join("h").exists());
+    assert_eq!(offload(d, &["split", "--kpack", "fat", "-o", "split"]).status.code(), Some(2));
+    assert_eq!(offload(d, &["split", "fat", "-o", "other"]).status.code(), Some(2));
+}
+
+#[test]
+fn split_wheel_writes_a_host_wheel_and_device_wheels() {
+    let dir = tempfile::tempdir().unwrap();
+    let wheel = fixtures().join("fat-wheel/kpdemo-1.0+rocm7.1-cp311-cp311-linux_x86_64.whl");
+    let out = offload(dir.path(), &["split", "--kpack", wheel.to_str().unwrap(), "-o", "w"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let mut names: Vec<String> = std::fs::read_dir(dir.path().join("w"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "kpdemo-1.0+rocm7.1-cp311-cp311-linux_x86_64.whl",
+            "kpdemo_device_gfx1100-1.0+rocm7.1-cp311-cp311-linux_x86_64.whl",
+            "kpdemo_device_gfx90a-1.0+rocm7.1-cp311-cp311-linux_x86_64.whl"
+        ]
+    );
+}
+
+/// The system's dynamic loader maps every library `split --kpack` writes
+/// and applies its relocations: a stand-in `libamdhip64.so.5` (built with
+/// LLVM 22's clang) prints what `__hipRegisterFatBinary` receives, which
+/// must be each `HIPK` record, its index, and the marker it points at.
+#[test]
+#[cfg_attr(not(has_llvm22), ignore = "needs LLVM 22's clang: run scripts/install-reference-llvm.sh")]
+fn the_dynamic_loader_maps_split_libraries_and_their_markers() {
+    let clang = Path::new(option_env!("OFFLOAD_LLVM22_BIN").unwrap_or("/usr/lib/llvm-22/bin")).join("clang");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("stub.c"),
+        r#"#include <stdio.h>
+#include <stdint.h>
+#include <stddef.h>
+typedef struct { uint32_t magic, version; const char* binary; uint64_t reserved1; } W;
+static void* handles[16];
+void** __hipRegisterFatBinary(const void* d) {
+  const W* w = d;
+  printf("magic=%08x version=%u co_index=%lu marker=%.40s\n", w->magic, w->version, (unsigned long)w->reserved1, w->binary + 2);
+  return handles;
+}
+void __hipRegisterFunction(void) {}
+void __hipRegisterVar(void) {}
+void __hipUnregisterFatBinary(void** m) {}
+int __hipPopCallConfiguration(void) { return 0; }
+int hipLaunchKernel(void) { return 0; }
+"#,
+    )
+    .unwrap();
+    std::fs::write(d.join("v.map"), "hip_4.2 { global: *; };\n").unwrap();
+    std::fs::write(
+        d.join("main.c"),
+        "#include <dlfcn.h>\n#include <stdio.h>\nint main(int c, char** v) { for (int i = 1; i < c; i++) \
+         { void* h = dlopen(v[i], RTLD_NOW); printf(\"%s\\n\", h ? \"loaded\" : dlerror()); } return 0; }\n",
+    )
+    .unwrap();
+    let cc = |args: &[&str]| {
+        let out = Command::new(&clang).args(args).current_dir(d).output().unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    };
+    cc(&[
+        "-shared",
+        "-fPIC",
+        "-o",
+        "libamdhip64.so.5",
+        "stub.c",
+        "-Wl,--version-script=v.map",
+        "-Wl,-soname,libamdhip64.so.5",
+    ]);
+    cc(&["-o", "main", "main.c", "-ldl"]);
+    let out = offload(d, &["split", "--kpack", fixtures().join("fat").to_str().unwrap(), "-o", "split"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    for (lib, records) in [("plain", 1), ("multi", 2), ("generic", 1), ("xnack", 1), ("zstd", 1), ("zstd19", 1)] {
+        let path = d.join(format!("split/libkp_{lib}.so"));
+        let out = Command::new(d.join("main")).arg(&path).env("LD_LIBRARY_PATH", d).output().unwrap();
+        let stdout = text(&out.stdout);
+        assert!(stdout.ends_with("loaded\n"), "{lib}: {stdout}{}", text(&out.stderr));
+        for i in 0..records {
+            let want = format!("magic=4b504948 version=1 co_index={i} marker=kpack_search_paths");
+            assert!(stdout.contains(&want), "{lib}: {stdout}");
+        }
+        assert_eq!(stdout.matches("magic=").count(), records, "{lib}: {stdout}");
+    }
+}

@@ -15,6 +15,8 @@
 //!   a GPU, or which error it would return, written from the published
 //!   rules, for both loader behaviours (first compatible archive, or
 //!   fall-through to the next compatible one).
+//! * [`write`](mod@write): the archive writer (frames compressed by the caller, in
+//!   parallel if it likes, or carried over from another archive).
 //!
 //! Everything works on byte slices; only [`resolve::RealFiles`] touches the
 //! file system, and only when a caller hands it to the resolver.
@@ -24,6 +26,7 @@ pub mod frame;
 pub mod host;
 pub mod resolve;
 pub mod verify;
+pub mod write;
 
 pub use archive::{Archive, ArchiveError, Binary, Entry, Scheme};
 pub use host::{HostBinary, Marker, MarkerError, WrapperKind, WrapperRecord};

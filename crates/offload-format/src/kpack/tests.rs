@@ -602,3 +602,88 @@ fn names_and_paths() {
     assert_eq!(normalize(Path::new("/a/b/../../../c/./d")), Path::new("/c/d"));
     assert_eq!(normalize(Path::new("a/../../b")), Path::new("../b"));
 }
+
+mod writer {
+    use super::super::archive::Archive;
+    use super::super::verify::{VerifyOptions, verify};
+    use super::super::write::{self, NewEntry, WriteError};
+    use crate::msgpack;
+    use std::borrow::Cow;
+
+    fn entry(key: &str, target: &str, code: &[u8]) -> NewEntry<'static> {
+        NewEntry {
+            key: key.into(),
+            target: target.into(),
+            original_size: code.len() as u64,
+            frame: Cow::Owned(write::compress(code, write::DEFAULT_LEVEL).unwrap()),
+            source_id: Some(format!("hipv4-amdgcn-amd-amdhsa--{target}")),
+        }
+    }
+
+    #[test]
+    fn written_archives_read_back_and_verify_clean() {
+        let long_key = format!("{}#0", "k".repeat(300));
+        let codes: Vec<Vec<u8>> = (0..40u32).map(|i| (0..(i * 97)).map(|b| (b * 31 + i) as u8).collect()).collect();
+        let mut entries = Vec::new();
+        for (i, c) in codes.iter().enumerate() {
+            let key = if i == 0 { long_key.clone() } else { format!("lib/x{}.so#{}", i / 2, i % 2) };
+            entries.push(entry(&key, if i % 3 == 0 { "gfx90a:xnack+" } else { "gfx90a" }, c));
+        }
+        let bytes = write::archive("demo_lib", &["gfx90a", "gfx90a:xnack+"], &entries).unwrap();
+        let a = Archive::parse(&bytes).unwrap();
+        assert_eq!(a.gfx_arches, ["gfx90a", "gfx90a:xnack+"]);
+        assert_eq!(a.group_name, Some("demo_lib"));
+        assert_eq!(a.spans.len(), 40);
+        assert_eq!(a.toc_offset + a.toc_len, bytes.len() as u64);
+        for (i, e) in entries.iter().enumerate() {
+            let found = a.find(&e.key, &e.target).unwrap();
+            assert_eq!(found.ordinal as usize, i);
+            assert_eq!(found.source_id, e.source_id.as_deref());
+            assert_eq!(a.decompress(found, 1 << 20).unwrap(), codes[i]);
+            assert!(a.frame_header(found.ordinal).unwrap().unwrap().checksum);
+        }
+        assert_eq!(verify(&a, &VerifyOptions::default()), vec![]);
+    }
+
+    #[test]
+    fn the_writer_refuses_duplicates_and_foreign_targets() {
+        let e = entry("a#0", "gfx1100", b"abc");
+        assert!(matches!(
+            write::archive("g", &["gfx1100"], &[e.clone(), e.clone()]),
+            Err(WriteError::Duplicate { .. })
+        ));
+        assert!(matches!(write::archive("g", &["gfx11-generic"], &[e]), Err(WriteError::Target { .. })));
+        // An empty archive is still a valid one.
+        let empty = write::archive("g", &["gfx1100"], &[]).unwrap();
+        assert_eq!(Archive::parse(&empty).unwrap().spans.len(), 0);
+    }
+
+    #[test]
+    fn msgpack_encodings_are_the_smallest_and_read_back() {
+        for n in [0u64, 1, 127, 128, 255, 256, 65535, 65536, u32::MAX as u64, u64::MAX] {
+            let mut out = Vec::new();
+            msgpack::encode::uint(&mut out, n);
+            let expect = match n {
+                0..=127 => 1,
+                128..=255 => 2,
+                256..=65535 => 3,
+                65536..=0xffff_ffff => 5,
+                _ => 9,
+            };
+            assert_eq!(out.len(), expect, "{n}");
+            assert_eq!(msgpack::read(&out).unwrap().0.as_u64(), Some(n));
+        }
+        for n in [0usize, 31, 32, 255, 256, 70000] {
+            let s = "x".repeat(n);
+            let mut out = Vec::new();
+            msgpack::encode::str(&mut out, &s);
+            assert_eq!(msgpack::read(&out).unwrap().0.as_str(), Some(s.as_str()));
+        }
+        for n in [0usize, 15, 16, 70000] {
+            let mut out = Vec::new();
+            msgpack::encode::array(&mut out, n);
+            (0..n).for_each(|_| out.push(0xc0));
+            assert_eq!(msgpack::read(&out).unwrap().0.as_array().map(|a| a.len()), Some(n));
+        }
+    }
+}

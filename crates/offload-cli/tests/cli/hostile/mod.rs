@@ -2,7 +2,8 @@
 //! format, run through every mode of every binary (the bundler's list,
 //! unbundle and object bundling, the packager's extraction, the wrapper,
 //! and the `offload` inspector's list, verify, extract and select, and
-//! `offload prune`: `hostile/prune.rs`). Each run must end in
+//! `offload prune`: `hostile/prune.rs`; kpack archives and split
+//! libraries: `hostile/kpack.rs`). Each run must end in
 //! success (exit 0) or a clear error (exit 1 with `error:` on stderr): never
 //! a panic (exit 101), an abort or another signal, a hang, or an allocation
 //! the input does not justify (the child runs under an address-space
@@ -29,6 +30,7 @@
 
 use crate::common;
 use crate::package_support;
+mod kpack;
 mod prune;
 
 use std::collections::BTreeMap;
@@ -104,6 +106,8 @@ enum Mode {
     InspectKernels,
     /// `offload prune --keep gfx90a --mode M in -o out`.
     Prune(&'static str),
+    /// `offload split --kpack in -o out` (`hostile/kpack.rs`).
+    SplitKpack,
 }
 
 /// The inspector's modes and how often each runs on a file's damages (every
@@ -162,6 +166,7 @@ impl Mode {
             Mode::InspectSelect => (OFFLOAD, s(&["select", "--gpu", "gfx906", "in"]), vec![]),
             Mode::InspectSelectCuda => (OFFLOAD, s(&["select", "--gpu", "sm_86", "in"]), vec![]),
             Mode::InspectKernels => (OFFLOAD, s(&["kernels", "in"]), vec![]),
+            Mode::SplitKpack => (OFFLOAD, s(&["split", "--kpack", "in", "-o", "out"]), vec![]),
             Mode::Prune(mode) => {
                 (OFFLOAD, s(&["prune", "--keep", prune::KEEP, "--mode", mode, "in", "-o", "out"]), s(&["out"]))
             }
@@ -232,6 +237,7 @@ fn bases() -> Vec<Base> {
     // The HIP host binaries `offload prune` reads, through the inspector
     // (pruning them has its own test below).
     .chain(prune::bases().into_iter().map(|(name, data)| Base { name, data, modes: vec![], thin: 8 }))
+    .chain(kpack::bases().into_iter().map(|(name, data)| Base { name, data, modes: vec![], thin: 4 }))
     .collect()
 }
 
@@ -638,6 +644,7 @@ fn crafted() -> Vec<(&'static str, String, Vec<u8>, Vec<Mode>)> {
     let archive_modes = vec![Mode::Unbundle("a", &[HOST, G906]), Mode::UnbundleArchiveChecked(&[G906])];
     v.push(("device archive", "fat COFF member whose host has 2 GiB of uninitialized data".into(), ar, archive_modes));
     cuda_lies(&mut v);
+    kpack::crafted(&mut v);
     pe_lies(&mut v);
     v
 }

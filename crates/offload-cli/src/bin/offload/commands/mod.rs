@@ -8,6 +8,8 @@ pub mod diff;
 pub mod extract;
 pub mod gpus;
 pub mod kernels;
+pub mod join;
+mod kpack_split;
 pub mod list;
 pub mod man;
 pub mod prune;
@@ -35,8 +37,10 @@ pub enum Sub {
     Kernels(kernels::KernelsArgs),
     /// Drop the device code of other GPU targets (HIP, CUDA, OpenMP; binaries, objects, archives)
     Prune(prune::PruneCli),
-    /// One fat wheel into wheels per CUDA SM family or GPU target, each pruned and relabelled (+sm9x)
+    /// Split a wheel per GPU family or target (--by), or fat binaries, folders and wheels into ROCm kpack form (--kpack)
     Split(split::SplitArgs),
+    /// Join a binary split by 'offload split --kpack' with its archives: the fat original again
+    Join(join::JoinArgs),
     /// Put a new code object in place of one entry of a HIP, CUDA or OpenMP binary, bundle, .fatbin or archive
     Replace(replace::ReplaceCli),
     /// The GPUs of this machine (KFD sysfs, NVML) and their target IDs
@@ -86,11 +90,12 @@ impl Sub {
             Sub::Kernels(c) => c.run(ctx),
             Sub::Prune(c) => c.run(ctx),
             Sub::Replace(c) => c.run(ctx),
-            Sub::Split(c) => c.run(ctx),
             Sub::Gpus(c) => c.run(ctx),
             Sub::Size(c) => c.run(ctx),
             Sub::Diff(c) => c.run(ctx),
             Sub::Check(c) => c.run(ctx),
+            Sub::Split(c) => c.run(ctx),
+            Sub::Join(c) => c.run(ctx),
             Sub::Completions(c) => c.run(ctx),
             Sub::Man(c) => c.run(ctx),
         }

@@ -1,0 +1,279 @@
+//! Writing ROCm's kpack form (`docs/formats/kpack.md`, "Writing"): split
+//! fat HIP host binaries into host binaries plus per-target `.kpack`
+//! archives ([`split_tree`], one binary: [`host::split_binary`]), join them
+//! back ([`host::join_binary`]), and prune archives to the GPUs kept
+//! ([`prune_archive`], [`plan_prune`]).
+//!
+//! Like the rest of this crate, nothing here writes files: the caller gets
+//! the bytes of every output and stages them atomically (`offload-io`).
+//! Every split is checked before it is returned: each host binary reads
+//! back and joins back to its input (when it has a join record), and an
+//! independent resolver ([`offload_format::kpack::resolve`], written from
+//! the loader's rules) must serve, for every GPU of every target in the
+//! input, the bytes the fat binary holds for that GPU.
+
+pub mod host;
+mod prune;
+#[cfg(test)]
+mod tests;
+pub mod wheel;
+
+pub use host::{CodeObject, SplitBinary, join_binary, split_binary};
+pub use prune::{PruneAction, loadable_by, plan_prune, prune_archive};
+pub use wheel::{WheelSplit, split_wheel};
+
+use offload_format::kpack::resolve::{ArchiveSource, Env, Resolver, clr_arch_list, normalize};
+use offload_format::kpack::write::{self, NewEntry};
+use offload_format::kpack::{HostBinary, WrapperKind};
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Why a split, join or prune cannot be done.
+#[derive(Debug, thiserror::Error)]
+pub enum KpackError {
+    /// The input is not understood well enough to rewrite it safely.
+    #[error("{0}")]
+    Refused(String),
+    /// The cutter refused.
+    #[error(transparent)]
+    Prune(#[from] crate::prune::PruneError),
+    /// An archive cannot be written.
+    #[error(transparent)]
+    Write(#[from] write::WriteError),
+    /// An archive cannot be read.
+    #[error("{path}: {error}")]
+    Archive {
+        /// The archive.
+        path: String,
+        /// Why.
+        error: offload_format::kpack::ArchiveError,
+    },
+    /// The output would not serve the same bytes (a bug; nothing is
+    /// returned).
+    #[error("check failed: {0}")]
+    Check(String),
+    /// A join is not possible.
+    #[error("join: {0}")]
+    Join(String),
+}
+
+/// The `@GFXARCH@` pattern for a binary at `rel` (a path inside the tree
+/// root): as many `../` as `rel` has folders, then
+/// `.kpack/<group>_@GFXARCH@.kpack`, as AMD's splitters write it.
+///
+/// ```
+/// use offload_rewrite::kpack::search_pattern;
+/// assert_eq!(search_pattern("lib/libx.so", "demo"), "../.kpack/demo_@GFXARCH@.kpack");
+/// assert_eq!(search_pattern("libx.so", "demo"), ".kpack/demo_@GFXARCH@.kpack");
+/// ```
+pub fn search_pattern(rel: &str, group: &str) -> String {
+    let depth = rel.split('/').filter(|c| !c.is_empty()).count().saturating_sub(1);
+    format!("{}.kpack/{group}_@GFXARCH@.kpack", "../".repeat(depth))
+}
+
+/// The archive path (inside the tree) for `target`.
+pub fn archive_path(group: &str, target: &str) -> String {
+    format!(".kpack/{group}_{target}.kpack")
+}
+
+/// Options of a split.
+#[derive(Clone, Debug)]
+pub struct SplitOptions {
+    /// The archives' group name (`<group>_<target>.kpack`).
+    pub group: String,
+    /// zstd level ([`write::DEFAULT_LEVEL`], AMD's default, unless told).
+    pub level: i32,
+    /// Worker threads for compression (0: the machine's parallelism).
+    pub jobs: usize,
+}
+
+impl Default for SplitOptions {
+    fn default() -> Self {
+        SplitOptions { group: "kpack".into(), level: write::DEFAULT_LEVEL, jobs: 0 }
+    }
+}
+
+/// The result of splitting a tree.
+#[derive(Clone, Debug, Default)]
+pub struct TreeSplit {
+    /// Rewritten host binaries: (path inside the tree, bytes).
+    pub hosts: Vec<(String, Vec<u8>)>,
+    /// New archives: (path inside the tree, bytes).
+    pub archives: Vec<(String, Vec<u8>)>,
+    /// Code objects moved, per target.
+    pub objects: BTreeMap<String, usize>,
+    /// Bytes of device code moved (uncompressed).
+    pub device_bytes: u64,
+    /// Resolutions checked.
+    pub checked: usize,
+}
+
+/// Compresses every code object, on `jobs` threads.
+fn compress_all(objects: &[&[u8]], level: i32, jobs: usize) -> Result<Vec<Vec<u8>>, KpackError> {
+    let jobs = if jobs == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { jobs };
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut out: Vec<Option<Result<Vec<u8>, write::WriteError>>> = vec![None; objects.len()];
+    let slots: Vec<std::sync::Mutex<&mut Option<_>>> = out.iter_mut().map(std::sync::Mutex::new).collect();
+    std::thread::scope(|s| {
+        for _ in 0..jobs.min(objects.len()).max(1) {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(code) = objects.get(i) else { break };
+                    let r = write::compress(code, level);
+                    if let Ok(mut slot) = slots[i].lock() {
+                        **slot = Some(r);
+                    }
+                }
+            });
+        }
+    });
+    drop(slots);
+    out.into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(write::WriteError::Compress("not compressed".into()))).map_err(Into::into))
+        .collect()
+}
+
+/// Splits every fat HIP binary among `files` (paths inside one tree, with
+/// their bytes; files that are not fat binaries are ignored: the caller
+/// copies them): host binaries with kernel name = their path and the
+/// pattern of [`search_pattern`], one archive per target ID under
+/// `.kpack/` holding that target's code objects of every binary. Checked
+/// before returning ([`check_tree`]).
+pub fn split_tree(files: &[(String, &[u8])], options: &SplitOptions) -> Result<TreeSplit, KpackError> {
+    let mut out = TreeSplit::default();
+    let mut split = Vec::new();
+    for (rel, data) in files {
+        let pattern = search_pattern(rel, &options.group);
+        if let Some(s) = host::split_binary(data, rel, &[pattern])? {
+            split.push((rel.clone(), *data, s));
+        }
+    }
+    let all: Vec<&[u8]> = split.iter().flat_map(|(_, _, s)| s.objects.iter().map(|o| o.bytes.as_slice())).collect();
+    let frames = compress_all(&all, options.level, options.jobs)?;
+    let mut frames = frames.into_iter();
+    let mut by_target: BTreeMap<String, Vec<NewEntry<'static>>> = BTreeMap::new();
+    for (rel, _, s) in &split {
+        for o in &s.objects {
+            let frame = frames.next().ok_or_else(|| KpackError::Check("frame count".into()))?;
+            by_target.entry(o.target.clone()).or_default().push(NewEntry {
+                key: format!("{rel}#{}", o.co_index),
+                target: o.target.clone(),
+                original_size: o.bytes.len() as u64,
+                frame: Cow::Owned(frame),
+                source_id: Some(o.source_id.clone()),
+            });
+            *out.objects.entry(o.target.clone()).or_default() += 1;
+            out.device_bytes += o.bytes.len() as u64;
+        }
+    }
+    for (target, entries) in &by_target {
+        let bytes = write::archive(&options.group, &[target.as_str()], entries)?;
+        out.archives.push((archive_path(&options.group, target), bytes));
+    }
+    out.hosts = split.iter().map(|(rel, _, s)| (rel.clone(), s.host.clone())).collect();
+    let inputs: Vec<(&str, &[CodeObject])> =
+        split.iter().map(|(rel, _, s)| (rel.as_str(), s.objects.as_slice())).collect();
+    out.checked = check_tree(&inputs, &out)?;
+    Ok(out)
+}
+
+/// Files in memory, under a virtual root.
+struct MemFiles<'a> {
+    files: BTreeMap<PathBuf, &'a [u8]>,
+}
+
+impl<'a> ArchiveSource for MemFiles<'a> {
+    type Data = &'a [u8];
+    fn is_file(&self, path: &Path) -> bool {
+        self.files.contains_key(&normalize(path))
+    }
+    fn read(&self, path: &Path) -> std::io::Result<&'a [u8]> {
+        self.files.get(&normalize(path)).copied().ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))
+    }
+}
+
+/// Processors CLR maps to a generic target (docs/formats/kpack.md), used to
+/// check the generic fallback of a split.
+const GENERIC_USERS: [&str; 22] = [
+    "gfx900", "gfx902", "gfx904", "gfx906", "gfx909", "gfx90c", "gfx942", "gfx950", "gfx1010", "gfx1030", "gfx1031",
+    "gfx1032", "gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152", "gfx1200", "gfx1201",
+    "gfx1012",
+];
+
+/// What a fat binary serves a GPU: its own target ID's entry when there is
+/// one, else, for a processor with a generic target, the generic entry.
+/// (Only GPUs named by a target of the input are asked.)
+fn fat_serves<'o>(objects: &[&'o CodeObject], agent: &str) -> Option<&'o CodeObject> {
+    if let Some(o) = objects.iter().find(|o| o.target == agent) {
+        return Some(o);
+    }
+    let list = clr_arch_list(agent);
+    let generic = list.get(1)?.strip_prefix("amdgcn-amd-amdhsa--")?;
+    let bare = generic.split(':').next()?;
+    objects.iter().copied().find(|o| o.target == generic || o.target == bare)
+}
+
+/// Checks a split: for every binary, every record and every GPU named by a
+/// target of its input (and every processor whose generic target is one),
+/// the resolver over the output tree serves exactly the input's bytes.
+/// `inputs` are each binary's path and the code objects its fat input
+/// held ([`SplitBinary::objects`]). Returns how many resolutions were
+/// checked.
+pub fn check_tree(inputs: &[(&str, &[CodeObject])], out: &TreeSplit) -> Result<usize, KpackError> {
+    let root = PathBuf::from("/tree");
+    let mut files = BTreeMap::new();
+    for (rel, bytes) in out.hosts.iter().chain(&out.archives) {
+        files.insert(normalize(&root.join(rel)), bytes.as_slice());
+    }
+    let source = MemFiles { files };
+    let env = Env { cwd: root.clone(), ..Env::default() };
+    let resolver = Resolver::new(&source, &env);
+    let mut checked = 0;
+    for &(rel, objects) in inputs {
+        let (_, split) = out
+            .hosts
+            .iter()
+            .find(|(r, _)| r == rel)
+            .ok_or_else(|| KpackError::Check(format!("{rel} has no output")))?;
+        let hb = HostBinary::read(split).map_err(|e| KpackError::Check(format!("{rel}: {e}")))?;
+        let mut agents: BTreeSet<String> = objects.iter().map(|o| o.target.clone()).collect();
+        for p in GENERIC_USERS {
+            let list = clr_arch_list(p);
+            if let Some(g) = list.get(1).and_then(|g| g.strip_prefix("amdgcn-amd-amdhsa--"))
+                && agents.iter().any(|a| a == g)
+            {
+                agents.insert(p.to_string());
+            }
+        }
+        agents.retain(|a| !a.contains("generic"));
+        for agent in &agents {
+            let arch_list = clr_arch_list(agent);
+            for (index, res) in resolver.load_host(&root.join(rel), &hb, &arch_list) {
+                let co = u32::try_from(index).unwrap_or(u32::MAX);
+                let objs: Vec<&CodeObject> = objects.iter().filter(|o| o.co_index == co).collect();
+                let want = fat_serves(&objs, agent);
+                match (&res.result, want) {
+                    (Ok(l), Some(w)) if l.bytes == w.bytes => {}
+                    (Err(_), None) => {}
+                    (got, want) => {
+                        return Err(KpackError::Check(format!(
+                            "{rel} record {index} for {agent}: the split serves {}, the fat binary {}",
+                            got.as_ref().map_or_else(
+                                |e| e.to_string(),
+                                |l| format!("{} from {}", l.target, l.archive.display())
+                            ),
+                            want.map_or("nothing".to_string(), |w| w.target.clone())
+                        )));
+                    }
+                }
+                checked += 1;
+            }
+        }
+        if hb.wrappers.iter().any(|w| w.record.kind() != WrapperKind::Hipk) {
+            return Err(KpackError::Check(format!("{rel}: a record is not HIPK")));
+        }
+    }
+    Ok(checked)
+}
