@@ -98,6 +98,8 @@ const FILES: &[&str] = &[
     "crates/offload-cli/tests/fixtures/inspect/libscale.so",
     "crates/offload-cli/tests/fixtures/inspect/libtwo.so",
     "crates/offload-cli/tests/fixtures/inspect/libfat.a",
+    // A package: list.c lists its members' code objects as `offload list` does.
+    "crates/offload-cli/tests/fixtures/packages/hip-sample_1.0_amd64.deb",
 ];
 
 /// The lines `list.c` prints for a `list --json` array.
@@ -161,6 +163,21 @@ fn list_example_on_a_file_without_code_objects_prints_nothing() {
     let out = run(&list, &["/nonexistent/file.bc"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out.stderr).contains("'/nonexistent/file.bc': No such file or directory"), "{}", text(&out.stderr));
+}
+
+/// A package that cannot be read fully is an error, not an empty listing:
+/// list.c says so and exits 1 (a wheel or .deb cut short).
+#[test]
+fn list_example_reports_a_damaged_package() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let Some(list) = compile("examples/list.c", "list", dir.path()) else { return };
+    let deb = std::fs::read(repo().join("crates/offload-cli/tests/fixtures/packages/hip-sample_1.0_amd64.deb"))
+        .expect("fixture");
+    let cut = dir.path().join("cut.deb");
+    std::fs::write(&cut, &deb[..deb.len() / 2]).expect("write");
+    let out = run(&list, &[cut.to_str().expect("UTF-8 path")]);
+    assert_eq!(out.status.code(), Some(1), "stdout: {}", text(&out.stdout));
+    assert!(text(&out.stderr).contains(": error: "), "{}", text(&out.stderr));
 }
 
 /// The bytes of code object `index` of `file`, from the library.
