@@ -34,7 +34,7 @@ impl<'a> Item<'a> {
     pub fn scan(&self, opts: &Options) -> Inventory<'a> {
         let name = match self.prefix.last() {
             Some(Step::PackageMember(path)) => path.rsplit('/').next().unwrap_or(path).to_string(),
-            _ => crate::display_name(self.file),
+            _ => display_name(self.file),
         };
         let mut inv = scan(self.bytes, &name, opts);
         package::rebase(&mut inv, self.prefix, self.base);
@@ -203,5 +203,23 @@ fn one(
     });
     if let Err(e) = result {
         problems.push(found(e));
+    }
+}
+
+/// The name used for a file in archive locations.
+pub fn display_name(path: &str) -> String {
+    if path == "-" {
+        return "<stdin>".into();
+    }
+    std::path::Path::new(path).file_name().map_or_else(|| path.to_string(), |n| n.to_string_lossy().into_owned())
+}
+
+/// Prints the scan's diagnostics (list, select, extract) with their
+/// severity: an error found while scanning makes `list` exit 1, and the
+/// message must say why.
+pub fn print_diagnostics(argv0: &str, path: &str, inv: &offload_inspect::Inventory) {
+    for d in &inv.diagnostics {
+        let at = d.offset.map(|o| format!(" (offset {o:#x})")).unwrap_or_default();
+        eprintln!("{argv0}: {}: {path}: {}{at}: {}", d.severity.name(), d.location, d.message);
     }
 }

@@ -3,7 +3,7 @@
 //! object a line), and aligned text tables, coloured only where
 //! [`Colors`] says so.
 
-use crate::args::ColorChoice;
+use crate::cli::ColorChoice;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::ser::{CharEscape, Formatter};
 use std::io;

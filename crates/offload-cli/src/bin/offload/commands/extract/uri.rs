@@ -118,7 +118,7 @@ fn one(
             ))
         })?;
     let bytes = &data[range];
-    let base = format!("{}-offset{}-size{size}", crate::display_name(&path), parsed.offset);
+    let base = format!("{}-offset{}-size{size}", crate::inputs::display_name(&path), parsed.offset);
     let record = |id: Option<&str>, dest: &str| {
         Object::default()
             .add("file", Value::Str(path.clone()))
@@ -138,7 +138,8 @@ fn one(
             parsed.offset
         )));
     }
-    let dest = output.map_or_else(|| format!("{dir}/{}", crate::fit_name(&format!("{base}.co"))), str::to_string);
+    let dest =
+        output.map_or_else(|| format!("{dir}/{}", super::names::fit_name(&format!("{base}.co"))), str::to_string);
     let staged =
         offload_io::Outputs::stage_detached(&dest, &Plan::borrowed(bytes), &[&input]).map_err(Failure::Output)?;
     outputs.adopt(staged);
@@ -161,7 +162,7 @@ fn inside_compressed(
     record: &dyn Fn(Option<&str>, &str) -> Object,
 ) -> Result<(), Failure> {
     let inv = scan(bytes, base, &Options::default());
-    crate::report(argv0, text, &inv);
+    crate::inputs::print_diagnostics(argv0, text, &inv);
     let wanted: Vec<usize> = (0..inv.objects.len()).filter(|&i| !inv.objects[i].container).collect();
     if wanted.is_empty() {
         return Err(Failure::Message(format!("'{text}': the compressed bundle there holds no code object")));
@@ -172,7 +173,7 @@ fn inside_compressed(
         let got = got.map_err(|e| Failure::Message(format!("'{text}': '{}': {e}", inv.objects[i].id)))?;
         let dest = match output {
             Some(o) => o.to_string(),
-            None => format!("{dir}/{}", crate::output_name(base, i, &inv.objects[i].id, got)),
+            None => format!("{dir}/{}", super::names::output_name(base, i, &inv.objects[i].id, got)),
         };
         let out =
             offload_io::Outputs::stage_detached(&dest, &Plan::borrowed(got), &[input]).map_err(Failure::Output)?;

@@ -4,8 +4,9 @@
 //! `replace` module does the work). The output is checked from its own bytes before it replaces
 //! anything, and written atomically; the input is never modified.
 
-use crate::args::ReplaceArgs;
+use crate::cli::{Context, RewriteOutput};
 use crate::output;
+use clap::Args;
 use offload_inspect::layout::UnitKind;
 use offload_inspect::{self, Options, Severity};
 use offload_rewrite::replace::{self, InputKind, Placement, Replaced};
@@ -34,6 +35,64 @@ struct Report<'a> {
     new_e_flags: String,
     symbols: &'a [String],
     stored_uncompressed: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ReplaceCli {
+    /// The entry to replace: its bundle entry ID or target ID (gfx90a:xnack+)
+    #[arg(long, value_name = "ID")]
+    entry: String,
+    /// The fat binary, where several hold the entry (0-based, in file order)
+    #[arg(long, value_name = "N")]
+    unit: Option<usize>,
+    /// In a static archive, the member to replace in (default: the one
+    /// member holding the entry)
+    #[arg(long, value_name = "NAME")]
+    member: Option<String>,
+    /// The new code object (an AMDGPU ELF file, an NVIDIA cubin or PTX)
+    #[arg(long = "with", value_name = "CODE-OBJECT")]
+    with: String,
+    #[command(flatten)]
+    out: RewriteOutput,
+    /// The HIP, CUDA or OpenMP host binary (executable, shared library or object),
+    /// bundle, .fatbin file or static archive
+    #[arg(value_name = "IN")]
+    input: String,
+}
+
+/// `offload replace`'s options.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReplaceArgs {
+    pub entry: String,
+    pub unit: Option<usize>,
+    pub member: Option<String>,
+    pub with: String,
+    pub dry_run: bool,
+    pub json: bool,
+    pub verify: bool,
+    pub input: String,
+    pub output: Option<String>,
+}
+
+impl ReplaceCli {
+    /// The options with every default applied.
+    pub fn args(&self) -> ReplaceArgs {
+        ReplaceArgs {
+            entry: self.entry.clone(),
+            unit: self.unit,
+            member: self.member.clone(),
+            with: self.with.clone(),
+            dry_run: self.out.dry_run,
+            json: self.out.json,
+            verify: !self.out.no_verify,
+            input: self.input.clone(),
+            output: self.out.output.clone(),
+        }
+    }
+
+    pub fn run(&self, ctx: &Context) -> u8 {
+        run(&ctx.argv0, &self.args())
+    }
 }
 
 fn format_name(r: &Replaced) -> String {
@@ -163,7 +222,7 @@ fn open(argv0: &str, path: &str) -> Result<offload_io::Input, u8> {
 }
 
 /// Runs the command; returns the exit status.
-pub fn run(argv0: &str, args: &ReplaceArgs) -> u8 {
+fn run(argv0: &str, args: &ReplaceArgs) -> u8 {
     let path = &args.input;
     let (input, object) = match (open(argv0, path), open(argv0, &args.with)) {
         (Ok(i), Ok(o)) => (i, o),
@@ -199,7 +258,7 @@ pub fn run(argv0: &str, args: &ReplaceArgs) -> u8 {
     if let Err(e) = outputs.commit() {
         return fail(&e);
     }
-    crate::prune::keep_mode(path, out_path);
+    super::prune::keep_mode(path, out_path);
     // With `-o -` the output is standard output: no report there.
     if out_path != "-" {
         report(path, &replaced, args.json, false);

@@ -1,8 +1,11 @@
 use super::*;
+use crate::commands::Sub;
+use crate::commands::extract::Filter;
 use clap::CommandFactory;
 use clap::error::ErrorKind;
+use offload_inspect::select::Runtime;
 
-fn p(args: &[&str]) -> Result<Command, clap::Error> {
+fn p(args: &[&str]) -> Result<Sub, clap::Error> {
     parse(std::iter::once("offload").chain(args.iter().copied())).map(|(c, _)| c)
 }
 
@@ -24,27 +27,22 @@ fn the_definition_is_consistent() {
 
 #[test]
 fn commands_and_options() {
-    assert_eq!(
-        p(&["list", "a", "--json", "b"]).unwrap(),
-        Command::List { json: true, uri: false, files: vec!["a".into(), "b".into()] }
-    );
-    let Command::Select { gpu, runtime, .. } = p(&["select", "--gpu=gfx90a:xnack+", "--kind", "openmp", "f"]).unwrap()
-    else {
+    let list = |args: &[&str]| match p(args).unwrap() {
+        Sub::List(l) => l,
+        other => panic!("{other:?}"),
+    };
+    let l = list(&["list", "a", "--json", "b"]);
+    assert!(l.json && !l.uri && l.files == ["a", "b"]);
+    let Sub::Select(s) = p(&["select", "--gpu=gfx90a:xnack+", "--kind", "openmp", "f"]).unwrap() else { panic!() };
+    assert_eq!((s.gpu.target_id().as_str(), s.runtime()), ("gfx90a:xnack+", Runtime::OpenMp));
+    let Sub::Extract(e) = p(&["extract", "--id", "x", "--index=3", "--all", "-o", "out", "f"]).unwrap() else {
         panic!()
     };
-    assert_eq!((gpu.target_id().as_str(), runtime), ("gfx90a:xnack+", Runtime::OpenMp));
-    let Command::Extract { filters, output, .. } =
-        p(&["extract", "--id", "x", "--index=3", "--all", "-o", "out", "f"]).unwrap()
-    else {
-        panic!()
-    };
-    assert_eq!(filters, [Filter::All, Filter::Id("x".into()), Filter::Index(3)]);
-    assert_eq!(output.as_deref(), Some("out"));
-    assert_eq!(
-        p(&["list", "--", "--json"]).unwrap(),
-        Command::List { json: false, uri: false, files: vec!["--json".into()] }
-    );
-    assert_eq!(p(&["list", "-"]).unwrap(), Command::List { json: false, uri: false, files: vec!["-".into()] });
+    assert_eq!(e.filters(), [Filter::All, Filter::Id("x".into()), Filter::Index(3)]);
+    assert_eq!(e.output.as_deref(), Some("out"));
+    let l = list(&["list", "--", "--json"]);
+    assert!(!l.json && l.files == ["--json"]);
+    assert_eq!(list(&["list", "-"]).files, ["-"]);
     let (_, color) = parse(["offload", "list", "--color", "never", "f"]).unwrap();
     assert_eq!(color, ColorChoice::Never);
 }
@@ -61,16 +59,18 @@ fn help_and_version_are_not_errors() {
 
 #[test]
 fn prune_options() {
-    let Command::Prune(a) =
+    let Sub::Prune(a) =
         p(&["prune", "--keep", "gfx906,,gfx90a", "--keep=gfx942", "--mode", "cut", "--no-verify", "in", "-o", "out"])
             .unwrap()
     else {
         panic!()
     };
+    let a = a.args();
     assert_eq!(a.keep, ["gfx906", "gfx90a", "gfx942"]);
     assert!(a.cut && !a.verify && !a.dry_run);
     assert_eq!((a.input.as_str(), a.output.as_deref()), ("in", Some("out")));
-    let Command::Prune(a) = p(&["prune", "--drop", "gfx906", "--dry-run", "in"]).unwrap() else { panic!() };
+    let Sub::Prune(a) = p(&["prune", "--drop", "gfx906", "--dry-run", "in"]).unwrap() else { panic!() };
+    let a = a.args();
     assert!(a.dry_run && a.verify && a.output.is_none());
     assert!(err(&["prune", "in", "-o", "x"]).contains("--keep"));
     err(&["prune", "--keep", "gfx906", "in"]);
@@ -82,14 +82,15 @@ fn prune_options() {
 #[test]
 fn replace_options() {
     let args = ["replace", "--entry", "gfx90a:xnack+", "--unit", "1", "--with", "co", "--no-verify", "in", "-o", "out"];
-    let Command::Replace(a) = p(&args).unwrap() else { panic!() };
+    let Sub::Replace(a) = p(&args).unwrap() else { panic!() };
+    let a = a.args();
     assert_eq!((a.entry.as_str(), a.unit, a.with.as_str()), ("gfx90a:xnack+", Some(1), "co"));
     assert!(!a.verify && !a.dry_run && !a.json);
     assert_eq!((a.input.as_str(), a.output.as_deref()), ("in", Some("out")));
-    let Command::Replace(a) = p(&["replace", "--entry=gfx906", "--with=co", "--dry-run", "--json", "in"]).unwrap()
-    else {
+    let Sub::Replace(a) = p(&["replace", "--entry=gfx906", "--with=co", "--dry-run", "--json", "in"]).unwrap() else {
         panic!()
     };
+    let a = a.args();
     assert!(a.dry_run && a.json && a.verify && a.unit.is_none() && a.output.is_none());
     assert!(err(&["replace", "--with", "co", "in", "-o", "x"]).contains("--entry"));
     assert!(err(&["replace", "--entry", "gfx906", "in", "-o", "x"]).contains("--with"));
@@ -99,15 +100,12 @@ fn replace_options() {
 
 #[test]
 fn new_commands_follow_the_contract() {
-    assert_eq!(
-        p(&["size", "--keep", "gfx906,gfx90a", "--json", "a", "b"]).unwrap(),
-        Command::Size { paths: vec!["a".into(), "b".into()], keep: vec!["gfx906".into(), "gfx90a".into()], json: true }
-    );
-    assert_eq!(p(&["diff", "a", "b"]).unwrap(), Command::Diff { a: "a".into(), b: "b".into(), json: false });
-    assert_eq!(
-        p(&["gpus", "--sysfs-root", "/x", "--json"]).unwrap(),
-        Command::Gpus { sysfs_root: Some("/x".into()), json: true }
-    );
+    let Sub::Size(s) = p(&["size", "--keep", "gfx906,gfx90a", "--json", "a", "b"]).unwrap() else { panic!() };
+    assert!(s.json && s.paths == ["a", "b"] && s.keep == ["gfx906", "gfx90a"]);
+    let Sub::Diff(d) = p(&["diff", "a", "b"]).unwrap() else { panic!() };
+    assert!(!d.json && (d.a.as_str(), d.b.as_str()) == ("a", "b"));
+    let Sub::Gpus(g) = p(&["gpus", "--sysfs-root", "/x", "--json"]).unwrap() else { panic!() };
+    assert!(g.json && g.sysfs_root.as_deref() == Some(std::path::Path::new("/x")));
     err(&["diff", "a"]);
     err(&["size"]);
 }
@@ -115,13 +113,13 @@ fn new_commands_follow_the_contract() {
 #[test]
 fn gpus_missing_from_the_table_are_warnings() {
     let known = p(&["select", "--gpu", "gfx950:sramecc+:xnack-", "f"]).unwrap();
-    assert_eq!(gpu_warning(&known), None);
+    assert_eq!(known.gpu_warning(), None);
     let unknown = p(&["select", "--gpu", "gfx9999:xnack+", "f"]).unwrap();
-    let w = gpu_warning(&unknown).unwrap();
+    let w = unknown.gpu_warning().unwrap();
     assert!(w.starts_with("--gpu: processor 'gfx9999' is not in this tool's processor table"), "{w}");
     let extract = p(&["extract", "--gpu", "gfx9999", "f"]).unwrap();
-    assert!(gpu_warning(&extract).is_some());
-    assert_eq!(gpu_warning(&p(&["extract", "--all", "f"]).unwrap()), None);
+    assert!(extract.gpu_warning().is_some());
+    assert_eq!(p(&["extract", "--all", "f"]).unwrap().gpu_warning(), None);
 }
 
 #[test]
@@ -158,8 +156,8 @@ fn nvidia_gpus_default_to_the_cuda_runtime() {
             args.extend(["--kind", k]);
         }
         args.push("f");
-        let Command::Select { runtime, .. } = p(&args).unwrap() else { panic!("{args:?}") };
-        assert_eq!(runtime, want, "{args:?}");
+        let Sub::Select(s) = p(&args).unwrap() else { panic!("{args:?}") };
+        assert_eq!(s.runtime(), want, "{args:?}");
     }
     assert!(err(&["select", "--gpu", "sm_90a", "f"]).contains("suffix"));
     assert!(err(&["select", "--gpu", "sm_80", "--kind", "opencl", "f"]).contains("cuda"));

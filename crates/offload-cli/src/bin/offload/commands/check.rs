@@ -4,9 +4,10 @@
 //! rules live in `offload_host::check`; this file walks the inputs and
 //! prints.
 
-use crate::args::CheckArgs;
+use crate::cli::{Context, GPU_HELP, parse_gpu};
 use crate::inputs;
 use crate::output::{self, Colors, Paint};
+use clap::Args;
 use offload_host::check::deps::{self, Search};
 use offload_host::check::{FileCheck, Role, Summary, dynamic, judge};
 use offload_host::gpus::{self, Environment, Probe};
@@ -191,7 +192,7 @@ impl Findings {
         let mut items = Vec::new();
         let problems = inputs::each(path, !json, &mut |item| {
             let inv = item.scan(&Options::default());
-            crate::report(argv0, item.file, &inv);
+            crate::inputs::print_diagnostics(argv0, item.file, &inv);
             let check = judge(&inv, item.bytes, gpus);
             items.push((item.file.to_string(), item.member().map(str::to_string), check, inv.has_errors()));
         });
@@ -255,8 +256,39 @@ fn is_program(path: &str) -> bool {
     dynamic::abi(bytes).is_some_and(|a| a.machine != offload_format::elf::EM_AMDGPU && a.machine != 190)
         && dynamic::is_loadable(bytes)
 }
+/// `offload check`'s options (docs/guide/checking.md).
+#[derive(Args, Clone, Debug, PartialEq, Eq)]
+pub struct CheckArgs {
+    /// A GPU to check for (repeatable) [default: every GPU of this machine]
+    #[arg(long, value_parser = parse_gpu, long_help = GPU_HELP)]
+    pub gpu: Vec<Gpu>,
+    /// Read sysfs under DIR when finding this machine's GPUs (default: $OFFLOAD_SYSFS_ROOT)
+    #[arg(long, value_name = "DIR")]
+    pub sysfs_root: Option<std::path::PathBuf>,
+    /// Look libraries up below DIR: its etc/ld.so.cache, system folders and absolute RPATH/RUNPATH folders
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<std::path::PathBuf>,
+    /// Check only the files given, not the libraries programs and libraries need
+    #[arg(long)]
+    pub no_deps: bool,
+    /// List every file checked (fat, standalone and host-only), not only the failures
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// Machine-readable output (schema in docs/reference/json.md)
+    #[arg(long)]
+    pub json: bool,
+    /// Programs, libraries, code objects, packages or folders
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<String>,
+}
 
-pub fn run(argv0: &str, args: &CheckArgs, colors: Colors) -> u8 {
+impl CheckArgs {
+    pub fn run(&self, ctx: &Context) -> u8 {
+        run(&ctx.argv0, self, ctx.colors(self.json))
+    }
+}
+
+fn run(argv0: &str, args: &CheckArgs, colors: Colors) -> u8 {
     let gpus = match gpus_to_check(argv0, args) {
         Ok(g) => g,
         Err(code) => return code,

@@ -6,13 +6,93 @@
 //! library's `prune` module does the work). The output is checked from its own bytes before it replaces
 //! anything, and written atomically; the input is never modified.
 
-use crate::args::PruneArgs;
+mod openmp;
+
+use crate::cli::{Context, RewriteOutput, parse_gpu, targets};
 use crate::output;
+use clap::{ArgGroup, Args, ValueEnum};
 use offload_format::plan::Plan;
 use offload_inspect::layout::UnitKind;
+use offload_inspect::select::Gpu;
 use offload_rewrite::prune::cut_file::{self, FileCut};
 use offload_rewrite::prune::files::{self, Input};
 use offload_rewrite::prune::{self, Cut, CutPlan, PruneError, Pruned, Rules};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Mode {
+    /// Zero the dropped code objects in place (the file keeps its size)
+    Zero,
+    /// Cut them out: the file shrinks (GNU strip/objcopy must not run on it afterwards)
+    Cut,
+}
+
+#[derive(Args, Debug)]
+#[command(group(ArgGroup::new("targets").required(true).multiple(true)))]
+pub struct PruneCli {
+    /// Targets to keep: gfx90a, sm_80 (cubin), compute_80 (PTX), lto_80, x86_64-pc-linux-gnu (an OpenMP image); comma-separated, repeatable
+    #[arg(long, value_name = "T[,T...]", value_delimiter = ',', group = "targets")]
+    keep: Vec<String>,
+    /// Targets to drop (comma-separated, repeatable)
+    #[arg(long, value_name = "T[,T...]", value_delimiter = ',', group = "targets")]
+    drop: Vec<String>,
+    /// Keep what the runtime would load on this GPU (repeatable)
+    #[arg(long, value_name = "GPU", value_parser = parse_gpu, group = "targets")]
+    keep_gpu: Vec<Gpu>,
+    /// How dropped code objects are removed
+    #[arg(long, value_enum, default_value_t = Mode::Zero)]
+    mode: Mode,
+    /// Allow dropping every device code object of a fat binary
+    #[arg(long)]
+    allow_empty: bool,
+    /// Level for recompressed bundles: zstd 1-22, zlib 1-9 (default: zstd 3, zlib 6, as LLVM)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i32).range(1..=22))]
+    compression_level: Option<i32>,
+    #[command(flatten)]
+    out: RewriteOutput,
+    /// A host binary, object, static archive, bundle, fat object or .fatbin
+    #[arg(value_name = "IN")]
+    input: String,
+}
+
+/// `offload prune`'s options.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PruneArgs {
+    pub keep: Vec<String>,
+    pub drop: Vec<String>,
+    pub keep_gpu: Vec<Gpu>,
+    pub allow_empty: bool,
+    pub compression_level: Option<i32>,
+    pub dry_run: bool,
+    pub json: bool,
+    pub verify: bool,
+    /// `--mode cut`: pack the fat binaries and cut the freed pages out.
+    pub cut: bool,
+    pub input: String,
+    pub output: Option<String>,
+}
+
+impl PruneCli {
+    /// The options with every default applied.
+    pub fn args(&self) -> PruneArgs {
+        PruneArgs {
+            keep: targets(self.keep.clone()),
+            drop: targets(self.drop.clone()),
+            keep_gpu: self.keep_gpu.clone(),
+            allow_empty: self.allow_empty,
+            compression_level: self.compression_level,
+            dry_run: self.out.dry_run,
+            json: self.out.json,
+            verify: !self.out.no_verify,
+            cut: self.mode == Mode::Cut,
+            input: self.input.clone(),
+            output: self.out.output.clone(),
+        }
+    }
+
+    pub fn run(&self, ctx: &Context) -> u8 {
+        run(&ctx.argv0, &self.args())
+    }
+}
 
 fn kind_name(kind: UnitKind, version: Option<u16>) -> String {
     match (kind, version) {
@@ -162,7 +242,7 @@ fn rules(args: &PruneArgs) -> Result<Rules, PruneError> {
 }
 
 /// Runs the command; returns the exit status.
-pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
+fn run(argv0: &str, args: &PruneArgs) -> u8 {
     let rules = match rules(args) {
         Ok(r) => r,
         Err(e) => {
@@ -180,7 +260,7 @@ pub fn run(argv0: &str, args: &PruneArgs) -> u8 {
     };
     let data = input.bytes();
     if offload_inspect::layout::openmp::is_openmp_host(data) {
-        return crate::prune_openmp::run(argv0, args, &rules, &input);
+        return openmp::run(argv0, args, &rules, &input);
     }
     let fail = |e: &dyn std::fmt::Display| {
         eprintln!("{argv0}: error: {path}: {e}");

@@ -72,7 +72,24 @@ fn setting_text(s: Option<Setting>) -> String {
     }
 }
 
-pub fn run(argv0: &str, sysfs_root: Option<&Path>, json: bool) -> u8 {
+/// `offload gpus`'s options.
+#[derive(clap::Args, Debug, PartialEq, Eq)]
+pub struct GpusArgs {
+    /// Read sysfs under DIR instead of / (default: $OFFLOAD_SYSFS_ROOT, read by the command)
+    #[arg(long, value_name = "DIR")]
+    pub sysfs_root: Option<std::path::PathBuf>,
+    /// Machine-readable output (schema in docs/reference/json.md)
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl GpusArgs {
+    pub fn run(&self, ctx: &crate::cli::Context) -> u8 {
+        run(&ctx.argv0, self.sysfs_root.as_deref(), self.json)
+    }
+}
+
+fn run(argv0: &str, sysfs_root: Option<&Path>, json: bool) -> u8 {
     let root: Option<PathBuf> = sysfs_root
         .map(Path::to_path_buf)
         .or_else(|| std::env::var_os(ROOT_VAR).filter(|v| !v.is_empty()).map(PathBuf::from));

@@ -53,7 +53,7 @@ fn side(argv0: &str, root: &str, json: bool) -> Option<Vec<Entry>> {
     let mut ok = true;
     let problems = inputs::each(root, !json, &mut |item| {
         let inv = item.scan(&Options::default());
-        crate::report(argv0, item.file, &inv);
+        crate::inputs::print_diagnostics(argv0, item.file, &inv);
         ok &= !inv.has_errors();
         match entries(&inv, &relative(root, item.file)) {
             Ok(e) => all.extend(e),
@@ -69,8 +69,26 @@ fn side(argv0: &str, root: &str, json: bool) -> Option<Vec<Entry>> {
     ok.then_some(all)
 }
 
+/// `offload diff`'s options.
+#[derive(clap::Args, Debug, PartialEq, Eq)]
+pub struct DiffArgs {
+    /// Machine-readable output (schema in docs/reference/json.md)
+    #[arg(long)]
+    pub json: bool,
+    /// The old file, package or folder
+    pub a: String,
+    /// The new one
+    pub b: String,
+}
+
+impl DiffArgs {
+    pub fn run(&self, ctx: &crate::cli::Context) -> u8 {
+        run(&ctx.argv0, &self.a, &self.b, self.json)
+    }
+}
+
 /// Runs the command; returns the exit status.
-pub fn run(argv0: &str, a: &str, b: &str, json: bool) -> u8 {
+fn run(argv0: &str, a: &str, b: &str, json: bool) -> u8 {
     let (Some(ea), Some(eb)) = (side(argv0, a, json), side(argv0, b, json)) else {
         eprintln!("{argv0}: error: not compared: an input could not be read fully");
         return 2;

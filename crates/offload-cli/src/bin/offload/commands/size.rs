@@ -39,8 +39,28 @@ fn record(file: Option<&str>, t: &Tally, keep: bool) -> Record {
     }
 }
 
+/// `offload size`'s options.
+#[derive(clap::Args, Debug, PartialEq, Eq)]
+pub struct SizeArgs {
+    /// Targets prune would keep (comma-separated, repeatable)
+    #[arg(long, value_name = "T[,T...]", value_delimiter = ',')]
+    pub keep: Vec<String>,
+    /// Machine-readable output (schema in docs/reference/json.md)
+    #[arg(long)]
+    pub json: bool,
+    /// Files, packages or folders
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<String>,
+}
+
+impl SizeArgs {
+    pub fn run(&self, ctx: &crate::cli::Context) -> u8 {
+        run(&ctx.argv0, &self.paths, &crate::cli::targets(self.keep.clone()), self.json)
+    }
+}
+
 /// Runs the command; returns the exit status.
-pub fn run(argv0: &str, paths: &[String], keep: &[String], json: bool) -> u8 {
+fn run(argv0: &str, paths: &[String], keep: &[String], json: bool) -> u8 {
     let rules = match keep.iter().map(|t| prune::parse_target(t)).collect::<Result<Vec<_>, _>>() {
         Ok(keep) if !keep.is_empty() => Some(Rules { keep, ..Default::default() }),
         Ok(_) => None,
@@ -55,7 +75,7 @@ pub fn run(argv0: &str, paths: &[String], keep: &[String], json: bool) -> u8 {
         let mut found = 0;
         let problems = inputs::each(path, !json, &mut |item| {
             let inv = item.scan(&Options::default());
-            crate::report(argv0, item.file, &inv);
+            crate::inputs::print_diagnostics(argv0, item.file, &inv);
             if inv.has_errors() {
                 status = 1;
             }

@@ -1,7 +1,7 @@
-//! Files generated from the one clap definition ([`crate::args::Cli`]):
-//! the man pages (`offload man`). The completions are one call in `main`.
+//! `offload man`: the man pages, generated from the one clap definition
+//! ([`crate::cli::Cli`]).
 
-use crate::args::Cli;
+use crate::cli::Cli;
 use clap::CommandFactory;
 use offload_format::plan::Plan;
 use std::path::Path;
@@ -11,7 +11,7 @@ fn page(command: clap::Command) -> std::io::Result<Vec<u8>> {
     let mut out = Vec::new();
     // The footer names the tool and its version on every page (clap would
     // write the subcommand's name there).
-    let source = format!("offload {}", crate::args::VERSION);
+    let source = format!("offload {}", crate::cli::VERSION);
     clap_mangen::Man::new(command).source(source).render(&mut out)?;
     Ok(out)
 }
@@ -30,9 +30,23 @@ pub fn pages() -> std::io::Result<Vec<(String, Vec<u8>)>> {
     Ok(pages)
 }
 
+/// `offload man`'s options.
+#[derive(clap::Args, Debug, PartialEq, Eq)]
+pub struct ManArgs {
+    /// Write offload.1 and offload-COMMAND.1 into DIR
+    #[arg(long, value_name = "DIR")]
+    pub output_dir: Option<std::path::PathBuf>,
+}
+
+impl ManArgs {
+    pub fn run(&self, ctx: &crate::cli::Context) -> u8 {
+        man(&ctx.argv0, self.output_dir.as_deref())
+    }
+}
+
 /// `offload man`: `offload.1` on standard output, or every page written
 /// into `dir` (all or none: staged, then committed).
-pub fn man(argv0: &str, dir: Option<&Path>) -> u8 {
+fn man(argv0: &str, dir: Option<&Path>) -> u8 {
     let pages = match pages() {
         Ok(p) => p,
         Err(e) => {

@@ -5,7 +5,7 @@
 //! checked from its own bytes before it replaces anything, and written
 //! atomically.
 
-use crate::args::PruneArgs;
+use super::PruneArgs;
 use crate::output;
 use offload_inspect::layout::openmp::OpenMpMap;
 use offload_rewrite::prune::openmp::{self, Edit, OpenMpCut, OpenMpPruned};
@@ -191,9 +191,9 @@ pub fn run(argv0: &str, args: &PruneArgs, rules: &Rules, input: &offload_io::Inp
     if let Err(e) = outputs.commit() {
         return fail(&e);
     }
-    crate::prune::keep_mode(path, out_path);
+    super::keep_mode(path, out_path);
     if cut.is_some() {
-        crate::prune::warn_cut(out_path);
+        super::warn_cut(out_path);
     }
     if out_path != "-" {
         report(path, &pruned, args.json, false, &written);

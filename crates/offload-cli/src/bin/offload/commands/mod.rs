@@ -1,0 +1,89 @@
+//! The `offload` subcommands: one file (or folder) per command, each
+//! owning its clap options and its `run`. A new command is a new file here
+//! and one variant of [`Sub`].
+
+pub mod check;
+pub mod completions;
+pub mod diff;
+pub mod extract;
+pub mod gpus;
+pub mod list;
+pub mod man;
+pub mod prune;
+pub mod replace;
+pub mod select;
+pub mod size;
+pub mod verify;
+
+use crate::cli::Context;
+use clap::Subcommand;
+use offload_inspect::select::Gpu;
+
+#[derive(Subcommand, Debug)]
+pub enum Sub {
+    /// One row per code object (headers only)
+    List(list::ListArgs),
+    /// The code object a runtime loads on GPU, and why each other one is not loaded
+    Select(select::SelectArgs),
+    /// Write code objects to files (filters combine with 'or')
+    Extract(extract::ExtractArgs),
+    /// Deep structural check of every payload
+    Verify(verify::VerifyArgs),
+    /// Drop the device code of other GPU targets (HIP, CUDA, OpenMP; binaries, objects, archives)
+    Prune(prune::PruneCli),
+    /// Put a new code object in place of one entry of a HIP, CUDA or OpenMP binary, bundle, .fatbin or archive
+    Replace(replace::ReplaceCli),
+    /// The GPUs of this machine (KFD sysfs, NVML) and their target IDs
+    Gpus(gpus::GpusArgs),
+    /// Bytes per target and offload kind, and what prune --keep would save
+    Size(size::SizeArgs),
+    /// Code objects added, removed and changed from A to B (exit 0 identical, 1 different)
+    Diff(diff::DiffArgs),
+    /// Whether the GPUs load code from every program, library, folder or package given (exit 0 yes, 1 no)
+    Check(check::CheckArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    Completions(completions::CompletionsArgs),
+    /// Print the man page (roff), or write one page per command to a folder
+    Man(man::ManArgs),
+}
+
+impl Sub {
+    /// The command, once the rules clap's derive cannot state hold
+    /// (usage errors, exit 2, otherwise).
+    pub fn validated(self) -> Result<Sub, clap::Error> {
+        if let Sub::Extract(e) = &self {
+            e.validate()?;
+        }
+        Ok(self)
+    }
+
+    /// The warning to print before running: a GPU whose processor is not
+    /// in the processor table (the run goes on, matching it as given).
+    pub fn gpu_warning(&self) -> Option<String> {
+        let warn = |g: &Gpu| g.warning().map(|w| format!("--gpu: {w}"));
+        match self {
+            Sub::Select(s) => warn(&s.gpu),
+            Sub::Extract(e) => e.gpu.as_ref().and_then(warn),
+            Sub::Check(c) => c.gpu.iter().find_map(warn),
+            _ => None,
+        }
+    }
+
+    /// Runs the command; returns its exit status.
+    pub fn run(&self, ctx: &Context) -> u8 {
+        match self {
+            Sub::List(c) => c.run(ctx),
+            Sub::Select(c) => c.run(ctx),
+            Sub::Extract(c) => c.run(ctx),
+            Sub::Verify(c) => c.run(ctx),
+            Sub::Prune(c) => c.run(ctx),
+            Sub::Replace(c) => c.run(ctx),
+            Sub::Gpus(c) => c.run(ctx),
+            Sub::Size(c) => c.run(ctx),
+            Sub::Diff(c) => c.run(ctx),
+            Sub::Check(c) => c.run(ctx),
+            Sub::Completions(c) => c.run(ctx),
+            Sub::Man(c) => c.run(ctx),
+        }
+    }
+}

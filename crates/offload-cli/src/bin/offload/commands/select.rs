@@ -1,0 +1,148 @@
+//! `offload select`: the code object a runtime loads on a GPU, and why
+//! each other one is not loaded.
+
+use crate::cli::{Context, GPU_HELP, GPU_SHORT, Kind, KpackOrder, parse_gpu};
+use crate::inputs;
+use crate::output::{self, Colors, Paint};
+use clap::Args;
+use offload_format::kpack::SearchOrder;
+use offload_inspect::record::{self, VerdictRecord};
+use offload_inspect::select::{Gpu, Runtime, Selection, Verdict, select};
+use offload_inspect::{Inventory, Options};
+
+#[derive(Args, Debug)]
+pub struct SelectArgs {
+    #[arg(long, value_parser = parse_gpu, help = GPU_SHORT, long_help = GPU_HELP)]
+    pub gpu: Gpu,
+    /// The runtime that loads the code [default: cuda for an NVIDIA GPU, else hip]
+    #[arg(long, value_enum)]
+    pub kind: Option<Kind>,
+    /// kpack-split binaries: the search order of AMD's kpack loader to follow
+    #[arg(long, value_enum, default_value_t)]
+    pub kpack_order: KpackOrder,
+    /// Machine-readable output (schema in docs/reference/json.md)
+    #[arg(long)]
+    pub json: bool,
+    /// Add a URI column: each code object's ROCm code-object URI (always in --json)
+    #[arg(long)]
+    pub uri: bool,
+    /// Files, packages or folders (- for standard input)
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<String>,
+}
+
+impl SelectArgs {
+    /// The runtime that loads the code: `--kind`, or the GPU's default.
+    pub fn runtime(&self) -> Runtime {
+        crate::cli::runtime(self.kind, Some(&self.gpu))
+    }
+
+    pub fn run(&self, ctx: &Context) -> u8 {
+        let how = (self.runtime(), self.kpack_order.order());
+        select_cmd(&ctx.argv0, &self.files, &self.gpu, how, self.json, self.uri, ctx.colors(self.json))
+    }
+}
+
+fn select_cmd(
+    argv0: &str,
+    files: &[String],
+    gpu: &Gpu,
+    (runtime, kpack_order): (Runtime, SearchOrder),
+    json: bool,
+    uri: bool,
+    colors: Colors,
+) -> u8 {
+    let mut status = 0;
+    let (mut chosen_rows, mut other_rows, mut chosen_json, mut other_json) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for path in files {
+        let mut candidates = false;
+        let problems = inputs::each(path, !json, &mut |item| {
+            let (path, inv) = (item.file, item.scan(&Options::default()));
+            inputs::print_diagnostics(argv0, path, &inv);
+            let sel: Selection = kpack_select(&inv, gpu, runtime, kpack_order);
+            for (i, (o, v)) in inv.objects.iter().zip(&sel.verdicts).enumerate() {
+                let Some(v) = v else { continue };
+                let (code, text) = record::explain(v, &inv.objects, gpu, runtime);
+                let mut r = item.record(i, o);
+                r.verdict = Some(VerdictRecord::new(v, &inv.objects, gpu, runtime));
+                let selected = matches!(v, Verdict::Selected(_));
+                let verdict = if selected {
+                    "selected"
+                } else if code == "not-chosen" {
+                    "not chosen"
+                } else {
+                    "rejected"
+                };
+                let mut row = vec![
+                    path.to_string(),
+                    r.location.clone(),
+                    r.id.clone(),
+                    output::offset(r.offset),
+                    r.size.to_string(),
+                    verdict.to_string(),
+                    text,
+                ];
+                if uri {
+                    row.push(r.uri.clone().unwrap_or_else(|| "-".into()));
+                }
+                if selected {
+                    chosen_json.push(r);
+                    chosen_rows.push(row);
+                } else {
+                    other_json.push(r);
+                    other_rows.push(row);
+                }
+            }
+            for &u in &sel.failed_units {
+                let loc = inv.units.get(u).map(|u| u.location.to_string()).unwrap_or_default();
+                if let Some((_, why)) = sel.refusals.iter().find(|(r, _)| *r == u) {
+                    eprintln!("{argv0}: error: {path}: {loc}: the kpack loader loads nothing on {gpu}: {why}");
+                    status = 1;
+                    continue;
+                }
+                eprintln!(
+                    "{argv0}: error: {path}: no code object in the fat binary at {loc} loads on {gpu} ({} runtime)",
+                    runtime.name()
+                );
+                status = 1;
+            }
+            candidates |= !(sel.chosen.is_empty() && sel.failed_units.is_empty());
+        });
+        status |= inputs::report(argv0, &problems);
+        if !candidates && !inputs::has_errors(&problems) {
+            eprintln!("{argv0}: error: {path}: no {} code objects found", runtime.name());
+            status = 1;
+        }
+    }
+    if json {
+        chosen_json.extend(other_json);
+        print!("{}", output::array(&chosen_json));
+    } else {
+        chosen_rows.extend(other_rows);
+        if !chosen_rows.is_empty() {
+            let mut header = vec!["FILE", "LOCATION", "ID", "OFFSET", "SIZE", "VERDICT", "WHY"];
+            if uri {
+                header.push("URI");
+            }
+            let verdict = |column: usize, text: &str| match (column, text) {
+                (5, "selected") => colors.paint(text, Paint::Green),
+                (5, "rejected") => colors.paint(text, Paint::Red),
+                (5, _) => colors.paint(text, Paint::Yellow),
+                _ => text.to_string(),
+            };
+            print!("{}", output::table_with(&header, &chosen_rows, &verdict));
+        }
+    }
+    status
+}
+
+/// [`select`], with what AMD's kpack loader answers for the records of a
+/// kpack-split binary (`offload_inspect::kpack::select`).
+pub(crate) fn kpack_select(inv: &Inventory, gpu: &Gpu, runtime: Runtime, order: SearchOrder) -> Selection {
+    let mut sel = select(&inv.objects, gpu, runtime);
+    if runtime == Runtime::Hip {
+        offload_inspect::kpack::select(inv, &mut sel, gpu, order);
+    }
+    sel
+}
