@@ -176,12 +176,12 @@ pub fn is_known(name: &str) -> bool {
 }
 
 fn known_amdgcn(processor: &str) -> bool {
-    amdgpu::amdgcn_processor(processor).is_some()
+    amdgpu::Table::Current.amdgcn_processor(processor).is_some()
 }
 
 /// Every processor name and CUDA architecture, for near-miss suggestions.
 fn all_names() -> Vec<String> {
-    let mut names: Vec<String> = amdgpu::amdgcn_processors().iter().map(|p| p.name.to_string()).collect();
+    let mut names: Vec<String> = amdgpu::Table::Current.amdgcn_processors().iter().map(|p| p.name.to_string()).collect();
     names.extend(CUDA_ARCHS.iter().map(|n| format!("sm_{n}")));
     names
 }
@@ -230,17 +230,17 @@ pub fn advice(name: &str) -> Option<String> {
     if let Some(first) = found.first() {
         return Some(format!("{} is {}: use {}", first.name, first.target, first.target));
     }
+    // An architecture number no GPU has: a near number would be a guess.
+    if cuda_number(&respelled).is_some() {
+        return Some("no NVIDIA GPU has this architecture (docs/reference/gpu-names.md lists them)".to_string());
+    }
     // A near miss: the closest names, at most two edits away.
     let names = all_names();
     let best = names.iter().map(|n| (distance(&respelled, n), n)).filter(|(d, _)| *d <= 2).min_by_key(|(d, _)| *d);
     if let Some((_, n)) = best {
         return Some(format!("did you mean {}?", with_features(n)));
     }
-    Some(if cuda_number(&respelled).is_some() {
-        "no NVIDIA GPU has this architecture (docs/reference/gpu-names.md lists them)".to_string()
-    } else {
-        "not a processor name of any LLVM release these tools know (docs/reference/gpu-names.md)".to_string()
-    })
+    Some("not a processor name of any LLVM release these tools know (docs/reference/gpu-names.md)".to_string())
 }
 
 #[cfg(test)]
