@@ -4,8 +4,8 @@
 use crate::status::{Failure, OFFLOAD_ERROR_FORMAT, OFFLOAD_ERROR_INVALID_ARGUMENT, OFFLOAD_ERROR_IO};
 use crate::strings::c_string;
 use crate::types::{offload_code_object, offload_diagnostic};
-use offload_inspect::record::{CodeObjectRecord, DiagnosticRecord};
 use offload_inspect::package::{self, Event, HEAD_LEN, Limits};
+use offload_inspect::record::{CodeObjectRecord, DiagnosticRecord};
 use offload_inspect::{CodeObject, Inventory, Location, Options, Severity, Step, scan};
 use offload_io::{Input, error_text};
 use std::borrow::Cow;
@@ -90,7 +90,13 @@ impl offload_inventory {
         let mut units = 0usize;
         fn problem(e: package::PackageError, diagnostics: &mut Vec<(DiagnosticRecord, DiagnosticStrings)>) {
             let location = if e.at.is_empty() { "file".to_string() } else { Location(e.at.clone()).to_string() };
-            diagnostics.push(diagnostic(DiagnosticRecord::new(None, e.severity(), None, &location, &e.kind.to_string())));
+            diagnostics.push(diagnostic(DiagnosticRecord::new(
+                None,
+                e.severity(),
+                None,
+                &location,
+                &e.kind.to_string(),
+            )));
         }
         let result = package::walk(input.bytes(), &Limits::default(), &mut |event| match event {
             Event::Member(m) => {
@@ -133,7 +139,12 @@ impl offload_inventory {
     fn new(inventory: Inventory<'static>, file: Option<CString>, input: Option<Input>) -> Box<offload_inventory> {
         // No file name in the records (the handle keeps it as a C string)
         // and no URI (the C struct has no field for it).
-        let records = inventory.objects.iter().enumerate().map(|(i, o)| object(CodeObjectRecord::new(None, i, o, &[], None))).collect();
+        let records = inventory
+            .objects
+            .iter()
+            .enumerate()
+            .map(|(i, o)| object(CodeObjectRecord::new(None, i, o, &[], None)))
+            .collect();
         let diagnostics = inventory.diagnostics.iter().map(|d| diagnostic(DiagnosticRecord::of(None, d))).collect();
         let unit_count = inventory.units.len();
         Box::new(offload_inventory { inventory, records, diagnostics, file, package: false, unit_count, _input: input })

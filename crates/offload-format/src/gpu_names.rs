@@ -181,7 +181,8 @@ fn known_amdgcn(processor: &str) -> bool {
 
 /// Every processor name and CUDA architecture, for near-miss suggestions.
 fn all_names() -> Vec<String> {
-    let mut names: Vec<String> = amdgpu::Table::Current.amdgcn_processors().iter().map(|p| p.name.to_string()).collect();
+    let mut names: Vec<String> =
+        amdgpu::Table::Current.amdgcn_processors().iter().map(|p| p.name.to_string()).collect();
     names.extend(CUDA_ARCHS.iter().map(|n| format!("sm_{n}")));
     names
 }
@@ -249,7 +250,17 @@ mod tests {
 
     #[test]
     fn known_names_need_no_advice() {
-        for name in ["gfx90a", "gfx90a:xnack+", "gfx942:sramecc+:xnack-", "gfx1100", "sm_89", "sm_90a", "compute_90", "8.9", "gfx9-generic"] {
+        for name in [
+            "gfx90a",
+            "gfx90a:xnack+",
+            "gfx942:sramecc+:xnack-",
+            "gfx1100",
+            "sm_89",
+            "sm_90a",
+            "compute_90",
+            "8.9",
+            "gfx9-generic",
+        ] {
             assert_eq!(advice(name), None, "{name}");
         }
     }

@@ -128,7 +128,8 @@ fn run(root: &Path, bin_dir: &Path, command: &str) -> String {
     let mut cmd = Command::new("sh");
     cmd.arg("-c").arg(command).current_dir(root);
     cmd.env("PATH", std::env::join_paths(dirs).unwrap());
-    for var in ["NO_COLOR", "CLICOLOR_FORCE", "OFFLOAD_SYSFS_ROOT", "HSA_XNACK", "HSA_OVERRIDE_GFX_VERSION", "COLUMNS"] {
+    for var in ["NO_COLOR", "CLICOLOR_FORCE", "OFFLOAD_SYSFS_ROOT", "HSA_XNACK", "HSA_OVERRIDE_GFX_VERSION", "COLUMNS"]
+    {
         cmd.env_remove(var);
     }
     let out = cmd.output().unwrap_or_else(|e| panic!("cannot run sh: {e}"));

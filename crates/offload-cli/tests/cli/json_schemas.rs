@@ -37,8 +37,9 @@ fn json_of(args: &[&str], want_status: i32) -> Value {
         args.join(" "),
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("offload {}: not JSON ({e}): {}", args.join(" "), String::from_utf8_lossy(&out.stdout)))
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("offload {}: not JSON ({e}): {}", args.join(" "), String::from_utf8_lossy(&out.stdout))
+    })
 }
 
 const INSPECT: &str = "crates/offload-cli/tests/fixtures/inspect";
@@ -68,7 +69,11 @@ fn cases(tmp: &Path, gpu_root: &Path) -> Vec<(&'static str, Vec<String>, i32)> {
         ("gpus", v(&["gpus", "--json", "--sysfs-root", &gpu_root.to_string_lossy()]), 0),
         ("prune", v(&["prune", "--json", "--dry-run", "--keep", "gfx90a", &f(PRUNE, "gnu_rela.so")]), 0),
         ("prune", v(&["prune", "--json", "--keep", "gfx90a", &f(PRUNE, "gnu_rela.so"), "-o", &t("p.so")]), 0),
-        ("prune", v(&["prune", "--json", "--dry-run", "--keep", "x86_64-pc-linux-gnu", &f(PRUNE, "omp/lld_relr.so")]), 0),
+        (
+            "prune",
+            v(&["prune", "--json", "--dry-run", "--keep", "x86_64-pc-linux-gnu", &f(PRUNE, "omp/lld_relr.so")]),
+            0,
+        ),
         (
             "replace",
             v(&[
@@ -84,7 +89,11 @@ fn cases(tmp: &Path, gpu_root: &Path) -> Vec<(&'static str, Vec<String>, i32)> {
             0,
         ),
     ];
-    out.push(("extract", v(&["extract", "--json", "--gpu", "sm_80", "--output-dir", &t(""), &f(CUDA, "obj_sm80.o")]), 0));
+    out.push((
+        "extract",
+        v(&["extract", "--json", "--gpu", "sm_80", "--output-dir", &t(""), &f(CUDA, "obj_sm80.o")]),
+        0,
+    ));
     out
 }
 

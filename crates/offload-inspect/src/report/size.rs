@@ -158,27 +158,6 @@ fn trim_zeros(digits: &[u8]) -> &[u8] {
     digits.get(start..).unwrap_or_default()
 }
 
-#[cfg(test)]
-mod natural_tests {
-    use super::target_cmp;
-
-    #[test]
-    fn targets_sort_as_people_read_them() {
-        let mut t = vec![
-            "sm_100", "gfx1030", "sm_50", "gfx803", "gfx90a:xnack+", "gfx906", "host", "gfx90a:xnack-", "sm_89", "gfx942",
-            "gfx9-generic",
-        ];
-        t.sort_by(|a, b| target_cmp(a, b));
-        assert_eq!(
-            t,
-            [
-                "gfx803", "gfx906", "gfx90a:xnack+", "gfx90a:xnack-", "gfx942", "gfx1030", "gfx9-generic", "host", "sm_50",
-                "sm_89", "sm_100"
-            ]
-        );
-    }
-}
-
 fn blob_len(bytes: Bytes<'_>) -> u64 {
     match bytes {
         Bytes::Borrowed(b) => b.len() as u64,
@@ -336,4 +315,43 @@ pub fn tally(inv: &Inventory<'_>, rules: Option<&Rules>) -> Tally {
         }
     }
     t
+}
+
+#[cfg(test)]
+mod natural_tests {
+    use super::target_cmp;
+
+    #[test]
+    fn targets_sort_as_people_read_them() {
+        let mut t = vec![
+            "sm_100",
+            "gfx1030",
+            "sm_50",
+            "gfx803",
+            "gfx90a:xnack+",
+            "gfx906",
+            "host",
+            "gfx90a:xnack-",
+            "sm_89",
+            "gfx942",
+            "gfx9-generic",
+        ];
+        t.sort_by(|a, b| target_cmp(a, b));
+        assert_eq!(
+            t,
+            [
+                "gfx803",
+                "gfx906",
+                "gfx90a:xnack+",
+                "gfx90a:xnack-",
+                "gfx942",
+                "gfx1030",
+                "gfx9-generic",
+                "host",
+                "sm_50",
+                "sm_89",
+                "sm_100"
+            ]
+        );
+    }
 }

@@ -12,33 +12,70 @@ fn examples(command: &str) -> &'static [(&'static str, &'static str)] {
     match command {
         "offload" => &[
             ("offload list libfoo.so", "Every GPU code object in a library, with its target and size."),
-            ("offload check /opt/rocm/lib", "Whether the GPUs of this machine load code from every library of a folder."),
-            ("offload size --keep gfx90a dist/*.whl", "Bytes per GPU target in wheels, and what pruning to gfx90a would save."),
+            (
+                "offload check /opt/rocm/lib",
+                "Whether the GPUs of this machine load code from every library of a folder.",
+            ),
+            (
+                "offload size --keep gfx90a dist/*.whl",
+                "Bytes per GPU target in wheels, and what pruning to gfx90a would save.",
+            ),
         ],
         "list" => &[
-            ("offload list libfoo.so", "The code objects of a library: location, format, kind, triple, target ID, size, offset."),
-            ("offload list --json torch-2.5.0-cp311-cp311-linux_x86_64.whl", "Those of every member of a wheel, as JSON."),
+            (
+                "offload list libfoo.so",
+                "The code objects of a library: location, format, kind, triple, target ID, size, offset.",
+            ),
+            (
+                "offload list --json torch-2.5.0-cp311-cp311-linux_x86_64.whl",
+                "Those of every member of a wheel, as JSON.",
+            ),
         ],
-        "select" => &[("offload select --gpu gfx90a:xnack- libfoo.so", "Which code object the HIP runtime loads on the GPU, and why the others are rejected.")],
+        "select" => &[(
+            "offload select --gpu gfx90a:xnack- libfoo.so",
+            "Which code object the HIP runtime loads on the GPU, and why the others are rejected.",
+        )],
         "extract" => &[
-            ("offload extract --gpu gfx906 -o scale.co libfoo.so", "The code object the runtime would load on gfx906, written to scale.co."),
-            ("offload extract --all --output-dir out pkg.whl", "Every code object of a wheel, named after the member it comes from."),
+            (
+                "offload extract --gpu gfx906 -o scale.co libfoo.so",
+                "The code object the runtime would load on gfx906, written to scale.co.",
+            ),
+            (
+                "offload extract --all --output-dir out pkg.whl",
+                "Every code object of a wheel, named after the member it comes from.",
+            ),
         ],
         "verify" => &[("offload verify lib/", "Decompresses and checks every code object of every file in a folder.")],
         "check" => &[
             ("offload check /opt/rocm/lib", "Whether the GPUs of this machine load code from each library."),
-            ("offload check --gpu gfx1030 --gpu sm_89 app", "The same for named GPUs, following the program's libraries as the loader finds them."),
+            (
+                "offload check --gpu gfx1030 --gpu sm_89 app",
+                "The same for named GPUs, following the program's libraries as the loader finds them.",
+            ),
         ],
         "gpus" => &[("offload gpus", "The GPUs of this machine and the target ID each one asks code objects for.")],
         "size" => &[("offload size --keep gfx90a,gfx942 lib/", "Bytes per target, and what prune --keep would drop.")],
         "diff" => &[("offload diff old.whl new.whl", "Code objects added, removed and changed between two wheels.")],
         "prune" => &[
-            ("offload prune --keep gfx90a libfoo.so -o libfoo.gfx90a.so", "A copy of the library with only the gfx90a code."),
-            ("offload prune --keep gfx90a --dry-run libfoo.so", "What would be dropped, and the bytes saved; nothing written."),
+            (
+                "offload prune --keep gfx90a libfoo.so -o libfoo.gfx90a.so",
+                "A copy of the library with only the gfx90a code.",
+            ),
+            (
+                "offload prune --keep gfx90a --dry-run libfoo.so",
+                "What would be dropped, and the bytes saved; nothing written.",
+            ),
         ],
-        "replace" => &[("offload replace --entry gfx90a:xnack+ --with new.co libfoo.so -o libfoo.new.so", "A copy of the library with one code object replaced.")],
-        "completions" => &[("offload completions bash > ~/.local/share/bash-completion/completions/offload", "Completion for bash.")],
-        "man" => &[("offload man --output-dir ~/.local/share/man/man1", "Installs offload.1 and one page per command.")],
+        "replace" => &[(
+            "offload replace --entry gfx90a:xnack+ --with new.co libfoo.so -o libfoo.new.so",
+            "A copy of the library with one code object replaced.",
+        )],
+        "completions" => {
+            &[("offload completions bash > ~/.local/share/bash-completion/completions/offload", "Completion for bash.")]
+        }
+        "man" => {
+            &[("offload man --output-dir ~/.local/share/man/man1", "Installs offload.1 and one page per command.")]
+        }
         _ => &[],
     }
 }
@@ -48,11 +85,21 @@ fn examples(command: &str) -> &'static [(&'static str, &'static str)] {
 fn exit_status(command: &str) -> [&'static str; 3] {
     let io = "a usage error, or a file could not be read or written";
     match command {
-        "check" => ["every GPU loads code from every file given", "some GPU does not (each line says why), or a problem was found", io],
-        "select" => ["every fat binary holds a code object for the GPU", "some fat binary holds nothing that loads", io],
+        "check" => [
+            "every GPU loads code from every file given",
+            "some GPU does not (each line says why), or a problem was found",
+            io,
+        ],
+        "select" => {
+            ["every fat binary holds a code object for the GPU", "some fat binary holds nothing that loads", io]
+        }
         "diff" => ["the inputs hold the same code objects", "they differ", io],
         "verify" => ["no errors were found", "errors were found", io],
-        "extract" => ["every matching code object was written", "none matches, or some could not be decoded (the others are written)", io],
+        "extract" => [
+            "every matching code object was written",
+            "none matches, or some could not be decoded (the others are written)",
+            io,
+        ],
         _ => ["success", "problems were found (the messages say which)", io],
     }
 }

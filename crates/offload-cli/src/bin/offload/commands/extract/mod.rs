@@ -298,7 +298,9 @@ fn extract(
         }
     }
     if skipped > 0 {
-        eprintln!("{argv0}: error: {path}: {skipped} of {matched} matching code objects could not be decoded and were not written");
+        eprintln!(
+            "{argv0}: error: {path}: {skipped} of {matched} matching code objects could not be decoded and were not written"
+        );
         return 1;
     }
     0
