@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""Benchmark: our clang-offload-bundler against LLVM 19's on the same files.
+"""Benchmark: our clang-offload-bundler against LLVM 19's and LLVM 22's on
+the same files.
 
 Generates a host file and N device files (default 8 x 64 MiB, partly
 compressible like real code objects), then for each workload runs LLVM 19's
-bundler and ours alternately, several times, and prints the median wall time
-and peak memory (total and anonymous RSS: see measure.py) of each, the
-ratio ours/LLVM, and the floor: a kernel copy (copy_file_range) of the
-same bytes. Outputs are checked to be
-byte-identical to LLVM's before anything is timed.
+bundler, LLVM 22's (when installed) and ours in turn, several times, and
+prints the median wall time and peak memory (total and anonymous RSS: see
+measure.py) of each, the ratios ours/LLVM 19 and ours/LLVM 22, and the
+floor: a kernel copy (copy_file_range) of the same bytes. Ours runs as the
+LLVM release it is compared with (OFFLOAD_LLVM_VERSION=19 beside LLVM 19,
+its default, 22, beside LLVM 22), and its outputs are checked to be
+byte-identical to that release's.
 
     bench/bench.py [--size-mib 64] [--devices 8] [--runs 5] [--only bundle,list]
 
@@ -29,6 +32,7 @@ import measure
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LLVM19 = os.environ.get("OFFLOAD_LLVM19_BIN", "/usr/lib/llvm-19/bin")
+LLVM22 = os.environ.get("OFFLOAD_LLVM22_BIN", "/usr/lib/llvm-22/bin")
 HOST = "host-x86_64-unknown-linux-gnu"
 
 
@@ -74,6 +78,19 @@ def run_measured(cmd, cwd):
     return m.wall, m.total_mib, m.anon_mib
 
 
+def run_as(release, cmd, cwd):
+    """run_measured with OFFLOAD_LLVM_VERSION set to release (None: unset)."""
+    old = os.environ.pop("OFFLOAD_LLVM_VERSION", None)
+    if release:
+        os.environ["OFFLOAD_LLVM_VERSION"] = release
+    try:
+        return run_measured(cmd, cwd)
+    finally:
+        os.environ.pop("OFFLOAD_LLVM_VERSION", None)
+        if old is not None:
+            os.environ["OFFLOAD_LLVM_VERSION"] = old
+
+
 def copy_floor(srcs, dst):
     """A kernel copy of the same bytes into one file."""
     os.sync()
@@ -116,9 +133,16 @@ def main():
     args = ap.parse_args()
 
     llvm = os.path.join(LLVM19, "clang-offload-bundler")
+    llvm22 = os.path.join(LLVM22, "clang-offload-bundler")
     ours = os.path.join(ROOT, "target", "release", "clang-offload-bundler")
     if not os.path.exists(llvm):
         sys.exit(f"{llvm} not found: run scripts/install-reference-llvm.sh")
+    # (name, program, OFFLOAD_LLVM_VERSION for ours): LLVM 22 when present.
+    refs = [("llvm", llvm, "19")]
+    if os.path.exists(llvm22):
+        refs.append(("llvm22", llvm22, None))
+    else:
+        print(f"# {llvm22} not found: comparing with LLVM 19 only", flush=True)
     if not os.path.exists(ours):
         subprocess.run(["cargo", "build", "--release", "-p", "offload-cli"], cwd=ROOT, check=True)
 
@@ -181,32 +205,45 @@ def main():
                               for _ in range(3))
     print(f"# floor: copy_file_range of the {len(files)} inputs into one file: {floor:.3f} s", flush=True)
     print("# MiB: peak total RSS (ru_maxrss, counts mapped input pages read) / peak anonymous RSS (sampled)")
-    print(f"{'workload':26} {'LLVM s':>8} {'ours s':>8} {'ratio':>6} {'LLVM MiB':>13} {'ours MiB':>13} {'ratio':>9}")
+    print("# ours runs as LLVM 19 beside LLVM 19 and as LLVM 22 (its default) beside LLVM 22")
+    head = f"{'workload':26} {'LLVM19 s':>8} {'ours s':>8} {'ratio':>6} {'LLVM19 MiB':>13} {'ours MiB':>13} {'ratio':>9}"
+    if len(refs) > 1:
+        head += f" {'LLVM22 s':>8} {'ours22 s':>8} {'ratio':>6} {'LLVM22 MiB':>13} {'ours22 MiB':>13} {'ratio':>9}"
+    print(head)
     rows = []
     for name, wl_args, outputs in workloads:
         # Prerequisites (the LLVM bundle files) are made by the bundle workloads, which run first.
-        times = {"llvm": [], "ours": []}
-        mems = {"llvm": [], "ours": []}
-        anons = {"llvm": [], "ours": []}
-        for r in range(args.runs):
-            order = [("llvm", llvm), ("ours", ours)] if r % 2 == 0 else [("ours", ours), ("llvm", llvm)]
-            for tool, exe in order:
-                cmd = [exe] + [a.replace("{tool}", tool) for a in wl_args]
-                t, m, a = run_measured(cmd, work)
-                times[tool].append(t)
-                mems[tool].append(m)
-                anons[tool].append(a)
-        for o in outputs:
-            a, b = os.path.join(work, o.replace("{tool}", "llvm")), os.path.join(work, o.replace("{tool}", "ours"))
-            if not same_files(a, b):
-                sys.exit(f"{name}: {o} differs between LLVM and ours")
-        lt, ot = statistics.median(times["llvm"]), statistics.median(times["ours"])
-        lm, om = statistics.median(mems["llvm"]), statistics.median(mems["ours"])
-        la, oa = statistics.median(anons["llvm"]), statistics.median(anons["ours"])
-        rows.append((name, lt, ot, lm, om))
-        print(f"{name:26} {lt:8.3f} {ot:8.3f} {ot / lt:6.2f} {lm:6.0f}/{la:6.1f} {om:6.0f}/{oa:6.1f} "
-              f"{om / lm:4.2f}/{oa / max(la, 1):4.2f}", flush=True)
-    print("# all outputs byte-identical to LLVM 19's; medians of", args.runs, "alternating runs")
+        line = f"{name:26}"
+        for ref, exe_ref, release in refs:
+            mine = "ours" if ref == "llvm" else "ours22"
+            times = {ref: [], mine: []}
+            mems = {ref: [], mine: []}
+            anons = {ref: [], mine: []}
+            for r in range(args.runs):
+                order = [(ref, exe_ref, None), (mine, ours, release)]
+                if r % 2:
+                    order.reverse()
+                for tool, exe, rel in order:
+                    # The unbundle and list inputs are LLVM 19's files for both.
+                    cmd = [exe] + [a.replace("{tool}", tool) for a in wl_args]
+                    t, m, a = run_as(rel, cmd, work)
+                    times[tool].append(t)
+                    mems[tool].append(m)
+                    anons[tool].append(a)
+            for o in outputs:
+                a, b = os.path.join(work, o.replace("{tool}", ref)), os.path.join(work, o.replace("{tool}", mine))
+                if not same_files(a, b):
+                    sys.exit(f"{name}: {o} differs between {ref} and ours")
+            lt, ot = statistics.median(times[ref]), statistics.median(times[mine])
+            lm, om = statistics.median(mems[ref]), statistics.median(mems[mine])
+            la, oa = statistics.median(anons[ref]), statistics.median(anons[mine])
+            if ref == "llvm":
+                rows.append((name, lt, ot, lm, om))
+            line += (f" {lt:8.3f} {ot:8.3f} {ot / lt:6.2f} {lm:6.0f}/{la:6.1f} {om:6.0f}/{oa:6.1f} "
+                     f"{om / lm:4.2f}/{oa / max(la, 1):4.2f}")
+        print(line, flush=True)
+    print("# all outputs byte-identical to those of the LLVM release compared; medians of", args.runs,
+          "alternating runs")
     compressed = [r for r in rows if r[0] == "unbundle one compressed"]
     if compressed:
         # What bounds unbundling from a compressed bundle: its stored hash is

@@ -77,7 +77,15 @@ fn groups() -> Vec<Group> {
             install: reference,
             files: in_dir(
                 &llvm22,
-                &["clang", "clang-offload-bundler", "llvm-offload-binary", "llvm-objdump", "ld.lld"],
+                &[
+                    "clang",
+                    "clang-offload-bundler",
+                    "llvm-offload-binary",
+                    "llvm-offload-wrapper",
+                    "llvm-dis",
+                    "llvm-objdump",
+                    "ld.lld",
+                ],
             ),
         },
         Group {

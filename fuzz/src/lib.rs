@@ -1276,3 +1276,48 @@ pub fn kpack(data: &[u8]) {
         }
     }
 }
+
+/// The PE image reader (sections, imports, base relocations, records,
+/// checksum) and `prune` on PE images: every slice lies inside the input,
+/// every list is bounded by the input's size, and a prune that is planned
+/// (zero mode, and cut mode when it applies) writes an output that passes
+/// its own check.
+pub fn pe_image(data: &[u8]) {
+    use offload_format::coff::pe::{self, PeImage};
+    use offload_rewrite::prune::{self, files, pe as prune_pe};
+    let Ok(image) = PeImage::parse(data) else { return };
+    assert!(image.sections.len() * 40 <= data.len());
+    for s in &image.sections {
+        assert!(within(data, image.section_data(s)));
+        if let Some(at) = image.rva_to_offset(s.virtual_address) {
+            assert!(at < data.len());
+        }
+    }
+    if let Ok(imports) = image.imports() {
+        assert!(imports.len() * 20 <= data.len());
+    }
+    if let Ok(relocs) = image.base_relocations() {
+        assert!(relocs.len() <= data.len() / 2);
+    }
+    for name in [&b".hipFatB"[..], b".nvFatBi"] {
+        if let Ok(records) = image.records(name, 0x4849_5046) {
+            assert!(records.iter().all(|r| r.offset < data.len()));
+        }
+    }
+    let _ = pe::checksum(data, image.checksum_offset);
+    for target in ["sm_89", "gfx90a"] {
+        let rules = prune::Rules { keep: vec![prune::parse_target(target).expect("a valid target")], ..Default::default() };
+        let Ok((input, pruned)) = files::plan_file(data, &rules) else { continue };
+        let files::Input::Pe(pe_input) = &input else { continue };
+        let Some(out) = prune_pe::output_plan(data, pe_input, &pruned).try_to_vec() else { continue };
+        if let Err(e) = files::verify_file(&out, data, &input, &pruned) {
+            panic!("a zero-mode PE output fails its check: {e}");
+        }
+        if let Ok(cut) = prune_pe::plan_pe_cut(data, pe_input, &pruned) {
+            let Some(out) = cut.output_plan(data, &pruned).try_to_vec() else { continue };
+            if let Err(e) = cut.verify(&out, data, &pruned) {
+                panic!("a cut PE output fails its check: {e}");
+            }
+        }
+    }
+}

@@ -18,6 +18,7 @@ const BUNDLER: &str = env!("CARGO_BIN_EXE_clang-offload-bundler");
 const PACKAGER: &str = env!("CARGO_BIN_EXE_clang-offload-packager");
 const BINARY: &str = env!("CARGO_BIN_EXE_llvm-offload-binary");
 const OFFLOAD: &str = env!("CARGO_BIN_EXE_offload");
+const WRAPPER: &str = env!("CARGO_BIN_EXE_llvm-offload-wrapper");
 const LLVM22: &str = "/usr/lib/llvm-22/bin";
 const DEPRECATED: &str = "warning: 'clang-offload-packager' is deprecated. Use 'llvm-offload-binary' instead.\n";
 
@@ -509,4 +510,259 @@ fn clang_22_links_hip_rdc_through_ours() {
     assert!(listed.lines().any(|l| l.contains("hip") && l.contains("gfx90a")), "{listed}");
     let old = build(Some("19"), "b.out");
     assert!(!old.status.success(), "clang 22 linked LLVM 19's HIP kind");
+}
+
+// ---------------------------------------------------------------------------
+// llvm-offload-wrapper against LLVM 22's.
+
+/// `llvm-dis` of LLVM 22 on a bitcode file, without the `; ModuleID` line
+/// (it names the file).
+fn disassemble(llvm: &Path, file: &Path) -> String {
+    let out = Command::new(llvm.join("llvm-dis")).arg(file).arg("-o").arg("-").output().unwrap();
+    assert!(out.status.success(), "llvm-dis {}: {}", file.display(), stderr(&out));
+    String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.starts_with("; ModuleID")).collect::<Vec<_>>().join("\n")
+}
+
+/// Every kind, several object formats and image sets (none, empty, all
+/// zero, text with NULs, random bytes, several): same exit status and
+/// messages, and the same module once both are read back by LLVM 22.
+#[test]
+#[cfg_attr(not(has_llvm22), ignore = "needs LLVM 22: run scripts/install-reference-llvm.sh")]
+fn wrapper_modules_equal_llvm_22() {
+    let Some(llvm) = llvm22() else { return };
+    let reference = llvm.join("llvm-offload-wrapper");
+    let dir = tmp();
+    let d = dir.path();
+    let mut random = vec![0u8; 5000];
+    let mut x = 0x1234_5678u32;
+    for b in &mut random {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        *b = x as u8;
+    }
+    for (name, bytes) in [
+        ("a", b"hello".to_vec()),
+        ("b", b"world!".to_vec()),
+        ("e", vec![]),
+        ("z", vec![0; 9]),
+        ("n", b"x\0y\0".to_vec()),
+        ("r", random),
+    ] {
+        std::fs::write(d.join(name), bytes).unwrap();
+    }
+    let triples = [
+        None,
+        Some("x86_64-unknown-linux-gnu"),
+        Some("x86_64-pc-windows-msvc"),
+        Some("x86_64-apple-darwin"),
+        Some("nvptx64-nvidia-cuda"),
+        Some("amdgcn-amd-amdhsa"),
+        Some("i386-pc-linux-gnu"),
+        Some("aarch64-unknown-linux-gnu"),
+    ];
+    let sets: [&[&str]; 7] = [&["a"], &["e"], &["z"], &["n"], &["r"], &["a", "b", "r"], &["e", "a"]];
+    let mut compared = 0;
+    for kind in ["openmp", "cuda", "hip"] {
+        for triple in triples {
+            for set in sets {
+                let mut args = vec![format!("--kind={kind}")];
+                if let Some(t) = triple {
+                    args.push(format!("--triple={t}"));
+                }
+                let run = |program: &Path, out: &str| {
+                    let mut a = args.clone();
+                    a.extend(["-o".to_string(), out.to_string()]);
+                    a.extend(set.iter().map(|s| s.to_string()));
+                    Command::new(program).current_dir(d).args(&a).output().unwrap()
+                };
+                let theirs = run(&reference, "theirs.bc");
+                let ours = run(Path::new(WRAPPER), "ours.bc");
+                let what = format!("{args:?} {set:?}");
+                assert_eq!(theirs.status.code(), ours.status.code(), "{what}");
+                let clean = |o: &Output, p: &str| stderr(o).replace(p, "TOOL");
+                assert_eq!(clean(&theirs, reference.to_str().unwrap()), clean(&ours, WRAPPER), "{what}");
+                if !theirs.status.success() {
+                    assert!(kind != "openmp" && set.len() > 1, "{what}");
+                    continue;
+                }
+                assert_eq!(disassemble(llvm, &d.join("theirs.bc")), disassemble(llvm, &d.join("ours.bc")), "{what}");
+                compared += 1;
+            }
+        }
+    }
+    // openmp: every set; cuda and hip: the single-image sets.
+    assert_eq!(compared, triples.len() * (7 + 2 * 5));
+}
+
+/// Command-line errors: same messages and exit status as LLVM 22's, and
+/// no output file left behind.
+#[test]
+#[cfg_attr(not(has_llvm22), ignore = "needs LLVM 22: run scripts/install-reference-llvm.sh")]
+fn wrapper_errors_equal_llvm_22() {
+    let Some(llvm) = llvm22() else { return };
+    let reference = llvm.join("llvm-offload-wrapper");
+    let reference = reference.to_str().unwrap();
+    let img = [("img", b"IMAGE".to_vec())];
+    for case in [
+        "--kind=cuda -o x.bc img img",
+        "--kind=hip -o x.bc",
+        "-o x.bc img",
+        "--kind=openmp -o x.bc nosuch",
+        "--kind=sycl -o x.bc img",
+        "--kind=openmp img",
+        "--kind=openmp -o nodir/x.bc img",
+        "--kind=openmp -o x.bc .",
+        "--kind=openmp -o - img",
+        "--kind=openmp --kind=hip -o x.bc img",
+        "--bogus",
+        "--help",
+        "--help-list",
+    ] {
+        let a = split(case);
+        let theirs = outcome(reference, &a, &img, &[]);
+        let ours = outcome(WRAPPER, &a, &img, &[]);
+        // Written modules are compared by name here (their text in
+        // wrapper_modules_equal_llvm_22); everything else byte for byte.
+        let names = |t: &str| {
+            t.lines()
+                .map(|l| match l.split_once(": [") {
+                    Some((name, _)) if name != "img" => format!("{name}: <module>"),
+                    _ => l.to_string(),
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(&theirs), names(&ours), "{case}");
+    }
+}
+
+/// The CUDA and HIP modules register the fat binary and walk the entry
+/// table as LLVM 22's do: a program with kernel, variable, managed,
+/// surface and texture entries, linked once with each module against a
+/// stub runtime that prints every call, prints the same trace.
+#[test]
+#[cfg_attr(not(has_llvm22), ignore = "needs LLVM 22: run scripts/install-reference-llvm.sh")]
+fn wrapper_cuda_and_hip_modules_register_like_llvm_22() {
+    let Some(llvm) = llvm22() else { return };
+    let dir = tmp();
+    let d = dir.path();
+    std::fs::write(d.join("fatbin"), b"FATBIN-IMAGE").unwrap();
+    for (kind, rt, entry_kind) in [("cuda", "cuda", 2), ("hip", "hip", 4)] {
+        let stub = format!(
+            r#"#include <stdio.h>
+struct wrapper {{ int magic, version; const char *data; void *unused; }};
+static int handle;
+void **__{rt}RegisterFatBinary(struct wrapper *w) {{
+  printf("fatbin %x %d %.12s\n", w->magic, w->version, w->data); return (void **)&handle; }}
+void __cudaRegisterFatBinaryEnd(void **h) {{ printf("end %d\n", h == (void **)&handle); }}
+void __{rt}UnregisterFatBinary(void **h) {{ printf("unregister %d\n", h == (void **)&handle); }}
+int __{rt}RegisterFunction(void **h, const void *f, char *a, const char *b, int t, void *x, void *y, void *z, void *w, int *s) {{
+  printf("function %s %s %d %d\n", a, b, t, x == 0 && s == 0); return 0; }}
+void __{rt}RegisterVar(void **h, char *v, char *a, const char *b, int ext, unsigned long size, int c, int g) {{
+  printf("var %s %s ext=%d size=%lu const=%d %d\n", v, a, ext, size, c, g); }}
+void __{rt}RegisterManagedVar(void **h, char *aux, char *v, const char *n, unsigned long size, unsigned align) {{
+  printf("managed %s %s %s size=%lu align=%u\n", aux, v, n, size, align); }}
+void __{rt}RegisterSurface(void **h, char *v, char *a, const char *b, int dim, int ext) {{
+  printf("surface %s %s dim=%d ext=%d\n", v, a, dim, ext); }}
+void __{rt}RegisterTexture(void **h, char *v, char *a, const char *b, int dim, int norm, int ext) {{
+  printf("texture %s %s dim=%d norm=%d ext=%d\n", v, a, dim, norm, ext); }}
+"#
+        );
+        let k = entry_kind;
+        let main = format!(
+            r#"#include <stdint.h>
+#include <stdio.h>
+struct entry {{ uint64_t reserved; uint16_t version, kind; uint32_t flags; void *addr; const char *name; uint64_t size, data; void *aux; }};
+static char kernel[] = "kernel-addr", var[] = "var-addr", managed[] = "managed-addr", aux[] = "aux-addr", surf[] = "surf-addr", tex[] = "tex-addr";
+#define E __attribute__((used, section("llvm_offload_entries"), aligned(8))) static struct entry
+E e1 = {{0, 1, {k}, 0, kernel, "kern", 0, 0, 0}};
+E e2 = {{0, 1, {k}, 8 | 16, var, "gvar", 4, 0, 0}};
+E e3 = {{0, 1, {k}, 1, managed, "mvar", 8, 16, aux}};
+E e4 = {{0, 1, {k}, 2 | 8, surf, "surf", 0 + 1, 3, 0}};
+E e5 = {{0, 1, {k}, 3 | 32, tex, "tex", 1, 2, 0}};
+E e6 = {{0, 1, 1, 0, kernel, "openmp-entry", 0, 0, 0}};
+int main(void) {{ printf("main\n"); return 0; }}
+"#
+        );
+        std::fs::write(d.join(format!("stub_{kind}.c")), stub).unwrap();
+        std::fs::write(d.join(format!("main_{kind}.c")), main).unwrap();
+        let mut traces = Vec::new();
+        for (who, tool) in [("theirs", llvm.join("llvm-offload-wrapper")), ("ours", PathBuf::from(WRAPPER))] {
+            let bc = format!("{who}_{kind}.bc");
+            let exe = format!("{who}_{kind}");
+            ok(&Command::new(&tool)
+                .current_dir(d)
+                .args([&format!("--kind={kind}"), "-o", &bc, "fatbin"])
+                .output()
+                .unwrap());
+            let link = Command::new(llvm.join("clang"))
+                .current_dir(d)
+                .args(["-fuse-ld=lld", "-o", &exe, &format!("main_{kind}.c"), &format!("stub_{kind}.c"), &bc])
+                .output()
+                .unwrap();
+            ok(&link);
+            let run = Command::new(d.join(&exe)).output().unwrap();
+            ok(&run);
+            traces.push(String::from_utf8_lossy(&run.stdout).into_owned());
+        }
+        assert_eq!(traces[0], traces[1], "{kind}");
+        let t = &traces[1];
+        let magic = if kind == "cuda" { "466243b1" } else { "48495046" };
+        assert!(t.starts_with(&format!("fatbin {magic} 1 FATBIN-IMAGE\n")), "{t}");
+        assert!(t.contains("function kern kern -1 1\n"), "{t}");
+        assert!(t.contains("var var-addr gvar ext=1 size=4 const=1 0\n"), "{t}");
+        assert!(t.contains("managed aux-addr managed-addr mvar size=8 align=16\n"), "{t}");
+        assert!(!t.contains("openmp-entry"), "an entry of another kind was registered: {t}");
+        assert_eq!(t.contains("end 1\n"), kind == "cuda", "{t}");
+        assert_eq!(t.contains("surface surf-addr surf dim=3 ext=1\n"), kind == "hip", "{t}");
+        assert_eq!(t.contains("texture tex-addr tex dim=2 norm=1 ext=0\n"), kind == "hip", "{t}");
+        assert!(t.ends_with("main\nunregister 1\n"), "{t}");
+    }
+}
+
+/// clang 22 compiling OpenMP offload code (amdgcn without device
+/// libraries, and the x86-64 host as device) packs the device code with
+/// the `llvm-offload-binary` found through `-B`: ours gives the same object
+/// bytes as LLVM 22's own. (clang 22 links through clang-linker-wrapper,
+/// which wraps in-process and never runs llvm-offload-wrapper.)
+#[test]
+#[cfg_attr(not(has_llvm22), ignore = "needs LLVM 22: run scripts/install-reference-llvm.sh")]
+fn clang_22_builds_openmp_objects_through_ours() {
+    let Some(llvm) = llvm22() else { return };
+    let dir = tmp();
+    let d = dir.path();
+    let bin = d.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    for (name, exe) in [
+        ("llvm-offload-binary", BINARY),
+        ("clang-offload-packager", PACKAGER),
+        ("clang-offload-bundler", BUNDLER),
+        ("llvm-offload-wrapper", WRAPPER),
+    ] {
+        std::os::unix::fs::symlink(exe, bin.join(name)).unwrap();
+    }
+    std::fs::write(
+        d.join("k.c"),
+        "int twice(int v) {\n  int x = v;\n#pragma omp target map(tofrom: x)\n  x = 2 * x;\n  return x;\n}\n",
+    )
+    .unwrap();
+    for targets in [&["--offload-arch=gfx90a", "-nogpulib"][..], &["-fopenmp-targets=x86_64-pc-linux-gnu"][..]] {
+        let build = |ours: bool, out: &str| {
+            let mut cmd = Command::new(llvm.join("clang"));
+            cmd.current_dir(d).env_remove("OFFLOAD_LLVM_VERSION");
+            if ours {
+                cmd.arg(format!("-B{}", bin.display()));
+            }
+            cmd.args(["-fopenmp", "-c", "-v", "k.c", "-o", out]).args(targets);
+            let o = cmd.output().unwrap();
+            assert!(o.status.success(), "{targets:?}: {}", stderr(&o));
+            stderr(&o)
+        };
+        let theirs = build(false, "theirs.o");
+        let ours = build(true, "ours.o");
+        assert!(theirs.contains(&format!("{LLVM22}/llvm-offload-binary\" -o")), "{theirs}");
+        assert!(ours.contains(&format!("{}/llvm-offload-binary\" -o", bin.display())), "ours was not used: {ours}");
+        let (a, b) = (std::fs::read(d.join("theirs.o")).unwrap(), std::fs::read(d.join("ours.o")).unwrap());
+        assert!(a == b, "{targets:?}: the objects differ");
+    }
 }

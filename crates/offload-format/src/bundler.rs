@@ -287,6 +287,27 @@ pub fn writes_object(file_type: FileType, targets: &Targets, inputs: &[&[u8]]) -
     })
 }
 
+/// The arguments after the program name of the `llvm-objcopy` command
+/// LLVM's bundler runs to bundle objects (where [`writes_object`] holds),
+/// which it prints instead under `-###`: per target in `-targets` order, a
+/// section `__CLANG_OFFLOAD_BUNDLE__<id>` made from that target's input
+/// (the host's from `empty_file`, an empty file), flagged
+/// `readonly,exclude`; then `--`, the host input and the output.
+/// docs/llvm-tests.md shows the command of LLVM 19 and 22.
+pub fn objcopy_arguments(targets: &Targets, inputs: &[&str], empty_file: &str, output: &str) -> Vec<String> {
+    let mut args = Vec::with_capacity(2 * targets.standardized.len() + 3);
+    for (i, id) in targets.standardized.iter().enumerate() {
+        let file = if Some(i) == targets.host_index { empty_file } else { inputs.get(i).copied().unwrap_or_default() };
+        args.push(format!("--add-section=__CLANG_OFFLOAD_BUNDLE__{id}={file}"));
+        args.push(format!("--set-section-flags=__CLANG_OFFLOAD_BUNDLE__{id}=readonly,exclude"));
+    }
+    args.push("--".to_string());
+    let host = targets.host_index.and_then(|h| inputs.get(h)).copied().unwrap_or_default();
+    args.push(host.to_string());
+    args.push(output.to_string());
+    args
+}
+
 /// Bundles one input per target into one output, entries in `-targets`
 /// order with their standardized IDs.
 pub fn bundle<'a>(
@@ -660,6 +681,27 @@ mod tests {
     const HOST: &str = "host-x86_64-unknown-linux-gnu";
     const G906: &str = "hip-amdgcn-amd-amdhsa--gfx906";
     const G908: &str = "hip-amdgcn-amd-amdhsa--gfx908";
+
+    #[test]
+    fn objcopy_command_adds_one_section_per_target_and_reads_the_host() {
+        let t = targets(&[G906, HOST, G908], false);
+        let args = objcopy_arguments(&t, &["a.o", "h.o", "b.o"], "/tmp/empty.tmp", "out.o");
+        let id = |s: &str| t.standardized[["a", "h", "b"].iter().position(|x| *x == s).unwrap()].clone();
+        let want: Vec<String> = [
+            format!("--add-section=__CLANG_OFFLOAD_BUNDLE__{}=a.o", id("a")),
+            format!("--set-section-flags=__CLANG_OFFLOAD_BUNDLE__{}=readonly,exclude", id("a")),
+            format!("--add-section=__CLANG_OFFLOAD_BUNDLE__{}=/tmp/empty.tmp", id("h")),
+            format!("--set-section-flags=__CLANG_OFFLOAD_BUNDLE__{}=readonly,exclude", id("h")),
+            format!("--add-section=__CLANG_OFFLOAD_BUNDLE__{}=b.o", id("b")),
+            format!("--set-section-flags=__CLANG_OFFLOAD_BUNDLE__{}=readonly,exclude", id("b")),
+            "--".into(),
+            "h.o".into(),
+            "out.o".into(),
+        ]
+        .into();
+        assert_eq!(args, want);
+        assert!(id("h").starts_with("host-x86_64-unknown-linux-gnu"));
+    }
 
     #[test]
     fn validation_messages_in_order() {

@@ -22,7 +22,8 @@
 //! The building blocks: [`bytes`] (fields read at checked offsets),
 //! [`elf`], [`coff`] and [`bitcode`] (the object and bitcode readers),
 //! [`target_id`], [`offload_arch`], [`amdgpu`], [`gpu_names`] and [`triple`]
-//! (names of targets and processors, and of the products people type), [`llvm_hash`] and [`string_map`] (LLVM's hash
+//! (names of targets and processors, and of the products people type),
+//! [`llvm_hash`] and `string_map` (LLVM's hash
 //! tables), [`llvm_release`] (what differs between the LLVM releases the
 //! drop-in tools follow) and [`plan`] (outputs described as pieces).
 //!
@@ -51,7 +52,7 @@ pub mod msgpack;
 pub mod offload_arch;
 pub mod offload_binary;
 pub mod plan;
-pub mod string_map;
+pub(crate) mod string_map;
 pub mod target_id;
 pub mod triple;
 pub mod wrapper;

@@ -15,6 +15,9 @@ pub enum StringHash {
     /// `xxh3_64bits` truncated to 32 bits (LLVM 19 and later).
     Xxh3,
     /// Bernstein's hash with seed 0 (`h = h * 33 + byte`), LLVM 14 and 16.
+    /// No tool of ours follows those releases' bundler; the unit tests
+    /// check the table against LLVM 14's orders with it.
+    #[cfg_attr(not(test), allow(dead_code))]
     Djb,
 }
 

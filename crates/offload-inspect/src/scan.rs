@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 mod cuda;
 pub(crate) mod kpack;
+mod pe_records;
 mod records;
 
 /// Finds every code object in `data`. `name` is the file's name, used for

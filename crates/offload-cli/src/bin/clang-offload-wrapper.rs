@@ -8,8 +8,9 @@
 
 use offload_cli::cl::{OptSpec, PositionalSpec, ToolSpec};
 use offload_cli::diag;
+use offload_format::llvm_release::LlvmRelease;
 use offload_format::plan::Plan;
-use offload_format::wrapper::{bitcode, module, text};
+use offload_format::wrapper::{bitcode, module, omp_notes, text};
 use offload_io::{Input, Outputs, error_text};
 use std::process::ExitCode;
 
@@ -25,8 +26,7 @@ const OPTIONS: &[OptSpec] = &[
     OptSpec::flag("S", "Write the module as LLVM assembly text instead of bitcode"),
     OptSpec::flag("h", "Alias for -help").hidden(),
     OptSpec::flag("save-temps", "Save temporary files (the tool makes none)").hidden(),
-    OptSpec::flag("add-omp-offload-notes", "Add LLVMOMPOFFLOAD ELF notes to ELF device images (not supported)")
-        .hidden(),
+    OptSpec::flag("add-omp-offload-notes", "Add LLVMOMPOFFLOAD ELF notes to ELF device images").hidden(),
 ];
 
 const SPEC: ToolSpec = ToolSpec {
@@ -73,17 +73,25 @@ fn main() -> ExitCode {
             Err(e) => return diag::error(&argv0, format!("'{path}': {}", error_text(&e))),
         }
     }
+    // -add-omp-offload-notes: each ELF image gets LLVM 14's notes; others
+    // are wrapped unchanged with LLVM 14's warning.
+    let mut noted: Vec<Option<Vec<u8>>> = vec![None; inputs.len()];
     if opts.flag("add-omp-offload-notes") {
-        for i in inputs.iter().filter(|i| i.path != "-") {
-            diag::warning(
-                &argv0,
-                format!("{}: LLVMOMPOFFLOAD notes are not supported; the image is wrapped unchanged", i.path),
-            );
+        let producer = LlvmRelease::Llvm14.facts().version;
+        for (i, input) in inputs.iter().enumerate() {
+            match omp_notes::add_notes(input.bytes(), producer) {
+                Ok(bytes) => noted[i] = Some(bytes),
+                Err(e @ omp_notes::NotesError::NotElf) => diag::warning(&argv0, format!("{} {e}", input.path)),
+                Err(e) => diag::warning(&argv0, format!("{}: {e}; the image is wrapped unchanged", input.path)),
+            }
         }
     }
 
-    let input =
-        module::WrapperInput { triple, images: inputs.iter().map(Input::bytes).collect(), offload_archs: archs };
+    let input = module::WrapperInput {
+        triple,
+        images: inputs.iter().zip(&noted).map(|(i, n)| n.as_deref().unwrap_or(i.bytes())).collect(),
+        offload_archs: archs,
+    };
     let m = match module::build(&input) {
         Ok(m) => m,
         Err(e) => return diag::error(&argv0, e),

@@ -31,5 +31,6 @@ mod prune_cli;
 mod registration;
 mod replace_cli;
 mod size_diff_cli;
+mod windows_built;
 mod windows_pe;
 mod wrapper_fixtures;

@@ -26,4 +26,5 @@ mod replace_cuda;
 mod replace_live;
 mod replace_openmp;
 mod wrapper_llvm;
+mod wrapper_notes;
 mod wrapper_openmp;

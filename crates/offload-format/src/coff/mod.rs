@@ -16,6 +16,8 @@
 //! Big objects (`/bigobj`), PE images and sections with more than 65534
 //! relocations are refused.
 
+pub mod pe;
+
 use crate::bytes::{u16_le, u32_le};
 use crate::elf::NewSection;
 use crate::plan::Plan;

@@ -19,7 +19,9 @@
 //! The identification block names this writer as the producer.
 
 use super::bitstream::{AbbrevOp, BitWriter, TooLong};
-use super::ir::{CastOp, Const, ConstId, GlobalRef, Inst, Linkage, Module, Type, TypeId, UnnamedAddr, Visibility};
+use super::ir::{
+    CastOp, Const, ConstId, Function, GlobalRef, Inst, Linkage, Module, Type, TypeId, UnnamedAddr, Value, Visibility,
+};
 use crate::plan::Plan;
 use std::borrow::Cow;
 
@@ -77,6 +79,7 @@ const TYPE_STRUCT_ANON: u64 = 18;
 const TYPE_STRUCT_NAME: u64 = 19;
 const TYPE_STRUCT_NAMED: u64 = 20;
 const TYPE_FUNCTION: u64 = 21;
+const TYPE_OPAQUE_POINTER: u64 = 25;
 const CST_SETTYPE: u64 = 1;
 const CST_NULL: u64 = 2;
 const CST_INTEGER: u64 = 4;
@@ -87,8 +90,18 @@ const CST_CE_CAST: u64 = 11;
 const CST_CE_GEP: u64 = 12;
 const CST_CE_INBOUNDS_GEP: u64 = 20;
 const FUNC_DECLAREBLOCKS: u64 = 1;
+const FUNC_INST_BINOP: u64 = 2;
+const FUNC_INST_CAST: u64 = 3;
 const FUNC_INST_RET: u64 = 10;
+const FUNC_INST_BR: u64 = 11;
+const FUNC_INST_SWITCH: u64 = 12;
+const FUNC_INST_PHI: u64 = 16;
+const FUNC_INST_LOAD: u64 = 20;
+const FUNC_INST_CMP2: u64 = 28;
 const FUNC_INST_CALL: u64 = 34;
+const FUNC_INST_GEP: u64 = 43;
+const FUNC_INST_STORE: u64 = 44;
+const VST_ENTRY: u64 = 1;
 const VST_BBENTRY: u64 = 2;
 const VST_FNENTRY: u64 = 3;
 const STRTAB_BLOB: u64 = 1;
@@ -203,9 +216,9 @@ impl<'m, 'a: 'm> Writer<'m, 'a> {
         self.constants()?;
         let mut bodies = Vec::new();
         for (i, f) in self.m.functions.iter().enumerate() {
-            if let Some(body) = &f.body {
+            if f.body.is_some() {
                 let at = self.w.enter_block(FUNCTION_BLOCK, 4);
-                self.function_body(f.ty, body)?;
+                self.function_body(f)?;
                 self.w.end_block();
                 bodies.push((self.m.globals.len() as u64 + i as u64, at / 32));
             }
@@ -235,6 +248,7 @@ impl<'m, 'a: 'm> Writer<'m, 'a> {
             match ty {
                 Type::Void => self.w.record(TYPE_VOID, &[])?,
                 Type::Int(bits) => self.w.record(TYPE_INTEGER, &[u64::from(*bits)])?,
+                Type::OpaquePointer { addrspace } => self.w.record(TYPE_OPAQUE_POINTER, &[u64::from(*addrspace)])?,
                 Type::Pointer { pointee, addrspace } => {
                     self.w.record(TYPE_POINTER, &[self.ty(*pointee)?, u64::from(*addrspace)])?
                 }
@@ -410,40 +424,162 @@ impl<'m, 'a: 'm> Writer<'m, 'a> {
         Ok(())
     }
 
-    fn function_body(&mut self, fty: TypeId, body: &super::ir::Block) -> Result<(), BitcodeError> {
-        let nparams = match self.m.ty(fty) {
+    /// Whether an instruction defines a value (takes a value number).
+    fn defines_value(&self, inst: &Inst) -> Result<bool, BitcodeError> {
+        Ok(match inst {
+            Inst::Named(_, i) => self.defines_value(i)?,
+            Inst::Call { fnty, .. } | Inst::CallValues { fnty, .. } => match self.m.ty(*fnty) {
+                Some(Type::Function { ret, .. }) => !matches!(self.m.ty(*ret), Some(Type::Void)),
+                _ => return Err(bad("call whose type is not a function type")),
+            },
+            Inst::Load { .. }
+            | Inst::Cast { .. }
+            | Inst::BinOp { .. }
+            | Inst::ICmp { .. }
+            | Inst::Gep { .. }
+            | Inst::Phi { .. } => true,
+            Inst::Ret(_) | Inst::Store { .. } | Inst::Br(_) | Inst::CondBr { .. } | Inst::Switch { .. } => false,
+        })
+    }
+
+    fn function_body(&mut self, f: &Function) -> Result<(), BitcodeError> {
+        let nparams = match self.m.ty(f.ty) {
             Some(Type::Function { params, .. }) => params.len() as u64,
             _ => return Err(bad("function whose type is not a function type")),
         };
-        self.w.record(FUNC_DECLAREBLOCKS, &[1])?;
-        // Value number the next instruction result would get; operands are
-        // encoded relative to it.
-        let mut next = self.module_values + nparams;
-        for inst in &body.insts {
-            match inst {
-                Inst::Call { fnty, callee, args } => {
-                    let ret = match self.m.ty(*fnty) {
-                        Some(Type::Function { ret, .. }) => *ret,
-                        _ => return Err(bad("call whose type is not a function type")),
-                    };
-                    let mut ops = vec![0, CALL_EXPLICIT_TYPE, self.ty(*fnty)?, next - self.val(*callee)?];
-                    for &a in args {
-                        ops.push(next - self.val(a)?);
-                    }
-                    self.w.record(FUNC_INST_CALL, &ops)?;
-                    if !matches!(self.m.ty(ret), Some(Type::Void)) {
-                        next += 1;
-                    }
-                }
-                Inst::Ret(None) => self.w.record(FUNC_INST_RET, &[])?,
-                Inst::Ret(Some(v)) => self.w.record(FUNC_INST_RET, &[next - self.val(*v)?])?,
+        let blocks: Vec<&super::ir::Block> = f.body.iter().chain(&f.more_blocks).collect();
+        self.w.record(FUNC_DECLAREBLOCKS, &[blocks.len() as u64])?;
+        let first = self.module_values + nparams;
+        // The value number of each instruction's result, if it has one.
+        let mut results = Vec::new();
+        let mut next = first;
+        for inst in blocks.iter().flat_map(|b| &b.insts) {
+            if self.defines_value(inst)? {
+                results.push(Some(next));
+                next += 1;
+            } else {
+                results.push(None);
             }
         }
-        if !body.name.is_empty() {
+        let value_no = |this: &Self, v: Value| -> Result<u64, BitcodeError> {
+            match v {
+                Value::Const(c) => this.val(c),
+                Value::Arg(n) if u64::from(n) < nparams => Ok(this.module_values + u64::from(n)),
+                Value::Arg(_) => Err(bad("argument the function does not have")),
+                Value::Inst(n) => {
+                    results.get(n as usize).copied().flatten().ok_or(bad("use of an instruction without a result"))
+                }
+            }
+        };
+        let block_no = |b: super::ir::BlockId| -> Result<u64, BitcodeError> {
+            if (b.0 as usize) < blocks.len() {
+                Ok(u64::from(b.0))
+            } else {
+                Err(bad("branch to a block that does not exist"))
+            }
+        };
+        // Value number the next instruction result would get; operands are
+        // encoded relative to it.
+        let mut cur = first;
+        let mut names = Vec::new();
+        for (index, inst) in blocks.iter().flat_map(|b| &b.insts).enumerate() {
+            let rel = |this: &Self, v: Value| -> Result<u64, BitcodeError> {
+                let n = value_no(this, v)?;
+                if n >= cur { Err(bad("forward reference outside a phi")) } else { Ok(cur - n) }
+            };
+            if let (Inst::Named(name, _), Some(Some(n))) = (inst, results.get(index)) {
+                names.push((*n, name.as_str()));
+            }
+            match inst.unnamed() {
+                Inst::Named(..) => {}
+                Inst::Call { fnty, callee, args } => {
+                    let mut ops = vec![0, CALL_EXPLICIT_TYPE, self.ty(*fnty)?, cur - self.val(*callee)?];
+                    for &a in args {
+                        ops.push(cur - self.val(a)?);
+                    }
+                    self.w.record(FUNC_INST_CALL, &ops)?;
+                }
+                Inst::CallValues { fnty, callee, args } => {
+                    let mut ops = vec![0, CALL_EXPLICIT_TYPE, self.ty(*fnty)?, rel(self, Value::Const(*callee))?];
+                    for &a in args {
+                        ops.push(rel(self, a)?);
+                    }
+                    self.w.record(FUNC_INST_CALL, &ops)?;
+                }
+                Inst::Ret(None) => self.w.record(FUNC_INST_RET, &[])?,
+                Inst::Ret(Some(v)) => self.w.record(FUNC_INST_RET, &[cur - self.val(*v)?])?,
+                Inst::Load { ty, ptr, align: a } => {
+                    let ops = [rel(self, *ptr)?, self.ty(*ty)?, align(Some(*a))?, 0];
+                    self.w.record(FUNC_INST_LOAD, &ops)?
+                }
+                Inst::Store { value, ptr, align: a } => {
+                    let ops = [rel(self, *ptr)?, rel(self, *value)?, align(Some(*a))?, 0];
+                    self.w.record(FUNC_INST_STORE, &ops)?
+                }
+                Inst::Cast { op, value, ty } => {
+                    let ops = [rel(self, *value)?, self.ty(*ty)?, cast_code(*op)];
+                    self.w.record(FUNC_INST_CAST, &ops)?
+                }
+                Inst::BinOp { op, lhs, rhs } => {
+                    let ops = [rel(self, *lhs)?, rel(self, *rhs)?, *op as u64];
+                    self.w.record(FUNC_INST_BINOP, &ops)?
+                }
+                Inst::ICmp { pred, lhs, rhs } => {
+                    let ops = [rel(self, *lhs)?, rel(self, *rhs)?, *pred as u64];
+                    self.w.record(FUNC_INST_CMP2, &ops)?
+                }
+                Inst::Gep { inbounds, source, base, indices } => {
+                    let mut ops = vec![u64::from(*inbounds), self.ty(*source)?, rel(self, *base)?];
+                    for &i in indices {
+                        ops.push(rel(self, i)?);
+                    }
+                    self.w.record(FUNC_INST_GEP, &ops)?
+                }
+                Inst::Phi { ty, incoming } => {
+                    let mut ops = vec![self.ty(*ty)?];
+                    for &(v, b) in incoming {
+                        let n = value_no(self, v)?;
+                        ops.push(signed_vbr((cur as i64).wrapping_sub(n as i64)));
+                        ops.push(block_no(b)?);
+                    }
+                    self.w.record(FUNC_INST_PHI, &ops)?
+                }
+                Inst::Br(b) => self.w.record(FUNC_INST_BR, &[block_no(*b)?])?,
+                Inst::CondBr { cond, then, otherwise } => {
+                    let ops = [block_no(*then)?, block_no(*otherwise)?, rel(self, *cond)?];
+                    self.w.record(FUNC_INST_BR, &ops)?
+                }
+                Inst::Switch { ty, value, default, cases } => {
+                    let mut ops = vec![self.ty(*ty)?, rel(self, *value)?, block_no(*default)?];
+                    for &(c, b) in cases {
+                        ops.push(self.val(c)?);
+                        ops.push(block_no(b)?);
+                    }
+                    self.w.record(FUNC_INST_SWITCH, &ops)?
+                }
+            }
+            if results.get(index).copied().flatten().is_some() {
+                cur += 1;
+            }
+        }
+        let named_blocks: Vec<(u64, &str)> = blocks
+            .iter()
+            .enumerate()
+            .filter(|(_, b)| !b.name.is_empty())
+            .map(|(i, b)| (i as u64, b.name.as_str()))
+            .collect();
+        if !named_blocks.is_empty() || !names.is_empty() {
             self.w.enter_block(VALUE_SYMTAB_BLOCK, 4);
-            let mut ops = vec![0];
-            ops.extend(chars(&body.name));
-            self.w.record(VST_BBENTRY, &ops)?;
+            for (n, name) in names {
+                let mut ops = vec![n];
+                ops.extend(chars(name));
+                self.w.record(VST_ENTRY, &ops)?;
+            }
+            for (i, name) in named_blocks {
+                let mut ops = vec![i];
+                ops.extend(chars(name));
+                self.w.record(VST_BBENTRY, &ops)?;
+            }
             self.w.end_block();
         }
         Ok(())

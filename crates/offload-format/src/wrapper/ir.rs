@@ -39,6 +39,12 @@ pub enum Type {
     Void,
     /// `iN`
     Int(u32),
+    /// An opaque pointer `ptr addrspace(N)` (LLVM 15 and later; the
+    /// pointer type of a module with [`Module::opaque_pointers`] set).
+    OpaquePointer {
+        /// The address space (0: default).
+        addrspace: u32,
+    },
     /// Typed pointer `T addrspace(N)*`.
     Pointer {
         /// The type pointed to.
@@ -85,7 +91,7 @@ impl Type {
     /// a function's return type comes before its parameters.
     pub fn subtypes(&self) -> Vec<TypeId> {
         match self {
-            Type::Void | Type::Int(_) => Vec::new(),
+            Type::Void | Type::Int(_) | Type::OpaquePointer { .. } => Vec::new(),
             Type::Pointer { pointee, .. } => vec![*pointee],
             Type::Array { elem, .. } => vec![*elem],
             Type::Function { ret, params, .. } => std::iter::once(*ret).chain(params.iter().copied()).collect(),
@@ -331,7 +337,58 @@ impl GlobalVar {
     }
 }
 
-/// An instruction. Operands are constants (including global addresses).
+/// A value an instruction of [`Inst`]'s value-taking variants uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Value {
+    /// A constant (including global addresses).
+    Const(ConstId),
+    /// The function's N-th argument.
+    Arg(u32),
+    /// The result of the function's N-th instruction, counting every
+    /// instruction of every block in order (phi nodes may refer forward).
+    Inst(u32),
+}
+
+impl From<ConstId> for Value {
+    fn from(c: ConstId) -> Self {
+        Value::Const(c)
+    }
+}
+
+/// A basic block of a function: 0 is [`Function::body`], N is
+/// `more_blocks[N - 1]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BlockId(pub u32);
+
+/// Integer binary operators (LLVM's bitcode numbering).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BinOp {
+    /// `add`
+    Add = 0,
+    /// `shl`
+    Shl = 7,
+    /// `lshr`
+    LShr = 8,
+    /// `and`
+    And = 10,
+    /// `or`
+    Or = 11,
+}
+
+/// Integer and pointer comparison predicates (LLVM's numbering).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum IntPredicate {
+    /// `eq`
+    Eq = 32,
+    /// `ne`
+    Ne = 33,
+}
+
+/// An instruction. The first two variants take constants only (what an
+/// LLVM 14 wrapper module needs); the others take any [`Value`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Inst {
@@ -346,6 +403,112 @@ pub enum Inst {
     },
     /// `ret void` or `ret <value>`.
     Ret(Option<ConstId>),
+    /// The instruction with a name (`%name = ...`).
+    Named(String, Box<Inst>),
+    /// `call <fnty> <callee>(<args>)` with any values as arguments.
+    CallValues {
+        /// The callee's function type.
+        fnty: TypeId,
+        /// The function called.
+        callee: ConstId,
+        /// The arguments.
+        args: Vec<Value>,
+    },
+    /// `load <ty>, ptr <ptr>, align <align>`
+    Load {
+        /// The type loaded.
+        ty: TypeId,
+        /// The address.
+        ptr: Value,
+        /// Alignment in bytes (a power of two).
+        align: u64,
+    },
+    /// `store <value>, ptr <ptr>, align <align>`
+    Store {
+        /// The value stored.
+        value: Value,
+        /// The address.
+        ptr: Value,
+        /// Alignment in bytes (a power of two).
+        align: u64,
+    },
+    /// `<op> <value> to <ty>`
+    Cast {
+        /// The operator.
+        op: CastOp,
+        /// The value cast.
+        value: Value,
+        /// The type cast to.
+        ty: TypeId,
+    },
+    /// `<op> <lhs>, <rhs>` on integers.
+    BinOp {
+        /// The operator.
+        op: BinOp,
+        /// Left operand.
+        lhs: Value,
+        /// Right operand.
+        rhs: Value,
+    },
+    /// `icmp <pred> <lhs>, <rhs>`
+    ICmp {
+        /// The predicate.
+        pred: IntPredicate,
+        /// Left operand.
+        lhs: Value,
+        /// Right operand.
+        rhs: Value,
+    },
+    /// `getelementptr [inbounds] <source>, <base>, <indices...>`
+    Gep {
+        /// `inbounds`
+        inbounds: bool,
+        /// The type the indices step through.
+        source: TypeId,
+        /// The base pointer.
+        base: Value,
+        /// The indices.
+        indices: Vec<Value>,
+    },
+    /// `phi <ty> [value, block]...`
+    Phi {
+        /// The type of the values.
+        ty: TypeId,
+        /// Incoming values and the blocks they come from.
+        incoming: Vec<(Value, BlockId)>,
+    },
+    /// `br label <target>`
+    Br(BlockId),
+    /// `br i1 <cond>, label <then>, label <else>`
+    CondBr {
+        /// The condition.
+        cond: Value,
+        /// Where to go when true.
+        then: BlockId,
+        /// Where to go when false.
+        otherwise: BlockId,
+    },
+    /// `switch <ty> <value>, label <default> [ <case>, label <block> ... ]`
+    Switch {
+        /// The integer type of the value and the cases.
+        ty: TypeId,
+        /// The value switched on.
+        value: Value,
+        /// Where to go for other values.
+        default: BlockId,
+        /// Integer constants and their blocks.
+        cases: Vec<(ConstId, BlockId)>,
+    },
+}
+
+impl Inst {
+    /// The instruction without its name.
+    pub fn unnamed(&self) -> &Inst {
+        match self {
+            Inst::Named(_, i) => i.unnamed(),
+            i => i,
+        }
+    }
 }
 
 /// A basic block; an empty name leaves it unnamed.
@@ -377,8 +540,10 @@ pub struct Function {
     pub align: Option<u64>,
     /// Explicit `dso_local`.
     pub dso_local: bool,
-    /// The one basic block; `None` for a declaration.
+    /// The (first) basic block; `None` for a declaration.
     pub body: Option<Block>,
+    /// The blocks after the first, in order.
+    pub more_blocks: Vec<Block>,
 }
 
 impl Function {
@@ -394,6 +559,7 @@ impl Function {
             align: None,
             dso_local: false,
             body: None,
+            more_blocks: Vec::new(),
         }
     }
 }
@@ -419,6 +585,9 @@ pub struct Module<'a> {
     pub triple: String,
     /// Empty: no `target datalayout` record.
     pub datalayout: String,
+    /// Pointer types are opaque (`ptr`): [`Module::ptr_type_in`] gives
+    /// [`Type::OpaquePointer`] whatever the pointee. LLVM 15 and later.
+    pub opaque_pointers: bool,
     pub(crate) types: Vec<Type>,
     type_ids: HashMap<Type, TypeId>,
     named_struct_suffix: u32,
@@ -500,6 +669,9 @@ impl<'a> Module<'a> {
     }
     /// A pointer to `pointee` in `addrspace`.
     pub fn ptr_type_in(&mut self, pointee: TypeId, addrspace: u32) -> TypeId {
+        if self.opaque_pointers {
+            return self.intern(Type::OpaquePointer { addrspace });
+        }
         self.intern(Type::Pointer { pointee, addrspace })
     }
     /// `[len x elem]`
@@ -622,6 +794,7 @@ impl<'a> Module<'a> {
         let base_ty = self.const_type(base).ok_or(IrError::BadId)?;
         let addrspace = match self.ty(base_ty) {
             Some(Type::Pointer { pointee, addrspace }) if *pointee == source => *addrspace,
+            Some(Type::OpaquePointer { addrspace }) => *addrspace,
             Some(Type::Pointer { .. }) => return Err(IrError::BadGep("base does not point to the source type")),
             _ => return Err(IrError::BadGep("base is not a pointer")),
         };

@@ -124,13 +124,18 @@ pub enum Via {
     Runpath,
     /// `ld.so.cache`.
     Cache,
-    /// A system folder.
+    /// A system folder (on Windows: System32, an API set or a KnownDLL).
     System,
+    /// Windows: the application folder (`check::windows`).
+    AppFolder,
+    /// Windows: a folder given in place of `PATH` (`check::windows`).
+    PathFolder,
 }
 
 impl Via {
     /// The name used in reports: `given`, `path`, `rpath`,
-    /// `ld_library_path`, `runpath`, `ld.so.cache`, `system`.
+    /// `ld_library_path`, `runpath`, `ld.so.cache`, `system`, `app_folder`,
+    /// `PATH`.
     pub fn name(self) -> &'static str {
         match self {
             Via::Given => "given",
@@ -140,6 +145,8 @@ impl Via {
             Via::Runpath => "runpath",
             Via::Cache => "ld.so.cache",
             Via::System => "system",
+            Via::AppFolder => "app_folder",
+            Via::PathFolder => "PATH",
         }
     }
 }

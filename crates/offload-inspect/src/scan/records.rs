@@ -23,6 +23,9 @@ impl Scanner<'_> {
     }
 
     fn hip_registration(&mut self, data: &[u8], object_at: u64, loc: &Location) {
+        if offload_format::coff::pe::is_pe(data) {
+            return self.pe_hip_registration(data, object_at, loc);
+        }
         let segment = loc.with(Step::Section(".hipFatBinSegment".into()));
         let map = match FileMap::read(data) {
             Ok(map) => map,

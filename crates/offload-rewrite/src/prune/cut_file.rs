@@ -17,6 +17,8 @@ pub enum FileCut {
     Object(ObjectCut),
     /// A static archive.
     Archive(ArchiveCut),
+    /// A PE image (`super::pe`).
+    Pe(super::pe::PeCut),
 }
 
 /// Whether `data` is a relocatable ELF object (`ET_REL`).
@@ -31,6 +33,7 @@ pub fn plan_file_cut(data: &[u8], input: &Input, pruned: &Pruned) -> Result<Opti
         Input::Hip(map) if map.relocatable => Ok(Some(FileCut::Object(plan_object_cut(data, 0, &pruned.units)?))),
         Input::Cuda if is_relocatable(data) => Ok(Some(FileCut::Object(plan_object_cut(data, 0, &pruned.units)?))),
         Input::Archive { .. } => Ok(Some(FileCut::Archive(plan_archive_cut(data, pruned)?))),
+        Input::Pe(pe) => Ok(Some(FileCut::Pe(super::pe::plan_pe_cut(data, pe, pruned)?))),
         _ => Ok(None),
     }
 }
@@ -41,6 +44,7 @@ impl FileCut {
         match self {
             FileCut::Object(cut) => cut.output_plan(data, 0, &pruned.units),
             FileCut::Archive(cut) => cut.output_plan(data, pruned),
+            FileCut::Pe(cut) => cut.output_plan(data, pruned),
         }
     }
 
@@ -49,6 +53,7 @@ impl FileCut {
         match self {
             FileCut::Object(cut) => cut.unit_offset(k),
             FileCut::Archive(cut) => cut.unit_offset(k),
+            FileCut::Pe(cut) => cut.unit_offsets.get(k).copied(),
         }
     }
 
@@ -57,6 +62,7 @@ impl FileCut {
         match self {
             FileCut::Object(cut) => verify_object_cut(output, 0, input, 0, &pruned.units, cut),
             FileCut::Archive(cut) => verify_archive_cut(output, input, pruned, cut),
+            FileCut::Pe(cut) => cut.verify(output, input, pruned),
         }
     }
 }

@@ -45,13 +45,24 @@ pub enum Input {
     Bundle,
     /// A fat object (`-type=o`).
     FatObject,
+    /// A PE image (Windows DLL or executable) with CUDA or HIP fat
+    /// binary sections ([`super::pe`]).
+    Pe(PeInput),
+}
+
+/// What zero mode needs to know of a PE input.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeInput {
+    /// File offset of the optional header's checksum field, when the
+    /// input's checksum is set (and so is recomputed).
+    pub checksum: Option<usize>,
 }
 
 impl Input {
     /// Whether the output has the input's size, every byte outside the
-    /// rewritten units unchanged.
+    /// rewritten units unchanged (in a PE image, but its checksum).
     pub fn in_place(&self) -> bool {
-        matches!(self, Input::Hip(_) | Input::Cuda | Input::Archive { .. })
+        matches!(self, Input::Hip(_) | Input::Cuda | Input::Archive { .. } | Input::Pe(_))
     }
 
     /// A short name for reports.
@@ -63,6 +74,7 @@ impl Input {
             Input::Archive { .. } => "static archive",
             Input::Bundle => "offload bundle file",
             Input::FatObject => "fat object",
+            Input::Pe(_) => "PE image",
         }
     }
 }
@@ -103,6 +115,9 @@ pub fn plan_file<'a>(data: &'a [u8], rules: &Rules) -> Result<(Input, Pruned<'a>
     if binary::has_magic(data) || data.starts_with(compressed::MAGIC) {
         let units = layout::fatbin::walk(data, 0)?;
         return Ok((Input::Bundle, pruned(plan_units(data, &units, rules, false)?)));
+    }
+    if offload_format::coff::pe::is_pe(data) {
+        return super::pe::plan_pe(data, rules);
     }
     let file = ElfFile::parse(data).map_err(|e| {
         if data.starts_with(b"\x7fELF") {

@@ -22,6 +22,7 @@ pub mod cut_file;
 pub mod cut_object;
 pub mod files;
 pub mod openmp;
+pub mod pe;
 mod rebuild;
 
 pub use check::verify;

@@ -17,8 +17,11 @@ use offload_io::{Input, Outputs, error_text};
 use std::io::Write;
 use std::process::ExitCode;
 
-const TYPE_HELP: &str = "Type of the files to be bundled or unbundled.
-Supported types:
+// The option texts are LLVM's, word for word (LLVM 19 and 22 print the
+// same help; its own regression test checks it, docs/llvm-tests.md). Our
+// extensions are hidden: `--help-hidden` lists them.
+const TYPE_HELP: &str = "Type of the files to be bundled/unbundled.
+Current supported types are:
   i    - cpp-output
   ii   - c++-cpp-output
   cui  - cuda-cpp-output
@@ -33,48 +36,53 @@ Supported types:
   ast  - clang AST file";
 
 const OPTIONS: &[OptSpec] = &[
-    OptSpec::flag("###", "Accepted for compatibility; no external command is ever run, so there is nothing to print."),
     OptSpec::flag(
-        "allow-missing-bundles",
-        "Create empty outputs for requested bundles that are missing when unbundling.",
+        "###",
+        "Print any external commands that are to be executed instead of actually executing them - for testing purposes.",
     ),
-    OptSpec::value("bundle-align", "", "Alignment of each payload in binary bundles (default 1)").kind(ValueKind::Uint),
-    OptSpec::flag("check-input-archive", "Check that the archive's target IDs obey the target-ID rules."),
-    OptSpec::flag("compress", "Compress the bundled output."),
-    OptSpec::value("compression-level", "n", "Compression level (integer)").kind(ValueKind::Int),
-    OptSpec::value("compression-method", "zstd|zlib", "Compression method (default zstd, as LLVM 19 writes)"),
+    OptSpec::flag("allow-missing-bundles", "Create empty files if bundles are missing when unbundling."),
+    OptSpec::value("bundle-align", "", "Alignment of bundle for binary files").kind(ValueKind::Uint),
+    OptSpec::flag("check-input-archive", "Check if input heterogeneous archive is valid in terms of TargetID rules."),
+    OptSpec::flag("compress", "Compress output file when bundling."),
+    OptSpec::value("compression-level", "n", "Specify the compression level (integer)").kind(ValueKind::Int),
+    OptSpec::value("compression-method", "zstd|zlib", "Compression method (default zstd, as LLVM 19 writes)").hidden(),
     OptSpec::value(
         "compression-threads",
         "n",
         "zstd worker threads for -compress (default 0: single-threaded, byte-identical to LLVM 19)",
     )
-    .kind(ValueKind::Uint),
-    OptSpec::flag("hip-openmp-compatible", "Let hip and hipv4 code objects satisfy openmp targets, and the reverse."),
-    OptSpec::value("input", "string", "Input file; repeat for several input files.").list(),
+    .kind(ValueKind::Uint)
+    .hidden(),
+    OptSpec::flag(
+        "hip-openmp-compatible",
+        "Treat hip and hipv4 offload kinds as compatible with openmp kind, and vice versa.",
+    ),
+    OptSpec::value("input", "string", "Input file. Can be specified multiple times for multiple input files.").list(),
     OptSpec::value("inputs", "string", "[<input file>,...] (deprecated)").comma(),
-    OptSpec::flag("list", "List the bundle IDs in the input."),
-    OptSpec::value("output", "string", "Output file; repeat for several output files.").list(),
+    OptSpec::flag("list", "List bundle IDs in the bundled file."),
+    OptSpec::value("output", "string", "Output file. Can be specified multiple times for multiple output files.")
+        .list(),
     OptSpec::value("outputs", "string", "[<output file>,...] (deprecated)").comma(),
     OptSpec::value("targets", "string", "[<offload kind>-<target triple>,...]").comma(),
     OptSpec::value("type", "string", TYPE_HELP).required(),
-    OptSpec::flag("unbundle", "Unbundle the input into one output per target."),
-    OptSpec::flag("verbose", "Print compression statistics."),
+    OptSpec::flag("unbundle", "Unbundle bundled file into several output files."),
+    OptSpec::flag("verbose", "Print debug information."),
 ];
 
-/// The tool as `release`'s: its overview and `--version` name the release.
+/// The tool as `release`'s: its `--version` names the release.
 fn spec(release: LlvmRelease) -> ToolSpec {
     let version = release
         .compatible_version_line(Tool::Bundler, env!("CARGO_PKG_VERSION"))
         .unwrap_or_else(|| format!("offload-binutils clang-offload-bundler version {}", env!("CARGO_PKG_VERSION")));
-    let overview = format!(
-        "Bundles input files of type <type> that come from the same source but target \n\
-         different devices into one file, or with -unbundle splits such a file again. \n\
-         offload-binutils' drop-in replacement for {release}'s tool."
-    );
+    // LLVM's overview, word for word (its lines end in a space).
+    let overview = "A tool to bundle several input files of the specified type <type> \n\
+                    referring to the same source file but different targets into a single \n\
+                    one. The resulting file can also be unbundled into different files by \n\
+                    this tool if -unbundle is provided.";
     ToolSpec {
         name: "clang-offload-bundler",
         // Built once per run; the parser keeps &'static texts.
-        overview: Box::leak(overview.into_boxed_str()),
+        overview,
         category: "clang-offload-bundler options",
         options: OPTIONS,
         positional: None,
@@ -201,6 +209,21 @@ fn run(
         let opened = inputs.iter().map(|p| open(p)).collect::<Result<Vec<_>, _>>()?;
         let file_type = bundler::file_type(&request.file_type).map_err(|e| e.to_string())?;
         let bytes: Vec<&[u8]> = opened.iter().map(Input::bytes).collect();
+        if opts.flag("###") && bundler::writes_object(file_type, &targets, &bytes).map_err(|e| e.to_string())? {
+            // LLVM bundles objects by running llvm-objcopy; under -### it
+            // prints that command and leaves the output empty. We print
+            // the same and run nothing.
+            let paths: Vec<&str> = inputs.iter().map(String::as_str).collect();
+            let args = bundler::objcopy_arguments(&targets, &paths, &empty_temp_name(), &outputs[0]);
+            let mut line = quoted(&find_objcopy());
+            for a in &args {
+                line.push(' ');
+                line.push_str(&quoted(a));
+            }
+            eprintln!("{line}");
+            staged.stage(&outputs[0], &offload_format::plan::Plan::new(), &[]).map_err(|e| e.to_string())?;
+            return staged.commit().map_err(|e| e.to_string());
+        }
         let align = opts.uint("bundle-align").unwrap_or(1);
         let mut plan = bundler::bundle(file_type, &targets, &bytes, align).map_err(|e| e.to_string())?;
         if compress_output && !bundler::writes_object(file_type, &targets, &bytes).map_err(|e| e.to_string())? {
@@ -211,4 +234,45 @@ fn run(
         staged.stage(&outputs[0], &plan, &refs).map_err(|e| e.to_string())?;
         staged.commit().map_err(|e| e.to_string())
     }
+}
+
+/// `llvm-objcopy` as LLVM's bundler finds it: beside the running binary,
+/// then on PATH; the bare name when neither has it (LLVM stops there with
+/// an error; we print the command anyway, since nothing runs it).
+fn find_objcopy() -> String {
+    let beside = std::env::current_exe().ok().and_then(|p| p.parent().map(|d| d.join("llvm-objcopy")));
+    let on_path = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).map(|d| d.join("llvm-objcopy")).collect::<Vec<_>>())
+        .unwrap_or_default();
+    beside
+        .into_iter()
+        .chain(on_path)
+        .find(|p| p.is_file())
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "llvm-objcopy".to_string())
+}
+
+/// A name like the temporary file LLVM makes for the host's empty section
+/// (`clang-offload-bundler-XXXXXX.tmp` in the temporary folder); under
+/// `-###` it is only printed, so no file is made.
+fn empty_temp_name() -> String {
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let tag = (nanos ^ std::process::id().rotate_left(12)) & 0xff_ffff;
+    std::env::temp_dir().join(format!("clang-offload-bundler-{tag:06x}.tmp")).to_string_lossy().into_owned()
+}
+
+/// An argument in double quotes, `"`, `\` and `$` escaped, as LLVM prints
+/// the commands it would run.
+fn quoted(arg: &str) -> String {
+    let mut out = String::with_capacity(arg.len() + 2);
+    out.push('"');
+    for c in arg.chars() {
+        if matches!(c, '"' | '\\' | '$') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+    out
 }

@@ -216,6 +216,8 @@ fn bases() -> Vec<Base> {
         b("CUDA fat binary (LZ4)", "cuda/kern_lz4.fatbin", vec![]),
         b("CUDA concatenated entry", "cuda/concat.fatbin", vec![Mode::InspectSelectCuda]),
         b("CUDA object", "cuda/obj_sm80.o", vec![]),
+        b("PE DLL (CUDA, lld-link)", "pe/cuda_kernels.dll", vec![Mode::InspectSelectCuda]),
+        b("PE EXE (delay-load imports)", "pe/app.exe", vec![]),
     ]
     .into_iter()
     .chain(package_bases())
@@ -628,7 +630,58 @@ fn crafted() -> Vec<(&'static str, String, Vec<u8>, Vec<Mode>)> {
     let archive_modes = vec![Mode::Unbundle("a", &[HOST, G906]), Mode::UnbundleArchiveChecked(&[G906])];
     v.push(("device archive", "fat COFF member whose host has 2 GiB of uninitialized data".into(), ar, archive_modes));
     cuda_lies(&mut v);
+    pe_lies(&mut v);
     v
+}
+
+/// PE images whose headers and tables lie (docs/formats/pe.md): the HIP
+/// DLL built here, damaged where the PE reader, `prune` and `check` look.
+fn pe_lies(v: &mut Vec<(&'static str, String, Vec<u8>, Vec<Mode>)>) {
+    use offload_format::coff::pe::{DIR_BASERELOC, DIR_IMPORT, PeImage};
+    let dll = fixture("pe/hip_kernels.dll");
+    let image = PeImage::parse(&dll).unwrap();
+    let put32 = |d: &mut [u8], at: usize, val: u32| d[at..at + 4].copy_from_slice(&val.to_le_bytes());
+    let modes = || vec![Mode::InspectList, Mode::InspectVerify, Mode::Prune("zero"), Mode::Prune("cut")];
+    let fat = *image.section(b".hip_fat").unwrap();
+    let relocs = image.rva_to_offset(image.directory(DIR_BASERELOC).unwrap().rva).unwrap();
+    let imports = image.rva_to_offset(image.directory(DIR_IMPORT).unwrap().rva).unwrap();
+    let mut lies: Vec<(&str, usize, u32)> = vec![
+        ("e_lfanew past the end", 0x3c, u32::MAX),
+        (".hip_fat raw data past the end", fat.header_offset + 20, u32::MAX - 0x1000),
+        (".hip_fat raw size 2 GiB", fat.header_offset + 16, 0x8000_0000),
+        (".hip_fat virtual size 0", fat.header_offset + 8, 0),
+        ("relocation block size 9", relocs + 4, 9),
+        ("relocation block size 4", relocs + 4, 4),
+        ("relocation block size 2^31", relocs + 4, 1 << 31),
+        ("import name RVA outside", imports + 12, 0x7fff_0000),
+        ("import table RVA outside", image.directories_offset + 8 * DIR_IMPORT, 0x7fff_0000),
+        ("file alignment 3", image.optional_offset + 36, 3),
+        ("file alignment 0", image.optional_offset + 36, 0),
+    ];
+    let count_at = image.optional_offset - 20 + 2;
+    lies.push(("65535 sections", count_at, 0xffff));
+    for (what, at, val) in lies {
+        let mut d = dll.clone();
+        put32(&mut d, at, val);
+        v.push(("PE DLL (HIP)", what.into(), d, modes()));
+    }
+    // The registration record points inside the bundle, or at nothing.
+    let record = image.records(b".hipFatB", 0x4849_5046).unwrap()[0];
+    for (what, delta) in [("record address inside the bundle", 16i64), ("record address before the image", -(1 << 40))]
+    {
+        let mut d = dll.clone();
+        put64(&mut d, record.offset + 8, record.address.wrapping_add_signed(delta));
+        v.push(("PE DLL (HIP)", what.into(), d, modes()));
+    }
+    // Import descriptors repeated to the end of the file.
+    let mut d = dll.clone();
+    let first = d[imports..imports + 20].to_vec();
+    let mut at = imports;
+    while at + 20 <= d.len() {
+        d[at..at + 20].copy_from_slice(&first);
+        at += 20;
+    }
+    v.push(("PE DLL (HIP)", "import descriptors repeated to the end".into(), d, modes()));
 }
 
 /// A version 2 OffloadBinary whose `n` entries all have `image` as their

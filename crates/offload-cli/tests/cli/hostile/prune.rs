@@ -37,6 +37,10 @@ pub fn bases() -> Vec<(&'static str, Vec<u8>)> {
     ]
     .into_iter()
     .map(|(name, file)| (name, fs::read(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"))))
+    .chain(std::iter::once((
+        "prune: hip_kernels.dll",
+        fs::read(crate::common::fixtures().join("pe/hip_kernels.dll")).unwrap(),
+    )))
     .collect()
 }
 
@@ -127,6 +131,9 @@ fn check_cut_success(work: &Path) -> Result<(), String> {
 fn check_success(work: &Path) -> Result<(), String> {
     let input = fs::read(work.join("in")).map_err(|e| e.to_string())?;
     let output = fs::read(work.join("out")).map_err(|e| format!("no output: {e}"))?;
+    if offload_format::coff::pe::is_pe(&input) {
+        return check_pe_success(work, &input, &output);
+    }
     let map = FileMap::read(&input).map_err(|e| format!("pruned an input with no map: {e}"))?;
     let rules = prune::Rules { keep: vec![prune::parse_target(KEEP).unwrap()], ..Default::default() };
     let pruned = prune::plan(&input, &map, &rules).map_err(|e| format!("pruned an input the library refuses: {e}"))?;
@@ -151,6 +158,27 @@ fn check_success(work: &Path) -> Result<(), String> {
             return Err(format!("the fat binary at {at:#x} does not hold exactly the kept entries"));
         }
     }
+    let verify = Command::new(OFFLOAD).args(["verify", "out"]).current_dir(work).output().map_err(|e| e.to_string())?;
+    if !verify.status.success() {
+        return Err(format!("offload verify fails the output: {}", String::from_utf8_lossy(&verify.stdout)));
+    }
+    Ok(())
+}
+
+/// The checks of a zero-mode run on a PE image that exited 0: the output
+/// is the library's plan (checksum fixed) and passes its check and
+/// `offload verify`.
+fn check_pe_success(work: &Path, input: &[u8], output: &[u8]) -> Result<(), String> {
+    use offload_rewrite::prune::{files, pe};
+    let rules = prune::Rules { keep: vec![prune::parse_target(KEEP).unwrap()], ..Default::default() };
+    let (kind, pruned) =
+        files::plan_file(input, &rules).map_err(|e| format!("pruned an input the library refuses: {e}"))?;
+    let files::Input::Pe(pe_input) = &kind else { return Err(format!("a PE image read as a {}", kind.name())) };
+    if output != pe::output_plan(input, pe_input, &pruned).to_vec() {
+        return Err("the output is not the planned one".into());
+    }
+    files::verify_file(output, input, &kind, &pruned)
+        .map_err(|e| format!("the output fails the library's check: {e}"))?;
     let verify = Command::new(OFFLOAD).args(["verify", "out"]).current_dir(work).output().map_err(|e| e.to_string())?;
     if !verify.status.success() {
         return Err(format!("offload verify fails the output: {}", String::from_utf8_lossy(&verify.stdout)));

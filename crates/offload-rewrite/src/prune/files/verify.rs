@@ -67,6 +67,9 @@ pub fn verify_file(output: &[u8], input: &[u8], kind: &Input, pruned: &Pruned) -
     if let Input::Hip(map) = kind {
         return crate::prune::verify(output, input, map, pruned);
     }
+    if let Input::Pe(pe) = kind {
+        return crate::prune::pe::verify_zero(output, input, pe, pruned);
+    }
     if kind.in_place() && output.len() != input.len() {
         return Err(fail(format!("it is {} bytes, the input {}", output.len(), input.len())));
     }

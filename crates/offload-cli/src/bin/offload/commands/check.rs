@@ -1,6 +1,7 @@
 //! `offload check`: whether each GPU loads code from every fat binary of
 //! the programs, libraries, folders and packages given, and from the
-//! libraries programs need (found as the dynamic loader finds them). The
+//! libraries programs need (found as the dynamic loader finds them, or for
+//! PE images as the Windows loader does: docs/guide/windows.md). The
 //! rules live in `offload_host::check`; this file walks the inputs and
 //! prints.
 
@@ -8,7 +9,8 @@ use crate::cli::{Context, GPU_HELP, parse_gpu};
 use crate::inputs;
 use crate::output::{self, Colors, Paint};
 use clap::Args;
-use offload_host::check::deps::{self, Search};
+use offload_host::check::deps::{self, Closure, Search, Via};
+use offload_host::check::windows::{self, WinSearch};
 use offload_host::check::{FileCheck, Role, Summary, dynamic, judge};
 use offload_host::gpus::{self, Environment, Probe};
 use offload_inspect::Options;
@@ -211,9 +213,10 @@ impl Findings {
         }
     }
 
-    /// A program or library and, unless `no_deps`, what it loads.
-    fn program(&mut self, argv0: &str, path: &str, gpus: &[Gpu], search: &Search, json: bool) {
-        let closure = match deps::closure(Path::new(path), search) {
+    /// A program or library and, unless `no_deps`, what it loads
+    /// (`closure`: as the loader would find it).
+    fn program(&mut self, argv0: &str, path: &str, gpus: &[Gpu], closure: Result<Closure, String>, json: bool) {
+        let closure = match closure {
             Ok(c) => c,
             Err(e) => {
                 // Not followable (a malformed dynamic section): checked as a file.
@@ -232,6 +235,11 @@ impl Findings {
                     needed_by: needed_by.clone(),
                 });
             }
+            // Windows system DLLs are assumed, not read (their path is a
+            // placeholder).
+            if object.via == Via::System && !object.path.exists() {
+                continue;
+            }
             // A library two programs load is checked once.
             let real = std::fs::canonicalize(&object.path).unwrap_or_else(|_| object.path.clone());
             if !self.seen.insert(real) && i > 0 {
@@ -246,6 +254,59 @@ impl Findings {
             eprintln!("{argv0}: warning: '{}': passed over: {message}", file.display());
         }
     }
+}
+
+impl Findings {
+    /// The imports of every PE image below the folder `dir` (already
+    /// scanned as a folder), each image's own folder being its application
+    /// folder: missing DLLs are reported, DLLs found outside the folder
+    /// (through `--path`) are checked too.
+    fn windows_folder(&mut self, argv0: &str, dir: &str, gpus: &[Gpu], search: &WinSearch, json: bool) {
+        let root = std::fs::canonicalize(dir).unwrap_or_else(|_| PathBuf::from(dir));
+        for image in windows::pe_files(Path::new(dir)) {
+            let closure = match windows::closure(&image, search) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("{argv0}: warning: '{}': imports not followed: {e}", image.display());
+                    continue;
+                }
+            };
+            let names = |i: usize| closure.chain(i).into_iter().map(str::to_string).collect::<Vec<_>>();
+            for object in closure.objects.iter().skip(1) {
+                let Some(loader) = object.loader else { continue };
+                let via = object.via.name();
+                let path = object.path.to_string_lossy().into_owned();
+                // Images of one folder import each other: each DLL is
+                // listed once, as first found.
+                if self.libraries.iter().any(|l| l.name.eq_ignore_ascii_case(&object.name) && l.path == path) {
+                    continue;
+                }
+                let record = LibraryRecord { name: object.name.clone(), path, via, needed_by: names(loader) };
+                self.libraries.push(record);
+                let real = std::fs::canonicalize(&object.path).unwrap_or_else(|_| object.path.clone());
+                if object.via == Via::System || real.starts_with(&root) || !self.seen.insert(real) {
+                    continue;
+                }
+                self.scan(argv0, &object.path.to_string_lossy(), gpus, Some((names(loader), via)), json);
+            }
+            for m in &closure.missing {
+                if !self.missing.iter().any(|r| r.name.eq_ignore_ascii_case(&m.name)) {
+                    self.missing.push(MissingRecord { name: m.name.clone(), needed_by: names(m.needed_by) });
+                }
+            }
+            for (file, message) in &closure.problems {
+                eprintln!("{argv0}: warning: '{}': passed over: {message}", file.display());
+            }
+        }
+    }
+}
+
+/// Whether `path` is a PE image (a Windows program or DLL).
+fn is_pe_program(path: &str) -> bool {
+    if path == "-" || Path::new(path).is_dir() {
+        return false;
+    }
+    offload_io::Input::open_regular(path).is_ok_and(|input| windows::is_pe(input.bytes()))
 }
 
 /// Whether `path` is a program or shared library for a CPU (whose
@@ -281,6 +342,9 @@ pub struct CheckArgs {
     /// Machine-readable output (schema in docs/reference/json.md)
     #[arg(long)]
     pub json: bool,
+    /// Windows (PE) programs and DLLs: a folder searched for the DLLs they import after the application folder, standing in for PATH (repeatable)
+    #[arg(long = "path", value_name = "DIR")]
+    pub windows_path: Vec<std::path::PathBuf>,
     /// Programs, libraries, code objects, packages or folders
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<String>,
@@ -300,11 +364,19 @@ fn run(argv0: &str, args: &CheckArgs, colors: Colors) -> u8 {
     let ld_library_path = std::env::var("LD_LIBRARY_PATH").ok();
     let search = Search::system(args.root.clone(), ld_library_path.as_deref());
     let mut f = Findings { summary: Summary::new(gpus.len()), ..Default::default() };
+    let win = WinSearch { path: args.windows_path.clone() };
     for path in &args.paths {
-        if !args.no_deps && is_program(path) {
-            f.program(argv0, path, &gpus, &search, args.json);
+        if !args.no_deps && is_pe_program(path) {
+            let closure = windows::closure(Path::new(path), &win).map_err(|e| e.to_string());
+            f.program(argv0, path, &gpus, closure, args.json);
+        } else if !args.no_deps && is_program(path) {
+            let closure = deps::closure(Path::new(path), &search).map_err(|e| e.to_string());
+            f.program(argv0, path, &gpus, closure, args.json);
         } else {
             f.scan(argv0, path, &gpus, None, args.json);
+            if !args.no_deps && Path::new(path).is_dir() {
+                f.windows_folder(argv0, path, &gpus, &win, args.json);
+            }
         }
     }
     let failing = f.summary.failing.iter().any(|&(files, _)| files > 0);

@@ -310,7 +310,11 @@ fn run(argv0: &str, args: &PruneArgs) -> u8 {
     let plan = match (&cut, &file_cut) {
         (Some((_, c)), _) => c.output_plan(data, &pruned),
         (None, Some(c)) => c.output_plan(data, &pruned),
-        (None, None) => pruned.output_plan(data),
+        // A PE image's checksum is recomputed when it had one.
+        (None, None) => match &kind {
+            Input::Pe(pe) => prune::pe::output_plan(data, pe, &pruned),
+            _ => pruned.output_plan(data),
+        },
     };
     let written = Written {
         cut: cut.as_ref().map(|(_, c)| c),
