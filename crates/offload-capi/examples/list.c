@@ -3,8 +3,13 @@
  *   ID <tab> TARGET-ID <tab> SIZE <tab> OFFSET <tab> LOCATION
  *
  * TARGET-ID is "-" when there is none; OFFSET is hexadecimal, or "-" when
- * the code object exists only compressed. Exit status: 0 when the file was
- * scanned (even with no code objects), 1 on an error.
+ * the code object exists only compressed. A package (wheel, .deb, conda,
+ * tarball) lists the code objects of its members, as `offload list` does:
+ * LOCATION starts with `member PATH`. Problems (a damaged member, a
+ * truncated bundle) are printed to standard error, as `offload list`
+ * prints them. Exit status: 0 when the file was scanned without errors
+ * (even with no code objects), 1 when it could not be read or an error
+ * was found.
  *
  * Build (from the repository root):
  *   cargo build --release -p offload-capi
@@ -42,6 +47,20 @@ int main(int argc, char **argv) {
       printf("-");
     printf("\t%s\n", co.location);
   }
+  int status = 0;
+  size_t problems = offload_inventory_diagnostic_count(inv);
+  for (size_t i = 0; i < problems; i++) {
+    offload_diagnostic d;
+    if (offload_inventory_diagnostic(inv, i, &d) != OFFLOAD_OK) {
+      fprintf(stderr, "%s: error: %s\n", argv[0], offload_last_error());
+      status = 1;
+      break;
+    }
+    fprintf(stderr, "%s: %s: %s: %s: %s\n", argv[0], d.is_error ? "error" : "warning", argv[1], d.location,
+            d.message);
+    if (d.is_error)
+      status = 1;
+  }
   offload_inventory_free(inv);
-  return 0;
+  return status;
 }

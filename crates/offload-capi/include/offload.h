@@ -141,6 +141,13 @@ const char *offload_last_error(void);
 // lives: it must not be modified in place meanwhile (replacing it by a
 // rename is safe).
 //
+// A package (wheel, zip, tarball, .deb, conda) is read as `offload list`
+// reads it: the code objects of its members are listed, their locations
+// starting with `member PATH`, and members that cannot be read are
+// diagnostics (errors). offload_select() and offload_code_object_copy()
+// refuse such an inventory (OFFLOAD_ERROR_INVALID_ARGUMENT): extract the
+// member first.
+//
 // # Safety
 // `path` is a NUL-terminated string; `out` points to writable storage.
 enum offload_status offload_scan_file(const char *path,

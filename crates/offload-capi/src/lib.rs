@@ -76,6 +76,13 @@ fn handle<'a>(inv: *const offload_inventory) -> Result<&'a offload_inventory, Fa
 /// lives: it must not be modified in place meanwhile (replacing it by a
 /// rename is safe).
 ///
+/// A package (wheel, zip, tarball, .deb, conda) is read as `offload list`
+/// reads it: the code objects of its members are listed, their locations
+/// starting with `member PATH`, and members that cannot be read are
+/// diagnostics (errors). offload_select() and offload_code_object_copy()
+/// refuse such an inventory (OFFLOAD_ERROR_INVALID_ARGUMENT): extract the
+/// member first.
+///
 /// # Safety
 /// `path` is a NUL-terminated string; `out` points to writable storage.
 #[unsafe(no_mangle)]
@@ -147,7 +154,7 @@ pub unsafe extern "C" fn offload_inventory_free(inv: *mut offload_inventory) {
 /// `inv` is NULL or a live inventory.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn offload_inventory_count(inv: *const offload_inventory) -> usize {
-    guard_value("offload_inventory_count", 0, || handle(inv).map_or(0, |h| h.inventory().objects.len()))
+    guard_value("offload_inventory_count", 0, || handle(inv).map_or(0, |h| h.count()))
 }
 
 /// How many fat binaries (units) the inventory holds (0 for NULL).
@@ -156,7 +163,7 @@ pub unsafe extern "C" fn offload_inventory_count(inv: *const offload_inventory) 
 /// `inv` is NULL or a live inventory.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn offload_inventory_unit_count(inv: *const offload_inventory) -> usize {
-    guard_value("offload_inventory_unit_count", 0, || handle(inv).map_or(0, |h| h.inventory().units.len()))
+    guard_value("offload_inventory_unit_count", 0, || handle(inv).map_or(0, |h| h.unit_count()))
 }
 
 /// Fills `*out` with code object `index` (0 .. count-1).
@@ -182,7 +189,7 @@ pub unsafe extern "C" fn offload_inventory_get(
 /// `inv` is NULL or a live inventory.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn offload_inventory_diagnostic_count(inv: *const offload_inventory) -> usize {
-    guard_value("offload_inventory_diagnostic_count", 0, || handle(inv).map_or(0, |h| h.inventory().diagnostics.len()))
+    guard_value("offload_inventory_diagnostic_count", 0, || handle(inv).map_or(0, |h| h.diagnostic_count()))
 }
 
 /// Fills `*out` with diagnostic `index` (0 .. count-1).
@@ -244,7 +251,7 @@ pub unsafe extern "C" fn offload_select(
             other => return Err(Failure::invalid(format!("unknown runtime {other} (0: hip, 1: openmp)"))),
         };
         let gpu = Gpu::parse(gpu_text).map_err(|e| Failure::invalid(format!("gpu: {e}")))?;
-        let objects = &h.inventory().objects;
+        let objects = &h.inventory()?.objects;
         let sel = select(objects, &gpu, runtime);
         *count = sel.chosen.len();
         if sel.chosen.len() > capacity {
@@ -262,7 +269,7 @@ pub unsafe extern "C" fn offload_select(
             out.copy_from_slice(&sel.chosen);
         }
         if let Some(&unit) = sel.failed_units.first() {
-            let loc = h.inventory().units.get(unit).map(|u| u.location.to_string()).unwrap_or_default();
+            let loc = h.inventory()?.units.get(unit).map(|u| u.location.to_string()).unwrap_or_default();
             return Err(Failure::new(
                 status::OFFLOAD_ERROR_NOT_FOUND,
                 format!("no code object in the fat binary at {loc} loads on {gpu} ({} runtime)", runtime.name()),

@@ -130,3 +130,37 @@ fn kernels_json_of_a_hip_library() {
         offload_inventory_free(inv);
     }
 }
+
+/// A package lists its members' code objects; selecting and copying from
+/// it are refused with a status and a message, never a wrong answer.
+#[test]
+fn packages_list_their_members_and_refuse_select_and_copy() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../offload-cli/tests/fixtures/packages/hip-sample_1.0_amd64.deb");
+    let path = std::ffi::CString::new(path.to_str().expect("UTF-8 path")).expect("no NUL");
+    let mut inv = std::ptr::null_mut();
+    // SAFETY: a C string and a writable handle; the inventory is freed below.
+    unsafe {
+        assert_eq!(offload_scan_file(path.as_ptr(), 0, &mut inv), offload_status::OFFLOAD_OK);
+        let n = offload_inventory_count(inv);
+        assert!(n >= 2, "the .deb holds a fat binary");
+        assert!(offload_inventory_unit_count(inv) >= 1);
+        let mut co = std::mem::zeroed::<offload_code_object>();
+        assert_eq!(offload_inventory_get(inv, n - 1, &mut co), offload_status::OFFLOAD_OK);
+        let location = CStr::from_ptr(co.location).to_str().expect("UTF-8");
+        assert!(location.starts_with("member "), "{location}");
+        let (mut size, mut count) = (0usize, 0usize);
+        let mut buf = [0u8; 16];
+        assert_eq!(
+            offload_code_object_copy(inv, n - 1, buf.as_mut_ptr(), buf.len(), &mut size),
+            offload_status::OFFLOAD_ERROR_INVALID_ARGUMENT
+        );
+        let gpu = c"gfx906";
+        assert_eq!(
+            offload_select(inv, gpu.as_ptr(), 0, std::ptr::null_mut(), 0, &mut count),
+            offload_status::OFFLOAD_ERROR_INVALID_ARGUMENT
+        );
+        assert!(CStr::from_ptr(offload_last_error()).to_str().expect("UTF-8").contains("package"));
+        offload_inventory_free(inv);
+    }
+}

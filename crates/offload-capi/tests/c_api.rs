@@ -142,6 +142,26 @@ fn list_example_on_a_file_without_code_objects_prints_nothing() {
     assert!(text(&out.stderr).contains("'/nonexistent/file.bc': No such file or directory"), "{}", text(&out.stderr));
 }
 
+/// A package that cannot be read fully is an error, not an empty listing:
+/// list.c says so and exits 1 (a wheel or .deb cut short).
+#[test]
+fn list_example_reports_a_damaged_package() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let list = compile("examples/list.c", "list", dir.path());
+    let deb = std::fs::read(repo().join("crates/offload-cli/tests/fixtures/packages/hip-sample_1.0_amd64.deb"))
+        .expect("fixture");
+    // Intact: its members' code objects, located by member as `offload list` does.
+    let out = run(&list, &["crates/offload-cli/tests/fixtures/packages/hip-sample_1.0_amd64.deb"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lines: Vec<String> = text(&out.stdout).lines().map(str::to_string).collect();
+    assert!(lines.len() >= 2 && lines.iter().all(|l| l.contains("\tmember ")), "{lines:?}");
+    let cut = dir.path().join("cut.deb");
+    std::fs::write(&cut, &deb[..deb.len() / 2]).expect("write");
+    let out = run(&list, &[cut.to_str().expect("UTF-8 path")]);
+    assert_eq!(out.status.code(), Some(1), "stdout: {}", text(&out.stdout));
+    assert!(text(&out.stderr).contains(": error: "), "{}", text(&out.stderr));
+}
+
 /// The records of `file`'s code objects, as `offload list --json` prints
 /// them, from the library.
 fn library_records(file: &str) -> Value {

@@ -21,8 +21,9 @@
 //!
 //! The building blocks: [`bytes`] (fields read at checked offsets),
 //! [`elf`], [`coff`] and [`bitcode`] (the object and bitcode readers),
-//! [`target_id`], [`offload_arch`], [`amdgpu`] and [`triple`] (names of
-//! targets and processors), [`llvm_hash`] and `string_map` (LLVM's hash
+//! [`target_id`], [`offload_arch`], [`amdgpu`], [`gpu_names`] and [`triple`]
+//! (names of targets and processors, and of the products people type),
+//! [`llvm_hash`] and `string_map` (LLVM's hash
 //! tables), [`llvm_release`] (what differs between the LLVM releases the
 //! drop-in tools follow) and [`plan`] (outputs described as pieces).
 //!
@@ -43,6 +44,7 @@ pub mod bytes;
 pub mod coff;
 pub mod cuda;
 pub mod elf;
+pub mod gpu_names;
 pub mod kpack;
 pub mod llvm_hash;
 pub mod llvm_release;

@@ -2,6 +2,7 @@
 //! dev-dependency only; nothing here ships).
 
 pub mod damage;
+pub mod schema;
 
 use std::path::PathBuf;
 

@@ -108,7 +108,7 @@ fn bless_output(path: &Path, got: &str) {
 }
 
 /// Where two texts first differ, for the failure message.
-fn first_difference(want: &str, got: &str) -> String {
+pub(crate) fn first_difference(want: &str, got: &str) -> String {
     let (w, g): (Vec<&str>, Vec<&str>) = (want.lines().collect(), got.lines().collect());
     for i in 0..w.len().max(g.len()) {
         let (a, b) = (w.get(i), g.get(i));

@@ -13,7 +13,7 @@ fn fixture(name: &str) -> PathBuf {
 }
 
 /// A root with a CPU node 0, one node per model, and `noretry`.
-fn tree(models: &[&str], noretry: &str) -> tempfile::TempDir {
+pub(crate) fn tree(models: &[&str], noretry: &str) -> tempfile::TempDir {
     let root = tempfile::tempdir().unwrap();
     let nodes = root.path().join("sys/class/kfd/kfd/topology/nodes");
     for (n, model) in std::iter::once("cpu").chain(models.iter().copied()).enumerate() {

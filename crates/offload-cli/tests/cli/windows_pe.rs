@@ -380,9 +380,11 @@ fn curand_dll_selects_extracts_and_verifies_like_the_linux_library() {
     assert!(dll_dead.is_empty());
     assert!(!linux_dead.is_empty() && linux_dead.iter().all(|&u| u == 0), "{linux_dead:?}");
     // extract --all: the same files (index and ID in each name).
-    let extract = |p: &Path, name: &str| {
+    // Outputs are named after the file, or for a wheel after its member
+    // (`curand64_10.dll`, `libcurand.so.10`), never after the wheel.
+    let extract = |p: &Path, name: &str, member: &str| {
         let out_dir = tmp.path().join(name);
-        let prefix = format!("{}-", p.file_name().unwrap().to_str().unwrap());
+        let prefix = format!("{member}-");
         std::fs::create_dir_all(&out_dir).unwrap();
         let out = offload(&["extract", "--all", "--output-dir", out_dir.to_str().unwrap(), p.to_str().unwrap()]);
         assert!(out.status.success(), "extract: {}", String::from_utf8_lossy(&out.stderr));
@@ -399,10 +401,10 @@ fn curand_dll_selects_extracts_and_verifies_like_the_linux_library() {
         names.sort();
         names
     };
-    let from_dll = extract(&c.dll, "dll");
+    let from_dll = extract(&c.dll, "dll", c.dll.file_name().unwrap().to_str().unwrap());
     assert_eq!(from_dll.len(), 153);
-    assert_eq!(extract(&c.linux_wheel, "linux"), from_dll);
-    assert_eq!(extract(&c.win_wheel, "wheel"), from_dll);
+    assert_eq!(extract(&c.linux_wheel, "linux", "libcurand.so.10"), from_dll);
+    assert_eq!(extract(&c.win_wheel, "wheel", "curand64_10.dll"), from_dll);
     let (ok, text) = verify(&c.dll);
     assert!(ok && text.contains("153 code objects in 11 fat binaries, 0 errors, 0 warnings"), "verify: {text}");
     let (ok, text) = verify(&c.win_wheel);

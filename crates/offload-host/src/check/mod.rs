@@ -37,6 +37,9 @@ pub fn runtimes(gpu: &Gpu) -> [Runtime; 2] {
 /// One fat binary and what each GPU loads from it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct UnitCheck {
+    /// Its index among the fat binaries of the scanned file (or package
+    /// member): the `unit` of `offload list` and `select` for that file.
+    pub unit: usize,
     /// Where it lies in the file.
     pub location: String,
     /// Its container format.
@@ -224,7 +227,7 @@ fn units_of(
                 }
             })
             .collect();
-        out.push(UnitCheck { location: location.to_string(), format: *format, targets, loads });
+        out.push(UnitCheck { unit: u, location: location.to_string(), format: *format, targets, loads });
     }
     out
 }

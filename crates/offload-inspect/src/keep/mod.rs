@@ -64,7 +64,8 @@ pub fn parse_target(text: &str) -> Result<String, TargetError> {
     if table.canonical_processor(&offload_format::triple::Triple::parse("amdgcn-amd-amdhsa"), processor).is_none()
         && !offload_format::amdgpu::looks_like_amdgcn_processor(processor)
     {
-        return Err(TargetError(format!("'{text}' names no AMDGPU processor")));
+        let advice = offload_format::gpu_names::advice(tid).map(|a| format!("; {a}")).unwrap_or_default();
+        return Err(TargetError(format!("'{text}' names no AMDGPU processor{advice}")));
     }
     match canonical_target_id("amdgcn-amd-amdhsa", tid) {
         Ok(t) if !t.is_empty() => Ok(t),

@@ -79,12 +79,83 @@ impl Tally {
     }
 
     /// The rows, sorted by target then kind.
+    /// One row per target and kind, targets in natural order (`gfx803`
+    /// before `gfx1030`, `sm_50` before `sm_100`).
     pub fn rows(&self) -> Vec<TargetSize> {
-        self.targets
+        let mut rows: Vec<TargetSize> = self
+            .targets
             .iter()
             .map(|((target, kind), counts)| TargetSize { target: target.clone(), kind: kind.clone(), counts: *counts })
-            .collect()
+            .collect();
+        rows.sort_by(|a, b| target_cmp(&a.target, &b.target).then_with(|| a.kind.cmp(&b.kind)));
+        rows
     }
+}
+
+/// The version of an AMDGPU processor name: `gfx90a` is 9.0.10 (the last
+/// two characters are the minor version and stepping, in hexadecimal),
+/// `gfx1030` 10.3.0; `None` for other names.
+fn gfx_version(target: &str) -> Option<(u32, u32, u32)> {
+    let processor = target.split(':').next()?.strip_prefix("gfx")?;
+    if processor.len() < 3 || !processor.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let (major, rest) = processor.split_at(processor.len() - 2);
+    let (minor, stepping) = rest.split_at(1);
+    Some((major.parse().ok()?, u32::from_str_radix(minor, 16).ok()?, u32::from_str_radix(stepping, 16).ok()?))
+}
+
+/// Orders targets as people read them: AMDGPU processors by version
+/// (`gfx803` < `gfx906` < `gfx90a` < `gfx942` < `gfx1030`), features after
+/// the processor; other names by [`natural_cmp`] (`sm_50` < `sm_100`).
+pub fn target_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    // Processors with a version first, then other gfx names (`gfx9-generic`),
+    // then the rest: a total order.
+    let class = |t: &str| match gfx_version(t) {
+        Some(v) => (0, v),
+        None if t.starts_with("gfx") => (1, (0, 0, 0)),
+        None => (2, (0, 0, 0)),
+    };
+    class(a).cmp(&class(b)).then_with(|| natural_cmp(a, b))
+}
+
+/// Compares names as people read them: runs of digits by their value, the
+/// rest byte by byte (`gfx803` < `gfx1030`, `sm_50` < `sm_100`).
+pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        if a[i].is_ascii_digit() && b[j].is_ascii_digit() {
+            let (si, sj) = (i, j);
+            while i < a.len() && a[i].is_ascii_digit() {
+                i += 1;
+            }
+            while j < b.len() && b[j].is_ascii_digit() {
+                j += 1;
+            }
+            // Without leading zeros, a longer run is a larger number.
+            let x = trim_zeros(&a[si..i]);
+            let y = trim_zeros(&b[sj..j]);
+            let o = x.len().cmp(&y.len()).then_with(|| x.cmp(y));
+            if o != Ordering::Equal {
+                return o;
+            }
+        } else {
+            let o = a[i].cmp(&b[j]);
+            if o != Ordering::Equal {
+                return o;
+            }
+            i += 1;
+            j += 1;
+        }
+    }
+    (a.len() - i).cmp(&(b.len() - j)).then_with(|| a.cmp(b))
+}
+
+fn trim_zeros(digits: &[u8]) -> &[u8] {
+    let start = digits.iter().position(|&d| d != b'0').unwrap_or(digits.len());
+    digits.get(start..).unwrap_or_default()
 }
 
 fn blob_len(bytes: Bytes<'_>) -> u64 {
@@ -244,4 +315,43 @@ pub fn tally(inv: &Inventory<'_>, rules: Option<&Rules>) -> Tally {
         }
     }
     t
+}
+
+#[cfg(test)]
+mod natural_tests {
+    use super::target_cmp;
+
+    #[test]
+    fn targets_sort_as_people_read_them() {
+        let mut t = vec![
+            "sm_100",
+            "gfx1030",
+            "sm_50",
+            "gfx803",
+            "gfx90a:xnack+",
+            "gfx906",
+            "host",
+            "gfx90a:xnack-",
+            "sm_89",
+            "gfx942",
+            "gfx9-generic",
+        ];
+        t.sort_by(|a, b| target_cmp(a, b));
+        assert_eq!(
+            t,
+            [
+                "gfx803",
+                "gfx906",
+                "gfx90a:xnack+",
+                "gfx90a:xnack-",
+                "gfx942",
+                "gfx1030",
+                "gfx9-generic",
+                "host",
+                "sm_50",
+                "sm_89",
+                "sm_100"
+            ]
+        );
+    }
 }

@@ -22,8 +22,9 @@ nesting of these; also inside packages (zip, wheel, tar[.gz|.xz|.zst|.bz2],
 deb, conda) and folders, without unpacking them.";
 
 const EXIT_STATUS: &str = "\
-Exit status: 0 success; 1 nothing found, nothing loadable, verify found
-errors, or a file could not be read; 2 bad command line.";
+Exit status: 0 success (yes); 1 the answer is no or problems were found
+(nothing loadable, errors found, inputs differ); 2 a usage error, or a file
+could not be read or written.";
 
 pub const GPU_SHORT: &str = "The GPU, as a target ID: gfx90a:xnack+, sm_80, ...";
 
@@ -42,11 +43,19 @@ missing from the processor table is matched as given, with a warning";
     arg_required_else_help = true
 )]
 pub struct Cli {
-    /// Colour in text output
-    ///
-    /// auto colours only a terminal, and not when NO_COLOR is set (non-empty);
-    /// JSON is never coloured.
-    #[arg(long, value_enum, global = true, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
+    /// Colour in text output: auto (a terminal without NO_COLOR), always or never
+    // One line, under its own heading after each command's options, so
+    // that `offload COMMAND --help` starts with what the command takes.
+    #[arg(
+        long,
+        value_enum,
+        global = true,
+        default_value_t = ColorChoice::Auto,
+        value_name = "WHEN",
+        help_heading = "Global options",
+        hide_default_value = true,
+        hide_possible_values = true
+    )]
     pub color: ColorChoice,
     #[command(subcommand)]
     pub command: Sub,
@@ -97,8 +106,29 @@ impl KpackOrder {
     }
 }
 
+/// `--gpu`: a target ID; a name no table knows gets the advice of
+/// `offload_format::gpu_names` (`GFX90A`: did you mean gfx90a?; `MI300X`
+/// is gfx942; docs/reference/gpu-names.md).
 pub fn parse_gpu(text: &str) -> Result<Gpu, String> {
-    Gpu::parse(text).map_err(|e| e.to_string())
+    Gpu::parse(text).map_err(|e| match offload_format::gpu_names::advice(text) {
+        Some(advice) => format!("{e}; {advice}"),
+        None => e.to_string(),
+    })
+}
+
+/// The warning for a GPU that parsed but that no table knows: a gfx name
+/// missing from the processor table (matched as given) or a CUDA
+/// architecture NVIDIA never shipped (`sm_999`), with advice.
+pub fn gpu_warning(option: &str, g: &Gpu) -> Option<String> {
+    let name = &g.processor;
+    let advice = || offload_format::gpu_names::advice(name).map(|a| format!("; {a}")).unwrap_or_default();
+    if let Some(w) = g.warning() {
+        return Some(format!("{option}: {w}{}", advice()));
+    }
+    (g.arch == "nvptx64" && !offload_format::gpu_names::is_known(name)).then(|| {
+        let advice = offload_format::gpu_names::advice(name).unwrap_or_default();
+        format!("{option}: '{name}': {advice}")
+    })
 }
 
 /// The runtime for `--kind`, or the default for the GPU: an NVIDIA GPU is
@@ -109,6 +139,19 @@ pub fn runtime(kind: Option<Kind>, gpu: Option<&Gpu>) -> Runtime {
     } else {
         Runtime::Hip
     })
+}
+
+/// Warnings for `--keep` targets that name a GPU no table knows
+/// (`gfx9000`, `sm_999`), with advice; triples and `amdgcnspirv` pass.
+pub fn keep_warnings(keep: &[String]) -> Vec<String> {
+    keep.iter()
+        .filter_map(|t| {
+            let tid = t.rsplit_once("--").map_or(t.as_str(), |(_, tid)| tid);
+            let gpu_like = tid.starts_with("gfx") || tid.starts_with("sm_") || tid.starts_with("compute_");
+            let advice = offload_format::gpu_names::advice(tid).filter(|_| gpu_like)?;
+            Some(format!("--keep: '{t}' is not a GPU these tools know; {advice}"))
+        })
+        .collect()
 }
 
 /// `--keep a,,b` names two targets: empty items are dropped.

@@ -80,9 +80,14 @@ pub struct Problem {
     /// The member (`member a/b.so`); empty for the file itself.
     pub location: String,
     pub message: String,
+    /// The file could not be opened or read (exit status 2), as opposed to
+    /// a damaged member found inside it (1).
+    pub io: bool,
 }
 
-/// Prints `problems`; 1 if any is an error.
+/// Prints `problems`; the exit status they call for (docs/reference/offload.md,
+/// "Exit status"): 2 if a file could not be read, 1 if another error was
+/// found, else 0.
 pub fn report(argv0: &str, problems: &[Problem]) -> u8 {
     for p in problems {
         if p.location.is_empty() {
@@ -91,7 +96,12 @@ pub fn report(argv0: &str, problems: &[Problem]) -> u8 {
             eprintln!("{argv0}: {}: {}: {}: {}", p.severity.name(), p.file, p.location, p.message);
         }
     }
-    u8::from(has_errors(problems))
+    status(problems)
+}
+
+/// The exit status `problems` call for, without printing them.
+pub fn status(problems: &[Problem]) -> u8 {
+    if problems.iter().any(|p| p.io) { 2 } else { u8::from(has_errors(problems)) }
 }
 
 pub fn has_errors(problems: &[Problem]) -> bool {
@@ -104,6 +114,7 @@ fn unreadable(file: &str, e: &std::io::Error) -> Problem {
         severity: Severity::Error,
         location: String::new(),
         message: offload_io::error_text(e),
+        io: true,
     }
 }
 
@@ -121,6 +132,7 @@ pub fn each(path: &str, progress: bool, visit: &mut dyn FnMut(&Item<'_>)) -> Vec
                     severity: Severity::Error,
                     location: String::new(),
                     message: offload_io::error_text(&e.error),
+                    io: true,
                 }),
                 Ok(file) => {
                     let file = file.to_string_lossy();
@@ -174,7 +186,7 @@ fn one(
     let found = |e: package::PackageError| {
         let location =
             if e.at.is_empty() { String::new() } else { offload_inspect::Location(e.at.clone()).to_string() };
-        Problem { file: file.into(), severity: e.severity(), location, message: e.kind.to_string() }
+        Problem { file: file.into(), severity: e.severity(), location, message: e.kind.to_string(), io: false }
     };
     let result = package::walk(bytes, &Limits::default(), &mut |event| match event {
         Event::Member(m) => {

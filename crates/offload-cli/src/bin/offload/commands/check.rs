@@ -90,6 +90,8 @@ struct GpuLoads {
 
 #[derive(Serialize)]
 struct UnitRecord {
+    /// The fat binary's index in its file or member, as `list` numbers it.
+    unit: usize,
     location: String,
     format: &'static str,
     targets: Vec<String>,
@@ -99,6 +101,8 @@ struct UnitRecord {
 #[derive(Serialize)]
 struct UnitLoad {
     gpu: String,
+    /// Whether the GPU loads code from this fat binary.
+    ok: bool,
     /// The ID of the code object loaded; null when none is.
     object: Option<String>,
     /// Why none is; null when one is.
@@ -386,7 +390,8 @@ fn run(argv0: &str, args: &CheckArgs, colors: Colors) -> u8 {
         inputs::report(argv0, &f.problems);
         print_text(argv0, &gpus, &f, args.verbose, colors);
     }
-    u8::from(!ok)
+    // A path that could not be read is an I/O error (2), not a "no".
+    u8::from(!ok).max(inputs::status(&f.problems))
 }
 
 fn print_json(gpus: &[Gpu], ok: bool, f: &Findings) -> serde_json::Result<()> {
@@ -411,6 +416,7 @@ fn print_json(gpus: &[Gpu], ok: bool, f: &Findings) -> serde_json::Result<()> {
                 .units
                 .iter()
                 .map(|u| UnitRecord {
+                    unit: u.unit,
                     location: u.location.clone(),
                     format: u.format.name(),
                     targets: u.targets.clone(),
@@ -419,6 +425,7 @@ fn print_json(gpus: &[Gpu], ok: bool, f: &Findings) -> serde_json::Result<()> {
                         .zip(&u.loads)
                         .map(|(id, l)| UnitLoad {
                             gpu: id.clone(),
+                            ok: l.is_ok(),
                             object: l.as_ref().ok().cloned(),
                             reason: l.as_ref().err().cloned(),
                         })

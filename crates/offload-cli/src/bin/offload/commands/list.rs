@@ -40,14 +40,18 @@ fn list(argv0: &str, files: &[String], json: bool, uri: bool) -> u8 {
             }
             list_rows(item, &inv, uri, &mut rows, &mut objects);
         });
-        status |= inputs::report(argv0, &problems);
+        status = status.max(inputs::report(argv0, &problems));
         if found == 0 && !inputs::has_errors(&problems) {
             eprintln!("{argv0}: error: {path}: no offload code objects found");
             status = 1;
         }
     }
     if json {
-        print!("{}", output::array(&objects));
+        // An input that could not be read is an error (exit 2), not an
+        // empty listing.
+        if !(objects.is_empty() && status == 2) {
+            print!("{}", output::array(&objects));
+        }
     } else if !rows.is_empty() {
         let mut header =
             vec!["FILE", "LOCATION", "FORMAT", "KIND", "TRIPLE", "TARGET ID", "SIZE", "OFFSET", "COMPRESSED"];

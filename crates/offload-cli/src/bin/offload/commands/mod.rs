@@ -70,7 +70,7 @@ impl Sub {
     /// The warning to print before running: a GPU whose processor is not
     /// in the processor table (the run goes on, matching it as given).
     pub fn gpu_warning(&self) -> Option<String> {
-        let warn = |g: &Gpu| g.warning().map(|w| format!("--gpu: {w}"));
+        let warn = |g: &Gpu| crate::cli::gpu_warning("--gpu", g);
         match self {
             Sub::Select(s) => warn(&s.gpu),
             Sub::Extract(e) => e.gpu.as_ref().and_then(warn),

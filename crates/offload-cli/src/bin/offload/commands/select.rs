@@ -109,7 +109,7 @@ fn select_cmd(
             }
             candidates |= !(sel.chosen.is_empty() && sel.failed_units.is_empty());
         });
-        status |= inputs::report(argv0, &problems);
+        status = status.max(inputs::report(argv0, &problems));
         if !candidates && !inputs::has_errors(&problems) {
             eprintln!("{argv0}: error: {path}: no {} code objects found", runtime.name());
             status = 1;

@@ -61,6 +61,9 @@ impl SizeArgs {
 
 /// Runs the command; returns the exit status.
 fn run(argv0: &str, paths: &[String], keep: &[String], json: bool) -> u8 {
+    for w in crate::cli::keep_warnings(keep) {
+        eprintln!("{argv0}: warning: {w}");
+    }
     let rules = match keep.iter().map(|t| prune::parse_target(t)).collect::<Result<Vec<_>, _>>() {
         Ok(keep) if !keep.is_empty() => Some(Rules { keep, ..Default::default() }),
         Ok(_) => None,
@@ -86,7 +89,7 @@ fn run(argv0: &str, paths: &[String], keep: &[String], json: bool) -> u8 {
                 _ => files.push((item.file.to_string(), t)),
             }
         });
-        status |= inputs::report(argv0, &problems);
+        status = status.max(inputs::report(argv0, &problems));
         if found == 0 && !inputs::has_errors(&problems) {
             eprintln!("{argv0}: error: {path}: no offload code objects found");
             status = 1;

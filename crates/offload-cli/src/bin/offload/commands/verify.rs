@@ -81,8 +81,10 @@ fn verify(argv0: &str, files: &[String], json: bool, colors: Colors) -> u8 {
             }
         }
         if errors > 0 {
-            status = 1;
+            status = status.max(1);
         }
+        // A file that could not be read is an I/O error (exit 2).
+        status = status.max(inputs::status(&problems));
         let warnings = diags.len() - errors;
         objects.extend(diags);
         if !json {

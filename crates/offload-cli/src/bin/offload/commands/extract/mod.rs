@@ -164,6 +164,8 @@ fn extract(
     // Code objects in the items before this one (`--index` counts across a
     // package), matches so far, and whether an item failed.
     let (mut before, mut matched, mut failed) = (0, 0, false);
+    // Matching entries that could not be decoded (reported, not written).
+    let mut skipped = 0usize;
     let problems = inputs::each(path, !json, &mut |item| {
         if failed {
             return;
@@ -204,31 +206,53 @@ fn extract(
         // decompressed bundle per thread, never all of them.
         let staged: Vec<Mutex<Option<(String, offload_io::StagedOutput)>>> =
             wanted.iter().map(|_| Mutex::new(None)).collect();
-        let visited = visit_objects(&inv, &wanted, 0, |i, bytes| {
-            let bytes = bytes.map_err(ExtractError::Bytes)?;
-            let dest = match &output {
-                Some(o) => o.clone(),
-                None => format!("{dir}/{}", names::output_name(path, before + i, &inv.objects[i].id, bytes)),
-            };
-            let out = offload_io::Outputs::stage_detached(&dest, &Plan::borrowed(bytes), &[item.input])
-                .map_err(ExtractError::Output)?;
-            if let Some(slot) = wanted.binary_search(&i).ok().and_then(|p| staged.get(p))
-                && let Ok(mut slot) = slot.lock()
-            {
-                *slot = Some((dest, out));
+        // An entry that cannot be decoded (an obfuscated NVVM entry, a
+        // damaged member) is reported and left out; the others are still
+        // written, and the exit status says that something was not.
+        let mut undecodable: Vec<usize> = Vec::new();
+        // Outputs are named after the package member they come from, not
+        // the package (`libcurand.so.10-19-cuda-elf-sm_89.cubin`).
+        let named = item.member().unwrap_or(path);
+        loop {
+            let todo: Vec<usize> = wanted
+                .iter()
+                .zip(&staged)
+                .filter(|(i, slot)| !undecodable.contains(i) && slot.lock().is_ok_and(|s| s.is_none()))
+                .map(|(&i, _)| i)
+                .collect();
+            if todo.is_empty() {
+                break;
             }
-            Ok(())
-        });
-        if let Err((position, failure)) = visited {
-            match failure {
-                ExtractError::Bytes(e) => {
-                    let o = &inv.objects[wanted[position]];
-                    eprintln!("{argv0}: error: {}: '{}' at {}: {e}", item.file, o.id, o.location);
+            let visited = visit_objects(&inv, &todo, 0, |i, bytes| {
+                let bytes = bytes.map_err(ExtractError::Bytes)?;
+                let dest = match &output {
+                    Some(o) => o.clone(),
+                    None => format!("{dir}/{}", names::output_name(named, before + i, &inv.objects[i].id, bytes)),
+                };
+                let out = offload_io::Outputs::stage_detached(&dest, &Plan::borrowed(bytes), &[item.input])
+                    .map_err(ExtractError::Output)?;
+                if let Some(slot) = wanted.binary_search(&i).ok().and_then(|p| staged.get(p))
+                    && let Ok(mut slot) = slot.lock()
+                {
+                    *slot = Some((dest, out));
                 }
-                ExtractError::Output(e) => eprintln!("{argv0}: error: {e}"),
+                Ok(())
+            });
+            match visited {
+                Ok(_) => break,
+                Err((position, ExtractError::Bytes(e))) => {
+                    let Some(&i) = todo.get(position) else { break };
+                    let o = &inv.objects[i];
+                    eprintln!("{argv0}: error: {}: '{}' at {}: {e}; not written", item.file, o.id, o.location);
+                    undecodable.push(i);
+                    skipped += 1;
+                }
+                Err((_, ExtractError::Output(e))) => {
+                    eprintln!("{argv0}: error: {e}");
+                    failed = true;
+                    return;
+                }
             }
-            failed = true;
-            return;
         }
         for (&i, slot) in wanted.iter().zip(staged) {
             if let Some((dest, out)) = slot.into_inner().ok().flatten() {
@@ -246,8 +270,9 @@ fn extract(
         }
         before += inv.objects.len();
     });
-    if inputs::report(argv0, &problems) != 0 || failed {
-        return 1;
+    let read = inputs::report(argv0, &problems);
+    if read != 0 || failed {
+        return read.max(1);
     }
     if matched == 0 {
         eprintln!("{argv0}: error: {path}: no code object matches");
@@ -255,6 +280,9 @@ fn extract(
     }
     if output.is_some() && matched > 1 {
         eprintln!("{argv0}: error: {path}: {matched} code objects match; use --output-dir to write them all");
+        return 1;
+    }
+    if output.is_some() && skipped > 0 {
         return 1;
     }
     if let Err(e) = outputs.commit() {
@@ -268,6 +296,12 @@ fn extract(
         for (_, line) in &written {
             println!("{line}");
         }
+    }
+    if skipped > 0 {
+        eprintln!(
+            "{argv0}: error: {path}: {skipped} of {matched} matching code objects could not be decoded and were not written"
+        );
+        return 1;
     }
     0
 }
