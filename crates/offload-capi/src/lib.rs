@@ -403,7 +403,9 @@ pub unsafe extern "C" fn offload_kernels_json(
     guard("offload_kernels_json", || {
         let out = out_arg(out, "out")?;
         *out = std::ptr::null_mut();
-        let inv = handle(inv)?.inventory();
+        // A package's inventory is refused with a message, as for
+        // offload_select (its members' bytes are not kept).
+        let inv = handle(inv)?.inventory()?;
         let rows = offload_inspect::kernels::rows(inv, &offload_inspect::kernels::kernels(inv, 0));
         let bytes = serde_json::to_vec(&rows).map_err(|e| Failure::invalid(format!("kernel records: {e}")))?;
         *out = Box::into_raw(Box::new(offload_buffer { bytes }));
