@@ -95,6 +95,11 @@ pub enum Outcome {
 /// or should not rewrite is left [`Outcome::Untouched`] with the reason.
 pub fn prune_file(name: &str, data: &[u8], rules: &Rules) -> Result<Outcome, PruneError> {
     let base = name.rsplit('/').next().unwrap_or(name);
+    // An archive's own table of contents says what it serves, more exactly
+    // than the target in its name.
+    if data.starts_with(b"KPAK") {
+        return Ok(kpack_archive(data, rules));
+    }
     if let Some(outcome) = removed_by_name(name, rules, data.len() as u64) {
         return Ok(outcome);
     }
@@ -102,9 +107,6 @@ pub fn prune_file(name: &str, data: &[u8], rules: &Rules) -> Result<Outcome, Pru
     if !named.is_empty() && !offload_inspect::package::may_hold_code(data) {
         let entries = vec![TargetFate { id: named.join(","), size: data.len() as u64, kept: true }];
         return Ok(Outcome::AllKept { entries });
-    }
-    if data.starts_with(b"KPAK") {
-        return Ok(kpack_hook(data, rules));
     }
     if let Some(outcome) = standalone_code_object(data, rules) {
         return Ok(outcome);
@@ -238,9 +240,56 @@ fn standalone_code_object(data: &[u8], rules: &Rules) -> Option<Outcome> {
     })
 }
 
-/// Where kpack archives (`KPAK`) are pruned. The kpack rewrite lives in its
-/// own module (`offload_rewrite::kpack`, the kpack issue); until it is
-/// wired here, archives stay as they are and the report says so.
-fn kpack_hook(_data: &[u8], _rules: &Rules) -> Outcome {
-    Outcome::Untouched { reason: "a kpack archive: kept unchanged (kpack archives are not pruned here yet)".into() }
+/// A kpack archive (`KPAK`), pruned by its table of contents with
+/// [`crate::kpack::prune_archive`]: removed when no kept GPU loads any of
+/// its targets, rewritten without the entries none loads, else kept
+/// (docs/formats/kpack.md, "Prune").
+fn kpack_archive(data: &[u8], rules: &Rules) -> Outcome {
+    use crate::kpack::{PruneAction, prune_archive};
+    if !rules.drop.is_empty() {
+        return Outcome::Untouched {
+            reason: "a kpack archive: --drop is not applied to kpack archives (use --keep)".into(),
+        };
+    }
+    // The GPUs kept: each --keep target as every GPU it names (a target
+    // without features keeps its xnack/sramecc variants, as one-file prune
+    // keeps both settings), and each --keep-gpu as given. Naming a feature
+    // a processor lacks only asks for an archive that does not exist, so
+    // the list errs on the side of keeping.
+    let mut gpus = Vec::new();
+    for t in &rules.keep {
+        gpus.push(t.clone());
+        if !t.contains(':') && t.starts_with("gfx") {
+            for f in ["xnack+", "xnack-", "sramecc+", "sramecc-"] {
+                gpus.push(format!("{t}:{f}"));
+            }
+            for s in ["sramecc+", "sramecc-"] {
+                for x in ["xnack+", "xnack-"] {
+                    gpus.push(format!("{t}:{s}:{x}"));
+                }
+            }
+        }
+    }
+    gpus.extend(rules.keep_gpu.iter().map(|g| g.target_id()));
+    let size = data.len() as u64;
+    match prune_archive(data, &gpus) {
+        Ok(PruneAction::Keep) => {
+            Outcome::AllKept { entries: vec![TargetFate { id: "kpack archive".into(), size, kept: true }] }
+        }
+        Ok(PruneAction::Remove) => Outcome::Removed {
+            target: "kpack archive".into(),
+            reason: "a kpack archive none of whose targets a kept GPU loads (its table of contents)".into(),
+        },
+        Ok(PruneAction::Rewrite(bytes)) => {
+            let entries = vec![TargetFate { id: "kpack archive".into(), size, kept: true }];
+            Outcome::Rewritten(Rewritten {
+                bytes,
+                kind: "kpack archive",
+                mode: Mode::Rebuilt,
+                reason: "a kpack archive: the entries no kept GPU loads are left out, the others' frames copied".into(),
+                entries,
+            })
+        }
+        Err(e) => Outcome::Untouched { reason: format!("a kpack archive, not pruned: {e}") },
+    }
 }

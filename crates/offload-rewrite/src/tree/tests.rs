@@ -343,11 +343,35 @@ fn debian_and_conda_packages_are_refused_with_a_reason() {
 }
 
 #[test]
-fn a_kpack_archive_is_left_as_it_is_and_said_so() {
+fn a_damaged_kpack_archive_is_left_as_it_is_and_said_so() {
     match prune_file("lib/x.kpack", b"KPAK\x01\x00rest", &rules(&["gfx90a"])).unwrap() {
         Outcome::Untouched { reason } => assert!(reason.contains("kpack"), "{reason}"),
         o => panic!("{o:?}"),
     }
+}
+
+/// AMD-split archives: one a kept GPU loads stays, one for another
+/// processor goes, and `--keep gfx90a` keeps both xnack settings' archives
+/// (as one-file prune keeps both), decided by the table of contents.
+#[test]
+fn kpack_archives_are_pruned_by_their_table_of_contents() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../offload-format/tests/fixtures/kpack/installed/stage/.kpack");
+    let read = |name: &str| std::fs::read(dir.join(name)).expect("kpack fixture");
+    let kept = |name: &str, keep: &[&str]| match prune_file(name, &read(name), &rules(keep)).unwrap() {
+        Outcome::AllKept { .. } => true,
+        Outcome::Removed { reason, .. } => {
+            assert!(reason.contains("table of contents"), "{reason}");
+            false
+        }
+        o => panic!("{name}: {o:?}"),
+    };
+    assert!(kept("kpdemo_lib_gfx90a%3Axnack+.kpack", &["gfx90a"]));
+    assert!(kept("kpdemo_lib_gfx90a%3Axnack-.kpack", &["gfx90a"]));
+    assert!(kept("kpdemo_lib_gfx11-generic.kpack", &["gfx1101"]), "a generic archive serves gfx1101");
+    assert!(!kept("kpdemo_lib_gfx1100.kpack", &["gfx90a"]));
+    assert!(!kept("kpdemo_lib_gfx90a%3Axnack+.kpack", &["gfx90a:xnack-"]));
+    assert!(!kept("kpdemo_lib_gfx942%3Asramecc+%3Axnack-.kpack", &["gfx90a", "sm_90"]));
 }
 
 #[test]

@@ -125,9 +125,7 @@ fn by_groups(argv0: &str, by: SplitBy, gpu: &[String], dry_run: bool, output: Op
         return 1;
     }
     let dir = output.map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-    if !dry_run
-        && let Err(e) = std::fs::create_dir_all(&dir)
-    {
+    if !dry_run && let Err(e) = std::fs::create_dir_all(&dir) {
         eprintln!("{argv0}: error: '{}': {}", dir.display(), offload_io::error_text(&e));
         return 2;
     }
