@@ -130,7 +130,7 @@ fn by_groups(argv0: &str, by: SplitBy, gpu: &[String], dry_run: bool, output: Op
         return 2;
     }
     let name = std::path::Path::new(path).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let opts = Options { dry_run: dry_run, ..Default::default() };
+    let opts = Options { dry_run, ..Default::default() };
     match split::split_wheel(input.bytes(), &name, &groups, &dir, &opts) {
         Ok(done) => {
             let total = input.bytes().len() as u64;
