@@ -395,7 +395,8 @@ fn unreadable_and_hostile_inputs_fail_cleanly() {
     let tmp = tempfile::tempdir().unwrap();
     let missing = tmp.path().join("nope.so");
     let o = offload(&["check", "--gpu", "gfx1030", p(&missing)]);
-    assert_eq!(o.status.code(), Some(1));
+    // A file that cannot be read is an I/O error (docs/reference/offload.md).
+    assert_eq!(o.status.code(), Some(2));
     assert_eq!(text(&o.stdout), "gfx1030: no fat binaries found\nalso: 0 host-only files, 1 file not read\n");
     // An ELF header followed by junk: a message, no crash.
     let mut junk = b"\x7fELF\x02\x01\x01".to_vec();

@@ -104,9 +104,15 @@ fn prunes_to_standard_output_and_over_its_own_input() {
     std::fs::copy(fixture("lld_relr.so"), &copy).unwrap();
     let to_stdout = offload(&["prune", "--keep", "gfx906", p(&copy), "-o", "-"]);
     assert!(to_stdout.status.success(), "{}", stderr(&to_stdout));
-    // The same path as input and output: the input is mapped while the
-    // output is staged, then renamed over it.
+    // The same path as input and output is refused (the input is never
+    // modified unless asked), and the file is untouched.
     let o = offload(&["prune", "--keep", "gfx906", p(&copy), "-o", p(&copy)]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--in-place"), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&copy).unwrap(), std::fs::read(fixture("lld_relr.so")).unwrap());
+    // With --in-place: the input is mapped while the output is staged,
+    // then renamed over it.
+    let o = offload(&["prune", "--keep", "gfx906", "--in-place", p(&copy)]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(std::fs::read(&copy).unwrap(), to_stdout.stdout, "both runs write the same bytes");
     assert_ne!(std::fs::read(&copy).unwrap(), std::fs::read(fixture("lld_relr.so")).unwrap());

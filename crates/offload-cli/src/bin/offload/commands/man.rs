@@ -55,17 +55,52 @@ fn examples(command: &str) -> &'static [(&'static str, &'static str)] {
         ],
         "gpus" => &[("offload gpus", "The GPUs of this machine and the target ID each one asks code objects for.")],
         "size" => &[("offload size --keep gfx90a,gfx942 lib/", "Bytes per target, and what prune --keep would drop.")],
-        "diff" => &[("offload diff old.whl new.whl", "Code objects added, removed and changed between two wheels.")],
+        "diff" => &[
+            ("offload diff old.whl new.whl", "Code objects added, removed and changed between two wheels."),
+            ("offload diff --kernels old.so new.so", "Kernels added and removed, and resources that changed (spills)."),
+        ],
         "prune" => &[
             (
                 "offload prune --keep gfx90a libfoo.so -o libfoo.gfx90a.so",
                 "A copy of the library with only the gfx90a code.",
             ),
             (
+                "offload prune --keep sm_90 pkg.whl -o pkg.sm90.whl",
+                "A wheel whose libraries keep only what sm_90 loads, RECORD rewritten.",
+            ),
+            (
+                "offload prune --keep gfx942 --in-place venv/",
+                "Every file of a folder pruned in place, one file at a time.",
+            ),
+            (
                 "offload prune --keep gfx90a --dry-run libfoo.so",
                 "What would be dropped, and the bytes saved; nothing written.",
             ),
         ],
+        "kernels" => &[
+            (
+                "offload kernels libfoo.so",
+                "Every kernel of every code object: registers, LDS or shared memory, scratch, spills and an occupancy estimate.",
+            ),
+            (
+                "offload kernels --gpu gfx942 --json torch-2.9-cp312-cp312-linux_x86_64.whl",
+                "The kernels the GPU would load from a wheel, as JSON.",
+            ),
+        ],
+        "split" => &[
+            (
+                "offload split --by family pkg-1.0-py3-none-manylinux_2_28_x86_64.whl -o wheels",
+                "One wheel per CUDA SM family and AMD target, each pruned to what its GPUs load (+sm9x, +gfx942).",
+            ),
+            (
+                "offload split --kpack /opt/rocm/lib -o split",
+                "Every HIP library of a folder in ROCm kpack form: host libraries and one archive per target.",
+            ),
+        ],
+        "join" => &[(
+            "offload join split/lib/libfoo.so -o libfoo.so",
+            "The fat library again from a library split by offload split --kpack and its archives.",
+        )],
         "replace" => &[(
             "offload replace --entry gfx90a:xnack+ --with new.co libfoo.so -o libfoo.new.so",
             "A copy of the library with one code object replaced.",
