@@ -93,7 +93,8 @@ def test_scan_without_code_objects_is_an_empty_list(tmp_path):
 
 def test_missing_file_raises_the_cli_message():
     code, _, err = cli("list", "/nonexistent/x.so")
-    assert code == 1
+    # A file that cannot be read is an I/O error: exit status 2.
+    assert code == 2
     with pytest.raises(ob.FileError) as e:
         ob.scan("/nonexistent/x.so")
     assert isinstance(e.value, ob.Error)
