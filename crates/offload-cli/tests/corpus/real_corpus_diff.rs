@@ -113,6 +113,15 @@ fn jax_rocm6_to_rocm7_plugin_kernel_diff() {
     assert_eq!(keys(&v["removed"]), removed);
     let both = a.intersection(&b).count() as u64;
     assert_eq!(v["changed"].as_array().unwrap().len() as u64 + v["unchanged"].as_u64().unwrap(), both);
+    // Register use changed between the two releases (ThreeFry2x32Kernel on
+    // gfx900: 24 VGPRs in the ROCm 6 build, 23 in the ROCm 7 one).
+    let register_changes = v["changed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|k| k["changes"].as_array().unwrap().iter().any(|c| c["resource"] == "vgprs"))
+        .count();
+    assert!(register_changes > 0, "{}", v["changed"]);
     eprintln!(
         "kernels: {} old, {} new; {} added, {} removed, {} changed, {} unchanged",
         a.len(),
