@@ -45,6 +45,22 @@ pub fn json<T: Serialize + ?Sized>(value: &T) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// Prints `value` as indented JSON (the `--json` reports). Serialising to
+/// memory fails only for a map key that is not a string; should it, the
+/// message goes to standard error and the exit status is 2.
+pub fn print_pretty<T: Serialize + ?Sized>(argv0: &str, value: &T) -> Result<(), u8> {
+    match serde_json::to_string_pretty(value) {
+        Ok(text) => {
+            println!("{text}");
+            Ok(())
+        }
+        Err(e) => {
+            eprintln!("{argv0}: error: {e}");
+            Err(2)
+        }
+    }
+}
+
 /// A JSON value of an [`Object`].
 #[derive(serde::Serialize)]
 #[serde(untagged)]

@@ -113,12 +113,8 @@ fn run(argv0: &str, a: &str, b: &str, json: bool) -> u8 {
             files: d.by_file.iter().map(|(file, summary)| FileSummary { file, summary }).collect(),
             changes: d.changes.iter().filter(|c| c.status != Status::Unchanged).collect(),
         };
-        match serde_json::to_string_pretty(&report) {
-            Ok(text) => println!("{text}"),
-            Err(e) => {
-                eprintln!("{argv0}: error: {e}");
-                return 2;
-            }
+        if let Err(code) = crate::output::print_pretty(argv0, &report) {
+            return code;
         }
     } else {
         print!("{}", text(&d));
@@ -248,12 +244,8 @@ fn run_kernels(argv0: &str, a: &str, b: &str, json: bool) -> u8 {
     let d = kernels::diff(&ka, &kb);
     if json {
         let report = KernelReport { a, b, identical: d.is_empty(), diff: &d };
-        match serde_json::to_string_pretty(&report) {
-            Ok(text) => println!("{text}"),
-            Err(e) => {
-                eprintln!("{argv0}: error: {e}");
-                return 2;
-            }
+        if let Err(code) = crate::output::print_pretty(argv0, &report) {
+            return code;
         }
     } else {
         print!("{}", kernel_text(&d));

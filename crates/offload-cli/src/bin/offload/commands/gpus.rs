@@ -112,12 +112,8 @@ fn run(argv0: &str, sysfs_root: Option<&Path>, json: bool) -> u8 {
     if json {
         let report =
             Report { gpus: scan.gpus.iter().map(record).collect(), notes: &scan.notes, warnings: &scan.warnings };
-        match serde_json::to_string_pretty(&report) {
-            Ok(text) => println!("{text}"),
-            Err(e) => {
-                eprintln!("{argv0}: error: {e}");
-                return 1;
-            }
+        if let Err(code) = crate::output::print_pretty(argv0, &report) {
+            return code;
         }
         return 0;
     }

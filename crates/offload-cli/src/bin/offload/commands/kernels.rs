@@ -151,12 +151,8 @@ impl KernelsArgs {
                 kernels: all.iter().map(|(file, uri, row)| JsonRow { file, uri: uri.clone(), row }).collect(),
                 unreadable,
             };
-            match serde_json::to_string_pretty(&doc) {
-                Ok(text) => println!("{text}"),
-                Err(e) => {
-                    eprintln!("{argv0}: error: {e}");
-                    return 2;
-                }
+            if let Err(code) = crate::output::print_pretty(argv0, &doc) {
+                return code;
             }
         } else if !all.is_empty() {
             print!("{}", self.table(&all));

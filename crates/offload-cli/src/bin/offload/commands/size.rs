@@ -106,12 +106,8 @@ fn run(argv0: &str, paths: &[String], keep: &[String], json: bool) -> u8 {
             files: files.iter().map(|(f, t)| record(Some(f), t, rules.is_some())).collect(),
             total: record(None, &total, rules.is_some()),
         };
-        match serde_json::to_string_pretty(&report) {
-            Ok(text) => println!("{text}"),
-            Err(e) => {
-                eprintln!("{argv0}: error: {e}");
-                return 1;
-            }
+        if let Err(code) = crate::output::print_pretty(argv0, &report) {
+            return code;
         }
     } else if !files.is_empty() {
         print!("{}", text(&files, &total, rules.as_ref()));
