@@ -180,6 +180,43 @@ fn a_file_is_not_its_own_output_without_in_place() {
     assert_ne!(std::fs::read(&f).unwrap(), before);
 }
 
+/// A `tar | zstd` stream whose first file is large (its first zstd block
+/// ends far past 4 KiB) is still recognised as a tarball and pruned.
+#[test]
+fn a_zstd_tarball_with_a_large_first_file_is_a_tarball() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut tar = tar::Builder::new(Vec::new());
+    // 256 KiB of 16 letters in random order (xorshift): zstd compresses it
+    // to about half, in blocks it must read whole before their first byte
+    // comes out; then the HIP library.
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let noise: Vec<u8> = (0..1 << 18)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            b'a' + (x % 16) as u8
+        })
+        .collect();
+    for (name, data) in [("a/noise.bin", noise), ("a/libhip.so", std::fs::read(fixture("gnu_rela.so")).unwrap())] {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        h.set_cksum();
+        tar.append_data(&mut h, name, data.as_slice()).unwrap();
+    }
+    let compressed = zstd::encode_all(tar.into_inner().unwrap().as_slice(), 3).unwrap();
+    assert!(compressed.len() > 4096 && compressed[4..4096].iter().any(|&b| b != 0));
+    let input = dir.path().join("tree.tar.zst");
+    std::fs::write(&input, &compressed).unwrap();
+    let out = dir.path().join("small.tar.zst");
+    let o = offload(&["prune", "--keep", "gfx90a", p(&input), "-o", p(&out)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let listed = offload(&["list", p(&out)]);
+    let text = String::from_utf8_lossy(&listed.stdout);
+    assert!(text.contains("gfx90a") && !text.contains("gfx906"), "{text}");
+}
+
 #[test]
 fn debian_packages_are_refused_with_a_way_out() {
     let dir = tempfile::tempdir().unwrap();

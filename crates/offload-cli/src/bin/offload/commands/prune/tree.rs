@@ -17,6 +17,9 @@ pub struct TreeArgs<'a> {
     pub json: bool,
 }
 
+/// The bytes read to tell a package from a single file.
+const HEAD: u64 = 1 << 20;
+
 /// The package kind of `path`, `None` for a single file (one-file prune).
 pub fn package_kind(path: &str) -> Option<PackageKind> {
     use std::io::Read;
@@ -24,9 +27,17 @@ pub fn package_kind(path: &str) -> Option<PackageKind> {
     if p.is_dir() {
         return Some(PackageKind::Dir);
     }
+    // Only a regular file is opened (a FIFO would block); anything else is
+    // left to one-file prune, which says what it is.
+    if !std::fs::metadata(p).is_ok_and(|m| m.is_file()) {
+        return None;
+    }
+    // Enough bytes to decode the first tar header of a compressed tarball:
+    // zstd decodes a whole block (up to 128 KiB) before its first byte, so
+    // a 4 KiB head missed `tar | zstd` streams whose first file is large.
     let mut head = Vec::new();
     let f = std::fs::File::open(p).ok()?;
-    f.take(4096).read_to_end(&mut head).ok()?;
+    f.take(HEAD).read_to_end(&mut head).ok()?;
     tree::package_kind(p, &head)
 }
 
