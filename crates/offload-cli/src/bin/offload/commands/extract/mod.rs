@@ -136,6 +136,46 @@ impl ExtractArgs {
     }
 }
 
+/// For each fat binary from which nothing loads on `gpu` although it holds
+/// code for the GPU's processor with other feature settings (`gfx90a:xnack+`
+/// and `gfx90a:xnack-` for `--gpu gfx90a`): what each of those needs, as
+/// `offload select` says it, so that "no code object matches" does not
+/// stand alone (docs/reference/selection-rules.md).
+fn explain_feature_misses(
+    argv0: &str,
+    file: &str,
+    inv: &offload_inspect::Inventory,
+    sel: &offload_inspect::select::Selection,
+    gpu: &Gpu,
+    runtime: Runtime,
+) {
+    use offload_inspect::select::Verdict;
+    for &u in &sel.failed_units {
+        let misses: Vec<String> = inv
+            .objects
+            .iter()
+            .zip(&sel.verdicts)
+            .filter(|(o, _)| o.unit == u)
+            .filter_map(|(o, v)| match v {
+                Some(v @ Verdict::Rejected(r)) if r.code().ends_with("-mismatch") => {
+                    let (_, why) = offload_inspect::record::explain(v, &inv.objects, gpu, runtime);
+                    Some(format!("'{}': {why}", o.id))
+                }
+                _ => None,
+            })
+            .collect();
+        if misses.is_empty() {
+            continue;
+        }
+        let loc = inv.units.get(u).map(|u| u.location.to_string()).unwrap_or_default();
+        eprintln!(
+            "{argv0}: note: {file}: {loc}: {} code for other feature settings: {}",
+            gpu.processor,
+            misses.join("; ")
+        );
+    }
+}
+
 /// Why `extract` stopped.
 enum ExtractError {
     Bytes(BytesError),
@@ -173,11 +213,12 @@ fn extract(
         let inv = item.scan(&Options::default());
         inputs::print_diagnostics(argv0, item.file, &inv);
         let selection = gpu.map(|g| kpack_select(&inv, g, runtime, kpack_order));
-        if let Some(sel) = &selection {
+        if let (Some(sel), Some(g)) = (&selection, gpu) {
             for (u, why) in &sel.refusals {
                 let loc = inv.units.get(*u).map(|u| u.location.to_string()).unwrap_or_default();
                 eprintln!("{argv0}: error: {}: {loc}: the kpack loader loads nothing: {why}", item.file);
             }
+            explain_feature_misses(argv0, item.file, &inv, sel, g, runtime);
         }
         let chosen = selection.map(|s| s.chosen).unwrap_or_default();
         let picked: Vec<usize> = (0..inv.objects.len())
