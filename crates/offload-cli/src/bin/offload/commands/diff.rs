@@ -50,26 +50,41 @@ fn relative(root: &str, file: &str) -> String {
     Path::new(file).strip_prefix(root).map_or_else(|_| file.to_string(), |p| p.to_string_lossy().into_owned())
 }
 
-/// The entries of one side, or false when it could not be read fully.
-fn side(argv0: &str, root: &str, json: bool) -> Option<Vec<Entry>> {
+/// What one side holds, gathered by `rows` from each scanned item (which
+/// returns false for an item it could not read fully, having said why), or
+/// `None` when something could not be read fully.
+fn read_side<T>(
+    argv0: &str,
+    root: &str,
+    json: bool,
+    mut rows: impl FnMut(&inputs::Item<'_>, &offload_inspect::Inventory, &mut Vec<T>) -> bool,
+) -> Option<Vec<T>> {
     let mut all = Vec::new();
     let mut ok = true;
     let problems = inputs::each(root, !json, &mut |item| {
         let inv = item.scan(&Options::default());
         crate::inputs::print_diagnostics(argv0, item.file, &inv);
         ok &= !inv.has_errors();
-        match entries(&inv, &relative(root, item.file)) {
-            Ok(e) => all.extend(e),
-            Err((id, e)) => {
-                eprintln!("{argv0}: error: {}: '{id}': {e}", item.file);
-                ok = false;
-            }
-        }
+        ok &= rows(item, &inv, &mut all);
     });
     if inputs::report(argv0, &problems) != 0 {
         ok = false;
     }
     ok.then_some(all)
+}
+
+/// The entries of one side, or `None` when it could not be read fully.
+fn side(argv0: &str, root: &str, json: bool) -> Option<Vec<Entry>> {
+    read_side(argv0, root, json, |item, inv, all| match entries(inv, &relative(root, item.file)) {
+        Ok(e) => {
+            all.extend(e);
+            true
+        }
+        Err((id, e)) => {
+            eprintln!("{argv0}: error: {}: '{id}': {e}", item.file);
+            false
+        }
+    })
 }
 
 /// `offload diff`'s options.
@@ -205,13 +220,9 @@ fn text(d: &Diff) -> String {
 
 /// The kernel rows of one side, or `None` when it could not be read fully.
 fn kernel_side(argv0: &str, root: &str, json: bool) -> Option<Vec<KernelRow>> {
-    let mut all = Vec::new();
-    let mut ok = true;
-    let problems = inputs::each(root, !json, &mut |item| {
-        let inv = item.scan(&Options::default());
-        crate::inputs::print_diagnostics(argv0, item.file, &inv);
-        ok &= !inv.has_errors();
-        let found = kernels::kernels(&inv, 0);
+    read_side(argv0, root, json, |item, inv, all| {
+        let found = kernels::kernels(inv, 0);
+        let mut ok = true;
         for o in &found {
             if let Err(e) = &o.result {
                 let loc = inv.objects.get(o.object).map(|x| x.location.to_string()).unwrap_or_default();
@@ -219,12 +230,9 @@ fn kernel_side(argv0: &str, root: &str, json: bool) -> Option<Vec<KernelRow>> {
                 ok = false;
             }
         }
-        all.extend(kernels::rows(&inv, &found));
-    });
-    if inputs::report(argv0, &problems) != 0 {
-        ok = false;
-    }
-    ok.then_some(all)
+        all.extend(kernels::rows(inv, &found));
+        ok
+    })
 }
 
 #[derive(Serialize)]
