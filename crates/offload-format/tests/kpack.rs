@@ -252,16 +252,9 @@ fn real_file_system_gives_the_same_answers() {
     // The fixtures under their real names (colons included), read through
     // RealFiles.
     let dir = tempfile::tempdir().unwrap();
-    let copy = |from: &Path, to: &Path| {
-        for entry in walk(from) {
-            let rel = entry.strip_prefix(from).unwrap().to_string_lossy().replace("%3A", ":");
-            let dest = to.join(rel);
-            std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
-            std::fs::copy(&entry, dest).unwrap();
-        }
-    };
-    copy(&root().join("installed"), &dir.path().join("installed"));
-    copy(&root().join("site"), &dir.path().join("site"));
+    for sub in ["installed", "site"] {
+        offload_testkit::copy_with_real_names(&root().join(sub), &dir.path().join(sub));
+    }
     std::fs::copy(root().join("loader-answers.txt"), dir.path().join("loader-answers.txt")).unwrap();
     assert_eq!(check_answers(&RealFiles, dir.path(), SearchOrder::FallThrough), (47, 61));
 }

@@ -16,27 +16,11 @@ fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../offload-format/tests/fixtures/kpack")
 }
 
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() { out.extend(walk(&path)) } else { out.push(path) }
-    }
-    out.sort();
-    out
-}
-
 /// The fixtures under their real names (`%3A` back to `:`).
 fn installed_copy() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     for sub in ["installed", "site"] {
-        let from = fixtures().join(sub);
-        for entry in walk(&from) {
-            let rel = entry.strip_prefix(&from).unwrap().to_string_lossy().replace("%3A", ":");
-            let dest = dir.path().join(sub).join(rel);
-            std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
-            std::fs::copy(&entry, dest).unwrap();
-        }
+        offload_testkit::copy_with_real_names(&fixtures().join(sub), &dir.path().join(sub));
     }
     dir
 }

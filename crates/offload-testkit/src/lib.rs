@@ -20,6 +20,30 @@ pub fn fixture(rel: &str) -> Vec<u8> {
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
+/// The kpack fixtures: AMD's splitter's output for small clang-built
+/// libraries, and its loader's answers (docs/formats/kpack.md). Their file
+/// names spell `:` as `%3A`, so that the repository checks out anywhere.
+pub fn kpack_fixtures_dir() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../offload-format/tests/fixtures/kpack"))
+}
+
+/// Copies the tree `from` into `to` under the names AMD's tools gave its
+/// files (`%3A` back to `:`), as the loader looks them up.
+pub fn copy_with_real_names(from: &std::path::Path, to: &std::path::Path) {
+    let entries = std::fs::read_dir(from).unwrap_or_else(|e| panic!("{}: {e}", from.display()));
+    for entry in entries {
+        let path = entry.unwrap_or_else(|e| panic!("{}: {e}", from.display())).path();
+        let name = path.file_name().unwrap_or_default().to_string_lossy().replace("%3A", ":");
+        let dest = to.join(name);
+        if path.is_dir() {
+            copy_with_real_names(&path, &dest);
+        } else {
+            std::fs::create_dir_all(to).unwrap_or_else(|e| panic!("{}: {e}", to.display()));
+            std::fs::copy(&path, &dest).unwrap_or_else(|e| panic!("{} -> {}: {e}", path.display(), dest.display()));
+        }
+    }
+}
+
 /// The bytes of a fixture of the command-line tests
 /// (`crates/offload-cli/tests/fixtures`), which the library tests read too.
 pub fn cli_fixture(rel: &str) -> Vec<u8> {

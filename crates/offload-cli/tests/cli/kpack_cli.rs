@@ -28,13 +28,7 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 fn copy() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     for sub in ["installed", "site"] {
-        let from = fixtures().join(sub);
-        for entry in walk(&from) {
-            let rel = entry.strip_prefix(&from).unwrap().to_string_lossy().replace("%3A", ":");
-            let dest = dir.path().join(sub).join(rel);
-            std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
-            std::fs::copy(&entry, dest).unwrap();
-        }
+        offload_testkit::copy_with_real_names(&fixtures().join(sub), &dir.path().join(sub));
     }
     dir
 }

@@ -72,15 +72,7 @@ fn our_split_serves_what_amds_split_serves() {
     }
     // AMD's tree, with the colons the repository's file names spell %3A.
     let amd_tree = tempfile::tempdir().unwrap();
-    for sub in ["lib", ".kpack"] {
-        let to = amd_tree.path().join(sub);
-        std::fs::create_dir_all(&to).unwrap();
-        for e in std::fs::read_dir(fixtures().join("installed/stage").join(sub)).unwrap() {
-            let p = e.unwrap().path();
-            let name = p.file_name().unwrap().to_string_lossy().replace("%3A", ":");
-            std::fs::copy(&p, to.join(name)).unwrap();
-        }
-    }
+    offload_testkit::copy_with_real_names(&fixtures().join("installed/stage"), amd_tree.path());
     let env = Env { cwd: PathBuf::from("/"), ..Env::default() };
     let resolver = Resolver::new(&RealFiles, &env);
     let mut compared = 0;
