@@ -14,7 +14,8 @@ fn prunes_and_the_result_lists_and_verifies() {
     let out = dir.path().join("pruned.so");
     let input = fixture("gnu_rela.so");
     let before = std::fs::read(&input).unwrap();
-    let o = offload(&["prune", "--keep", "gfx90a:xnack+,gfx906", p(&input), "-o", p(&out)]);
+    // Zero mode asked for: the file keeps its size.
+    let o = offload(&["prune", "--mode", "zero", "--keep", "gfx90a:xnack+,gfx906", p(&input), "-o", p(&out)]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(std::fs::read(&input).unwrap(), before, "the input is never modified");
     let after = std::fs::read(&out).unwrap();
@@ -120,9 +121,10 @@ fn prunes_to_standard_output_and_over_its_own_input() {
     assert!(!String::from_utf8_lossy(&list.stdout).contains("gfx90a"));
 }
 
-/// A file output is staged from a copy of the input made while the fat
-/// binaries are rebuilt, standard output from the plan alone: the two must
-/// be the same bytes, for every layout, compressed bundles and CUDA too.
+/// In zero mode a file output is staged from a copy of the input made
+/// while the fat binaries are rebuilt, standard output from the plan
+/// alone: the two must be the same bytes, for every layout, compressed
+/// bundles and CUDA too.
 #[test]
 fn the_early_host_copy_writes_what_the_plan_says() {
     let dir = tempfile::tempdir().unwrap();
@@ -135,13 +137,13 @@ fn the_early_host_copy_writes_what_the_plan_says() {
     let mut compared = 0;
     for (input, keep) in &inputs {
         let out = dir.path().join("out");
-        let to_stdout = offload(&["prune", "--allow-empty", "--keep", keep, p(input), "-o", "-"]);
+        let to_stdout = offload(&["prune", "--mode", "zero", "--allow-empty", "--keep", keep, p(input), "-o", "-"]);
         if !to_stdout.status.success() {
             // A fixture this target cannot prune is no evidence either way.
             assert!(stderr(&to_stdout).contains("error:"), "{input:?}: {}", stderr(&to_stdout));
             continue;
         }
-        let o = offload(&["prune", "--allow-empty", "--keep", keep, p(input), "-o", p(&out)]);
+        let o = offload(&["prune", "--mode", "zero", "--allow-empty", "--keep", keep, p(input), "-o", p(&out)]);
         assert!(o.status.success(), "{input:?}: {}", stderr(&o));
         let written = std::fs::read(&out).unwrap();
         assert_eq!(written, to_stdout.stdout, "{input:?}");
@@ -212,4 +214,48 @@ fn cut_mode_shrinks_the_file_warns_and_reports_sizes() {
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["mode"], "zero");
     assert_eq!(std::fs::metadata(&small).unwrap().len(), std::fs::metadata(&rdc).unwrap().len());
+}
+
+/// Without `--mode` the output is the smallest the file allows: cut where
+/// cutting applies (the same bytes as `--mode cut`), zero where it saves
+/// too little (the same bytes as `--mode zero`); the report says which,
+/// why, and the bytes saved (issue 28).
+#[test]
+fn the_default_mode_is_the_smallest_output_with_its_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str], input: &std::path::Path, out: &std::path::Path| {
+        let mut all = vec!["prune", "--keep", "gfx906"];
+        all.extend_from_slice(args);
+        all.extend([p(input), "-o", p(out)]);
+        let o = offload(&all);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        (std::fs::read(out).unwrap(), o)
+    };
+    // A linked library with enough to cut: cut, as --mode cut writes it.
+    let gnu = fixture("gnu_rela.so");
+    let (default, o) = run(&["--json"], &gnu, &dir.path().join("default.so"));
+    let (cut, _) = run(&["--mode", "cut"], &gnu, &dir.path().join("cut.so"));
+    let (zero, _) = run(&["--mode", "zero"], &gnu, &dir.path().join("zero.so"));
+    assert_eq!(default, cut, "the default cuts what --mode cut cuts");
+    assert!(default.len() < zero.len(), "{} < {}", default.len(), zero.len());
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["mode"], "cut");
+    assert!(v["mode_reason"].as_str().unwrap().starts_with("cut: a linked binary"), "{v}");
+    let size = std::fs::metadata(&gnu).unwrap().len();
+    assert_eq!(v["saved_bytes"].as_i64(), Some((size - default.len() as u64) as i64));
+    assert!(stderr(&o).contains("do not run GNU strip"), "the cut warning: {}", stderr(&o));
+    // Too little to cut: zero mode with the reason, no note on stderr.
+    let rdc = fixture("rdc_ccob_lld.so");
+    let (default, o) = run(&[], &rdc, &dir.path().join("rdc.so"));
+    let (zero, _) = run(&["--mode", "zero"], &rdc, &dir.path().join("rdc.zero.so"));
+    assert_eq!(default, zero);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("; zero: cutting would save only"), "{text}");
+    assert!(text.contains(" 0 saved (") && text.contains("bytes zeroed"), "{text}");
+    assert!(!stderr(&o).contains("note:"), "{}", stderr(&o));
+    // A relocatable object: cut too.
+    let (_, o) = run(&["--json"], &fixture("tu1.o"), &dir.path().join("tu1.o"));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["mode"], "cut", "{v}");
+    assert!(v["saved_bytes"].as_i64().unwrap() > 0, "{v}");
 }

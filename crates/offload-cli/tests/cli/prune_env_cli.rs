@@ -168,8 +168,10 @@ fn a_file_is_not_its_own_output_without_in_place() {
     std::fs::copy(fixture("gnu_rela.so"), &f).unwrap();
     let link = dir.path().join("link.so");
     std::os::unix::fs::symlink(&f, &link).unwrap();
+    let hard = dir.path().join("hard.so");
+    std::fs::hard_link(&f, &hard).unwrap();
     let before = std::fs::read(&f).unwrap();
-    for out in [&f, &link] {
+    for out in [&f, &link, &hard] {
         let o = offload(&["prune", "--keep", "gfx90a", p(&f), "-o", p(out)]);
         assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
         assert!(stderr(&o).contains("--in-place"), "{}", stderr(&o));

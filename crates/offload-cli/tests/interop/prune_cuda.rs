@@ -86,7 +86,7 @@ fn cuobjdump_sees_exactly_the_kept_entries_byte_identical() {
     for name in ["obj.o", "rdc.o", "libk.so", "exe", "libk.a", "k.fatbin"] {
         let input = dir.join(name);
         let out = out_dir.path().join(name);
-        prune(&["--keep", "sm_80,compute_90"], &input, &out);
+        prune(&["--mode", "zero", "--keep", "sm_80,compute_90"], &input, &out);
         let before = cuda_support::cuobjdump_dumped(&input);
         let after = cuda_support::cuobjdump_dumped(&out);
         let wanted: Vec<_> = before

@@ -86,6 +86,8 @@ fn prune_and_check(t: &mut Programs, name: &str, recipe: Recipe, keep: &str) {
     let pruned = dir.join("pruned").join(target.file_name().unwrap());
     let o = common::run(Command::new(env!("CARGO_BIN_EXE_offload")).args([
         "prune",
+        "--mode",
+        "zero",
         "--json",
         "--keep",
         keep,

@@ -160,7 +160,10 @@ fn pruned_openmp_programs_run_on_the_host_plugin_until_its_image_is_dropped() {
 
         // Keep the host-offload image: same run, one image listed, verify clean.
         let host = out_file("host");
-        let r = offload(&["prune", "--keep", "x86_64-pc-linux-gnu", "-o", host.to_str().unwrap()], &v.target);
+        let r = offload(
+            &["prune", "--mode", "zero", "--keep", "x86_64-pc-linux-gnu", "-o", host.to_str().unwrap()],
+            &v.target,
+        );
         assert!(r.status.success(), "{name}: {}", String::from_utf8_lossy(&r.stderr));
         assert_eq!(std::fs::metadata(&host).unwrap().len(), std::fs::metadata(&v.target).unwrap().len());
         ran_on_device_0(&v, v.run(&host, &omp));
@@ -181,7 +184,10 @@ fn pruned_openmp_programs_run_on_the_host_plugin_until_its_image_is_dropped() {
 
         // Keep only amdgcn: no plugin here runs it, MANDATORY fails.
         let amd = out_file("amd");
-        let r = offload(&["prune", "--drop", "x86_64-pc-linux-gnu", "-o", amd.to_str().unwrap()], &v.target);
+        let r = offload(
+            &["prune", "--mode", "zero", "--drop", "x86_64-pc-linux-gnu", "-o", amd.to_str().unwrap()],
+            &v.target,
+        );
         assert!(r.status.success(), "{name}: {}", String::from_utf8_lossy(&r.stderr));
         assert_eq!(listed(&amd), [("amdgcn-amd-amdhsa".to_string(), "gfx90a".to_string())], "{name}");
         {

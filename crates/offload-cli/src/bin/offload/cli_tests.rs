@@ -1,6 +1,7 @@
 use super::*;
 use crate::commands::Sub;
 use crate::commands::extract::Filter;
+use crate::commands::prune::Mode;
 use clap::CommandFactory;
 use clap::error::ErrorKind;
 use offload_inspect::select::Runtime;
@@ -67,11 +68,13 @@ fn prune_options() {
     };
     let a = a.args();
     assert_eq!(a.keep, ["gfx906", "gfx90a", "gfx942"]);
-    assert!(a.cut && !a.verify && !a.dry_run);
+    assert!(a.mode == Some(Mode::Cut) && !a.verify && !a.dry_run);
     assert_eq!((a.input.as_str(), a.output.as_deref()), ("in", Some("out")));
     let Sub::Prune(a) = p(&["prune", "--drop", "gfx906", "--dry-run", "in"]).unwrap() else { panic!() };
     let a = a.args();
     assert!(a.dry_run && a.verify && a.output.is_none());
+    // No --mode: the smallest output the file allows, chosen per file.
+    assert_eq!(a.mode, None);
     assert!(err(&["prune", "in", "-o", "x"]).contains("--keep"));
     err(&["prune", "--keep", "gfx906", "in"]);
     err(&["prune", "--keep", "gfx906", "--mode", "fast", "in", "-o", "x"]);

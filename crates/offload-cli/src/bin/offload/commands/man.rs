@@ -62,7 +62,11 @@ fn examples(command: &str) -> &'static [(&'static str, &'static str)] {
         "prune" => &[
             (
                 "offload prune --keep gfx90a libfoo.so -o libfoo.gfx90a.so",
-                "A copy of the library with only the gfx90a code.",
+                "A copy of the library with only the gfx90a code, as small as its layout allows (cut, else zero; the report says which and why).",
+            ),
+            (
+                "offload prune --keep gfx90a --mode zero libfoo.so -o libfoo.gfx90a.so",
+                "The same with every other byte in place (the file keeps its size; GNU strip and patchelf keep working).",
             ),
             (
                 "offload prune --keep sm_90 pkg.whl -o pkg.sm90.whl",
@@ -71,6 +75,10 @@ fn examples(command: &str) -> &'static [(&'static str, &'static str)] {
             (
                 "offload prune --keep gfx942 --in-place venv/",
                 "Every file of a folder pruned in place, one file at a time.",
+            ),
+            (
+                "offload prune --keep gfx942 rootfs.tar.zst -o small.tar.zst",
+                "A container layer rewritten as a new tarball.",
             ),
             (
                 "offload prune --keep gfx90a --dry-run libfoo.so",

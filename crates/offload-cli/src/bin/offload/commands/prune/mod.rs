@@ -1,10 +1,13 @@
 //! `offload prune`: drops the device code of unwanted GPU targets from a
-//! HIP or CUDA host binary in zero mode (linked HIP and CUDA ELF x86-64
-//! binaries, relocatable objects and archives also in cut mode),
-//! from every member of a static
-//! archive, and from raw bundles, `.fatbin` files and fat objects (the
-//! library's `prune` module does the work). The output is checked from its own bytes before it replaces
-//! anything, and written atomically; the input is never modified.
+//! HIP or CUDA host binary, from every member of a static archive, and
+//! from raw bundles, `.fatbin` files and fat objects (the library's
+//! `prune` module does the work). By default the output is the smallest
+//! the layout allows: cut where cutting applies (linked HIP and CUDA
+//! binaries, relocatable objects, archives, PE images), zero elsewhere,
+//! the reason in the report (docs/guide/pruning.md, "Which mode");
+//! `--mode zero|cut` forces one. The output is checked from its own bytes
+//! before it replaces anything, and written atomically; the input is
+//! modified only with `--in-place`.
 
 mod openmp;
 mod tree;
@@ -27,8 +30,16 @@ pub enum Mode {
     Cut,
 }
 
+const EXAMPLES: &str = "Examples:
+  offload prune --keep gfx90a libfoo.so -o libfoo.gfx90a.so    # as small as the layout allows (the report says how)
+  offload prune --keep gfx90a --mode zero libfoo.so -o libfoo.gfx90a.so   # same size, every other byte in place
+  offload prune --keep gfx1100 jax_rocm7_plugin-0.10.0-cp311-cp311-manylinux_2_28_x86_64.whl -o small.whl
+  offload prune --keep sm_90 --in-place venv/                  # each file replaced atomically
+  offload prune --keep gfx942 rootfs.tar.zst -o small.tar.zst  # a container layer
+  offload prune --keep gfx90a --dry-run --json libfoo.so       # the report only";
+
 #[derive(Args, Debug)]
-#[command(group(ArgGroup::new("targets").required(true).multiple(true)))]
+#[command(group(ArgGroup::new("targets").required(true).multiple(true)), after_help = EXAMPLES)]
 pub struct PruneCli {
     /// Targets to keep: gfx90a, sm_80 (cubin), compute_80 (PTX), lto_80, x86_64-pc-linux-gnu (an OpenMP image); comma-separated, repeatable
     #[arg(long, value_name = "T[,T...]", value_delimiter = ',', group = "targets")]
@@ -39,9 +50,9 @@ pub struct PruneCli {
     /// Keep what the runtime would load on this GPU (repeatable)
     #[arg(long, value_name = "GPU", value_parser = parse_gpu, group = "targets")]
     keep_gpu: Vec<Gpu>,
-    /// How dropped code objects are removed
-    #[arg(long, value_enum, default_value_t = Mode::Zero)]
-    mode: Mode,
+    /// How dropped code objects are removed (default: the smallest output the file allows, cut where it applies, else zero; the report says which and why)
+    #[arg(long, value_enum)]
+    mode: Option<Mode>,
     /// Allow dropping every device code object of a fat binary
     #[arg(long)]
     allow_empty: bool,
@@ -79,8 +90,9 @@ pub struct PruneArgs {
     pub dry_run: bool,
     pub json: bool,
     pub verify: bool,
-    /// `--mode cut`: pack the fat binaries and cut the freed pages out.
-    pub cut: bool,
+    /// `--mode`: `None` picks the smallest output the file allows (cut
+    /// where it applies, zero elsewhere).
+    pub mode: Option<Mode>,
     /// `--in-place`: the output is the input (a folder's files each).
     pub in_place: bool,
     pub input: String,
@@ -99,7 +111,7 @@ impl PruneCli {
             dry_run: self.dry_run,
             json: self.json,
             verify: !self.no_verify,
-            cut: self.mode == Mode::Cut,
+            mode: self.mode,
             in_place: self.in_place,
             input: self.input.clone(),
             output: self.output.clone(),
@@ -133,8 +145,10 @@ struct Report<'a> {
     freed_bytes: u64,
     units: Vec<UnitReport<'a>>,
     mode: &'static str,
+    mode_reason: &'a str,
     input_size: u64,
     output_size: u64,
+    saved_bytes: i64,
 }
 
 /// One fat binary of [`Report`].
@@ -159,6 +173,8 @@ struct Written<'c> {
     /// `--mode cut` on an input that shrinks in any mode (a fat object,
     /// bundle or `.fatbin` file).
     shrunk: bool,
+    /// Why this mode (`cut: ...`, `zero: ...`, `--mode zero`).
+    reason: &'c str,
     input_size: u64,
     output_size: u64,
 }
@@ -198,8 +214,10 @@ fn report(path: &str, kind: &Input, pruned: &Pruned, json: bool, dry_run: bool, 
             freed_bytes: pruned.freed_bytes(),
             units,
             mode: if written.cut.is_some() || written.file_cut.is_some() || written.shrunk { "cut" } else { "zero" },
+            mode_reason: written.reason,
             input_size: written.input_size,
             output_size: written.output_size,
+            saved_bytes: saved(written.input_size, written.output_size),
         };
         println!("{}", output::json(&report));
         return;
@@ -233,18 +251,27 @@ fn report(path: &str, kind: &Input, pruned: &Pruned, json: bool, dry_run: bool, 
         );
     }
     let verb = if dry_run { "would rewrite" } else { "rewrote" };
-    let effect = match written.cut.is_some() || written.file_cut.is_some() {
-        true => format!("the file cut from {} to {} bytes", written.input_size, written.output_size),
-        // In place the freed bytes become zeros; elsewhere the output shrinks.
-        false => format!("{} bytes {}", pruned.freed_bytes(), if kind.in_place() { "zeroed" } else { "saved" }),
-    };
+    let (input_size, output_size) = (written.input_size, written.output_size);
+    let cut = written.cut.is_some() || written.file_cut.is_some() || written.shrunk;
+    let mut effect = format!("{input_size} -> {output_size} bytes, {} saved", saved(input_size, output_size));
+    // Zero mode on a file that keeps its layout: the freed bytes are zeros
+    // (holes on disk where the file system allows).
+    if !cut && kind.in_place() {
+        effect.push_str(&format!(" ({} bytes zeroed)", pruned.freed_bytes()));
+    }
     let what = if matches!(kind, Input::Hip(_)) { String::new() } else { format!(" ({})", kind.name()) };
     println!(
-        "{path}: {verb} {} of {} fat binaries; {} bytes of code objects dropped, {effect}{what}",
+        "{path}: {verb} {} of {} fat binaries{what}; {} bytes of code objects dropped; {effect}; {}",
         pruned.changed(),
         pruned.units.len(),
         pruned.dropped_bytes(),
+        written.reason,
     );
+}
+
+/// Bytes saved: the input's size less the output's.
+pub(crate) fn saved(input: u64, output: u64) -> i64 {
+    (input as i64).saturating_sub(output as i64)
 }
 
 fn rules(args: &PruneArgs) -> Result<Rules, PruneError> {
@@ -309,45 +336,17 @@ fn run(argv0: &str, args: &PruneArgs) -> u8 {
         eprintln!("{argv0}: error: {path}: {e}");
         1
     };
-    let early_path = args.output.as_deref().filter(|p| !args.cut && !args.dry_run && *p != "-");
+    // Explicit zero mode only: in the default mode a cut output (most
+    // linked binaries) would make the early copy wasted work.
+    let early_path = args.output.as_deref().filter(|p| args.mode == Some(Mode::Zero) && !args.dry_run && *p != "-");
     let (planned, early) = plan_copying_host_bytes(data, &rules, &input, early_path);
     let (kind, pruned) = match planned {
         Ok(p) => p,
         Err(e) => return fail(&e),
     };
-    // Objects and archives: cut_object / cut_archive.
-    let file_cut = match args.cut.then(|| cut_file::plan_file_cut(data, &kind, &pruned)) {
-        Some(Ok(c)) => c,
-        Some(Err(e)) => return fail(&e),
-        None => None,
-    };
-    let shrunk = args.cut && !kind.in_place();
-    let cut = if args.cut && file_cut.is_none() && !shrunk {
-        let map = match &kind {
-            Input::Hip(map) => map.clone(),
-            Input::Cuda => match prune::cuda::linked_map(data, &pruned) {
-                Ok(map) => map,
-                Err(e) => return fail(&e),
-            },
-            _ => {
-                let what = kind.name();
-                return fail(&format!(
-                    "--mode cut rewrites linked HIP and CUDA host binaries, relocatable objects and archives only (this is a {what}); zero mode prunes it"
-                ));
-            }
-        };
-        match prune::plan_cut(data, &map, &pruned) {
-            Ok(Cut::Planned(c)) => Some((map, c)),
-            Ok(Cut::TooSmall { saves, minimum }) => {
-                eprintln!(
-                    "note: {path}: cutting would remove only {saves} bytes (less than {minimum}); written in zero mode"
-                );
-                None
-            }
-            Err(e) => return fail(&e),
-        }
-    } else {
-        None
+    let (file_cut, cut, shrunk, reason) = match choose_mode(path, data, &kind, &pruned, args.mode) {
+        Ok(chosen) => chosen,
+        Err(e) => return fail(&e),
     };
     // Borrowed pieces only: cheap to plan even for a dry run's sizes.
     let plan = match (&cut, &file_cut) {
@@ -363,6 +362,7 @@ fn run(argv0: &str, args: &PruneArgs) -> u8 {
         cut: cut.as_ref().map(|(_, c)| c),
         file_cut: file_cut.as_ref(),
         shrunk,
+        reason: &reason,
         input_size: data.len() as u64,
         output_size: plan.len(),
     };
@@ -412,10 +412,89 @@ fn run(argv0: &str, args: &PruneArgs) -> u8 {
     0
 }
 
+/// The cut of an object, archive or PE image.
+type FileCutChoice = Option<FileCut>;
+/// The cut of a linked HIP or CUDA binary, with the map it was planned on.
+type LinkedCut = Option<(offload_inspect::layout::FileMap, CutPlan)>;
+
+/// The mode of the output: with `--mode` the one asked for (an error where
+/// cut cannot be done); without it the smallest output the file allows,
+/// cut where it applies and zero elsewhere, as packages and folders are
+/// pruned (docs/guide/pruning.md, "Which mode"). Returns the cut of a
+/// file or of a linked binary (neither: zero mode), whether the output
+/// shrinks anyway (a bundle, `.fatbin` or fat object rebuilt without the
+/// dropped entries, counted as cut), and the reason for the report.
+fn choose_mode(
+    path: &str,
+    data: &[u8],
+    kind: &Input,
+    pruned: &Pruned,
+    mode: Option<Mode>,
+) -> Result<(FileCutChoice, LinkedCut, bool, String), String> {
+    if mode == Some(Mode::Zero) {
+        return Ok((None, None, false, "--mode zero".into()));
+    }
+    let strict = mode == Some(Mode::Cut);
+    // Cut refused: an error with --mode cut, zero mode (and why) without.
+    let refused = |why: String| if strict { Err(why) } else { Ok((None, None, false, format!("zero: {why}"))) };
+    match cut_file::plan_file_cut(data, kind, pruned) {
+        Ok(Some(c)) => {
+            let why = match kind {
+                Input::Pe(_) => "a PE image: the dropped code is cut out",
+                _ => "a relocatable object or archive: the dropped code is cut out",
+            };
+            return Ok((Some(c), None, false, format!("cut: {why}")));
+        }
+        Ok(None) => {}
+        Err(e) if strict => return Err(e.to_string()),
+        Err(e) => return refused(format!("cut refused ({e})")),
+    }
+    if !kind.in_place() {
+        return Ok((
+            None,
+            None,
+            true,
+            "cut: nothing refers to it by address: rewritten without the dropped entries".into(),
+        ));
+    }
+    let map = match kind {
+        Input::Hip(map) => map.clone(),
+        Input::Cuda => match prune::cuda::linked_map(data, pruned) {
+            Ok(map) => map,
+            Err(e) if strict => return Err(e.to_string()),
+            Err(e) => return refused(format!("cut refused ({e})")),
+        },
+        _ => {
+            let what = kind.name();
+            return refused(match strict {
+                true => format!(
+                    "--mode cut rewrites linked HIP and CUDA host binaries, relocatable objects and archives only (this is a {what}); zero mode prunes it"
+                ),
+                false => format!("cut does not apply to a {what}"),
+            });
+        }
+    };
+    match prune::plan_cut(data, &map, pruned) {
+        Ok(Cut::Planned(c)) => {
+            Ok((None, Some((map, c)), false, "cut: a linked binary: the freed pages are cut out".into()))
+        }
+        Ok(Cut::TooSmall { saves, minimum }) => {
+            if strict {
+                eprintln!(
+                    "note: {path}: cutting would remove only {saves} bytes (less than {minimum}); written in zero mode"
+                );
+            }
+            Ok((None, None, false, format!("zero: cutting would save only {saves} bytes (under {minimum})")))
+        }
+        Err(e) if strict => Err(e.to_string()),
+        Err(e) => refused(format!("cut refused ({e})")),
+    }
+}
+
 /// The warning every cut output gets.
 pub(crate) fn warn_cut(out_path: &str) {
     eprintln!(
-        "warning: {out_path}: cut mode split a segment and moved the program headers: do not run GNU strip or objcopy on it (they corrupt such files); llvm-strip and llvm-objcopy are fine"
+        "warning: {out_path}: cut mode split a segment and moved the program headers: do not run GNU strip or objcopy on it (they corrupt such files); llvm-strip and llvm-objcopy are fine, and --mode zero keeps the layout"
     );
 }
 

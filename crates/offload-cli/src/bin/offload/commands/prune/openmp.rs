@@ -1,11 +1,12 @@
 //! `offload prune` on an OpenMP offloading program or library (clang's new
-//! driver): drops whole device images in zero mode, or in cut mode packs
-//! the kept ones and cuts the freed pages out (the library's
+//! driver): drops whole device images in zero mode, or in cut mode (the
+//! default where it applies) packs the kept ones and cuts the freed pages
+//! out (the library's
 //! `prune::openmp` does the work). Like the HIP path, the output is
 //! checked from its own bytes before it replaces anything, and written
 //! atomically.
 
-use super::PruneArgs;
+use super::{Mode, PruneArgs};
 use crate::output;
 use offload_inspect::layout::openmp::OpenMpMap;
 use offload_rewrite::prune::openmp::{self, Edit, OpenMpCut, OpenMpPruned};
@@ -22,8 +23,10 @@ struct Report<'a> {
     unreferenced: usize,
     dropped_bytes: u64,
     mode: &'static str,
+    mode_reason: &'a str,
     input_size: u64,
     output_size: u64,
+    saved_bytes: i64,
 }
 
 #[derive(serde::Serialize)]
@@ -40,6 +43,8 @@ struct ImageReport<'a> {
 /// What was (or would be) written, for the report.
 struct Written<'c> {
     cut: Option<&'c CutPlan>,
+    /// Why this mode.
+    reason: &'c str,
     input_size: u64,
     output_size: u64,
 }
@@ -83,8 +88,10 @@ fn report(path: &str, pruned: &OpenMpPruned, json: bool, dry_run: bool, written:
             unreferenced: pruned.unreferenced.len(),
             dropped_bytes: pruned.dropped_bytes(),
             mode: if written.cut.is_some() { "cut" } else { "zero" },
+            mode_reason: written.reason,
             input_size: written.input_size,
             output_size: written.output_size,
+            saved_bytes: super::saved(written.input_size, written.output_size),
         };
         println!("{}", output::json(&report));
         return;
@@ -114,15 +121,17 @@ fn report(path: &str, pruned: &OpenMpPruned, json: bool, dry_run: bool, written:
     let verb = if dry_run { "would drop" } else { "dropped" };
     let counts: Vec<String> =
         pruned.descriptors.iter().map(|d| format!("{} -> {}", d.old_count, d.new_count)).collect();
-    let effect = match written.cut {
-        Some(_) => format!("the file cut from {} to {} bytes", written.input_size, written.output_size),
-        None => format!("{} bytes zeroed", pruned.dropped_bytes()),
-    };
+    let (input_size, output_size) = (written.input_size, written.output_size);
+    let mut effect = format!("{input_size} -> {output_size} bytes, {} saved", super::saved(input_size, output_size));
+    if written.cut.is_none() {
+        effect.push_str(&format!(" ({} bytes zeroed)", pruned.dropped_bytes()));
+    }
     println!(
-        "{path}: {verb} {} of {} OpenMP images ({effect}); images registered: {}",
+        "{path}: {verb} {} of {} OpenMP images; images registered: {}; {effect}; {}",
         pruned.dropped(),
         pruned.images.len(),
-        if counts.is_empty() { "none".into() } else { counts.join(", ") }
+        if counts.is_empty() { "none".into() } else { counts.join(", ") },
+        written.reason,
     );
 }
 
@@ -139,20 +148,27 @@ pub fn run(argv0: &str, args: &PruneArgs, rules: &Rules, input: &offload_io::Inp
         Err(e) => return fail(&e),
     };
     let zero_mode = || openmp::plan(&map, rules);
-    let planned = if args.cut {
-        openmp::plan_cut(data, &map, rules).map(|c| match c {
-            OpenMpCut { pruned, cut: Cut::Planned(c) } => Ok((pruned, Some(c))),
-            OpenMpCut { cut: Cut::TooSmall { saves, minimum }, .. } => {
-                eprintln!(
-                    "note: {path}: cutting would remove only {saves} bytes (less than {minimum}); written in zero mode"
-                );
-                zero_mode().map(|p| (p, None))
+    // Explicit --mode zero, else cut where it applies: an error with
+    // --mode cut, zero mode (and why) without.
+    let planned = match args.mode {
+        Some(Mode::Zero) => zero_mode().map(|p| (p, None, "--mode zero".to_string())),
+        mode => match openmp::plan_cut(data, &map, rules) {
+            Ok(OpenMpCut { pruned, cut: Cut::Planned(c) }) => {
+                Ok((pruned, Some(c), "cut: a linked binary: the freed pages are cut out".to_string()))
             }
-        })
-    } else {
-        Ok(zero_mode().map(|p| (p, None)))
+            Ok(OpenMpCut { cut: Cut::TooSmall { saves, minimum }, .. }) => {
+                if mode == Some(Mode::Cut) {
+                    eprintln!(
+                        "note: {path}: cutting would remove only {saves} bytes (less than {minimum}); written in zero mode"
+                    );
+                }
+                zero_mode().map(|p| (p, None, format!("zero: cutting would save only {saves} bytes (under {minimum})")))
+            }
+            Err(e) if mode == Some(Mode::Cut) => Err(e),
+            Err(e) => zero_mode().map(|p| (p, None, format!("zero: cut refused ({e})"))),
+        },
     };
-    let (pruned, cut) = match planned.and_then(|r| r) {
+    let (pruned, cut, reason) = match planned {
         Ok(p) => p,
         Err(e) => return fail(&e),
     };
@@ -160,7 +176,8 @@ pub fn run(argv0: &str, args: &PruneArgs, rules: &Rules, input: &offload_io::Inp
         Some(c) => openmp::cut_output_plan(c, data, &pruned),
         None => pruned.output_plan(data),
     };
-    let written = Written { cut: cut.as_ref(), input_size: data.len() as u64, output_size: plan.len() };
+    let written =
+        Written { cut: cut.as_ref(), reason: &reason, input_size: data.len() as u64, output_size: plan.len() };
     let Some(out_path) = args.output.as_deref().filter(|_| !args.dry_run) else {
         report(path, &pruned, args.json, true, &written);
         return 0;
