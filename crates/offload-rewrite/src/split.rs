@@ -11,7 +11,8 @@
 //! wheel keeps, for every GPU of that major version, what the driver
 //! would load on it (`--keep-gpu` for each of them). AMD code objects run
 //! only on their own processor (or a generic target's), so AMD targets are
-//! split one per target in either mode.
+//! split one per target in either mode, a generic target (`gfx11-generic`,
+//! label `gfx11generic`) being one such target.
 
 use crate::prune::Rules;
 use crate::tree::wheel::{self, Relabel};
@@ -72,12 +73,13 @@ pub fn targets(data: &[u8]) -> Result<(BTreeSet<String>, BTreeSet<u32>), TreeErr
                 if let Some(arch) = offload_format::cuda::Arch::parse(target) {
                     cuda.insert(arch.number);
                 }
-            } else if o.triple.starts_with("amdgcn") && target.starts_with("gfx") && !target.ends_with("-generic") {
+            } else if o.triple.starts_with("amdgcn") && target.starts_with("gfx") {
                 amd.insert(target.to_string());
             }
         }
     }
-    amd.retain(|t| !t.ends_with("-generic"));
+    // Generic targets (gfx11-generic) stay: a wheel built only for them
+    // (JAX's ROCm 7 PJRT plug-in) has no processor of its own to split by.
     Ok((amd, cuda))
 }
 
@@ -109,7 +111,10 @@ pub fn groups(amd: &BTreeSet<String>, cuda: &BTreeSet<u32>, by: By, only: &[Gpu]
     }
     for t in amd {
         let gpus = vec![t.clone()];
-        if wanted(&gpus) {
+        // A generic target's wheel serves every processor it covers.
+        let serves =
+            |g: &Gpu| g.processor == *t || offload_format::amdgpu::generic_target(&g.processor) == Some(t.as_str());
+        if only.is_empty() || only.iter().any(serves) {
             out.push(Group { label: t.replace('-', ""), gpus });
         }
     }
@@ -217,6 +222,23 @@ mod tests {
         assert_eq!(g[1].gpus, ["sm_80", "sm_86", "sm_87", "sm_88", "sm_89"]);
         let g = groups(&amd, &cuda, By::Target, &[Gpu::parse("sm_86").unwrap()]);
         assert_eq!(g, [Group { label: "sm86".into(), gpus: vec!["sm_86".into()] }]);
+    }
+
+    /// A wheel whose AMD code is built for generic targets only (JAX's
+    /// ROCm 7 PJRT plug-in: gfx908, gfx90a, gfx9-4-generic,
+    /// gfx10-3-generic, gfx11-generic, gfx12-generic) gets one wheel per
+    /// generic target too, and `--gpu gfx1100` picks gfx11-generic's.
+    #[test]
+    fn generic_targets_get_their_own_wheels() {
+        let amd: BTreeSet<String> = ["gfx11-generic", "gfx9-4-generic", "gfx90a"].map(String::from).into();
+        let g = groups(&amd, &BTreeSet::new(), By::Target, &[]);
+        let labels: Vec<&str> = g.iter().map(|g| g.label.as_str()).collect();
+        assert_eq!(labels, ["gfx11generic", "gfx94generic", "gfx90a"]);
+        let g = groups(&amd, &BTreeSet::new(), By::Family, &[Gpu::parse("gfx1100").unwrap()]);
+        assert_eq!(g, [Group { label: "gfx11generic".into(), gpus: vec!["gfx11-generic".into()] }]);
+        let g = groups(&amd, &BTreeSet::new(), By::Target, &[Gpu::parse("gfx942").unwrap()]);
+        assert_eq!(g[0].gpus, ["gfx9-4-generic"]);
+        assert_eq!(crate::prune::parse_target("gfx11-generic").unwrap(), "gfx11-generic");
     }
 
     #[test]
