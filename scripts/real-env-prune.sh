@@ -24,7 +24,7 @@
 # Env: KEEP_GPUS (wheels, default gfx1100), ROOT_KEEP (rootfs, default gfx90a),
 #      CHECK_GPUS (default ROOT_KEEP with xnack- and xnack+), SPLIT_GPUS (split
 #      --gpu: only the wheels serving these; default every target),
-#      KEEP_TMP=1 leaves the work folder.
+#      SKIP_WHEELS=1 runs only the container root, KEEP_TMP=1 leaves the work folder.
 set -euo pipefail
 O=$(realpath "${1:-target/release/offload}")
 [ -x "$O" ] || { echo "build it first: cargo build --release -p offload-cli ($O missing)" >&2; exit 2; }
@@ -57,8 +57,9 @@ selected() {
 
 echo "# $($O --version | head -1), $(nproc) cores, $(date -u +%FT%TZ)"
 
-## 1. Wheels
 mkdir -p "$CACHE/wheels" "$CACHE/debs"
+if [ -z "${SKIP_WHEELS:-}" ]; then
+## 1. Wheels
 if ! ls "$CACHE"/wheels/jax_rocm7_pjrt-*.whl >/dev/null 2>&1; then
     (cd "$CACHE/wheels" && pip download -q --no-deps --only-binary=:all: \
         --platform manylinux_2_28_x86_64 --python-version 3.11 jax-rocm7-plugin jax-rocm7-pjrt)
@@ -118,6 +119,7 @@ python3 -m venv "$T/venv.split"
 "$T/venv.split/bin/pip" install -q --no-deps --no-index "$one" && echo "   pip install --no-deps $(basename "$one"): ok" \
     || problem "pip install of $(basename "$one") failed"
 rm -rf "$T/venv.split" "$T/split" "$T/pruned"
+fi
 
 ## 3. A container root from Debian's ROCm packages
 ROCM_DEBS="librocrand1 libhiprand1 libhipsparse0 librocsparse0 libamdhip64-5 libhsa-runtime64-1 libamd-comgr2"
