@@ -219,8 +219,8 @@ impl Gpu {
     /// # Ok::<(), offload_inspect::select::GpuError>(())
     /// ```
     pub fn settle(&self, default: impl Fn(&str) -> Result<(bool, String), String>) -> (Gpu, Option<String>) {
-        let has_xnack = self.arch == "amdgcn"
-            && Table::Current.amdgcn_processor(&self.processor).is_some_and(|p| p.xnack);
+        let has_xnack =
+            self.arch == "amdgcn" && Table::Current.amdgcn_processor(&self.processor).is_some_and(|p| p.xnack);
         if !has_xnack || self.xnack.is_some() {
             return (self.clone(), None);
         }

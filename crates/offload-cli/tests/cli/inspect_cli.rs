@@ -311,20 +311,38 @@ fn extract_gpu_and_target_id_without_features() {
     };
     let (ids, err) = run(&["--gpu", "gfx90a"], None);
     assert_eq!(ids, [format!("{H}gfx90a:xnack-")]);
-    assert!(err.contains("note: --gpu gfx90a leaves xnack unset: taking xnack- (the amdgpu driver's default for gfx90a"), "{err}");
+    assert!(
+        err.contains("note: --gpu gfx90a leaves xnack unset: taking xnack- (the amdgpu driver's default for gfx90a"),
+        "{err}"
+    );
     let (ids, err) = run(&["--gpu", "gfx90a"], Some("1"));
     assert_eq!(ids, [format!("{H}gfx90a:xnack+")]);
     assert!(err.contains("taking xnack+ (HSA_XNACK=1 is set)"), "{err}");
     let (ids, err) = run(&["--target-id", "gfx90a"], Some("1"));
     assert_eq!(ids, [format!("{H}gfx90a:xnack+"), format!("{H}gfx90a:xnack-")]);
-    assert!(err.contains("note: --target-id gfx90a leaves xnack unset: takes gfx90a:xnack+ and gfx90a:xnack-"), "{err}");
+    assert!(
+        err.contains("note: --target-id gfx90a leaves xnack unset: takes gfx90a:xnack+ and gfx90a:xnack-"),
+        "{err}"
+    );
     let (ids, err) = run(&["--target-id", "gfx90a:xnack-"], None);
     assert_eq!(ids, [format!("{H}gfx90a:xnack-")]);
     assert!(!err.contains("note"), "{err}");
     // Nothing for the processor's other settings: the note says what there is.
     let scale = common::fixtures().join("inspect/libscale.so");
-    let out = offload(&["extract", "--target-id", "gfx90a:xnack-", "-d", d.path().to_str().unwrap(), scale.to_str().unwrap()]);
+    let out = offload(&[
+        "extract",
+        "--target-id",
+        "gfx90a:xnack-",
+        "-d",
+        d.path().to_str().unwrap(),
+        scale.to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--target-id gfx90a:xnack-: fixtures/inspect/libscale.so holds gfx90a code for gfx90a:xnack+ only") || err.contains("holds gfx90a code for gfx90a:xnack+ only"), "{err}");
+    assert!(
+        err.contains(
+            "--target-id gfx90a:xnack-: fixtures/inspect/libscale.so holds gfx90a code for gfx90a:xnack+ only"
+        ) || err.contains("holds gfx90a code for gfx90a:xnack+ only"),
+        "{err}"
+    );
 }

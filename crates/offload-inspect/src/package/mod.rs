@@ -400,9 +400,15 @@ impl Walker<'_> {
     /// A member whose bytes are at hand: a package is opened, code is
     /// visited, anything else is skipped.
     fn member(&mut self, bytes: &[u8], offset: Option<u64>, depth: usize) {
+        self.member_inner(bytes, offset, depth);
+        // Passed: a member that is a slice of the input moves the mark to
+        // its end once read (a compressed one moved it while decoding).
         if let Some(end) = self.offset_of(bytes).and_then(|s| s.checked_add(bytes.len() as u64)) {
             self.read.set(self.read.get().max(end));
         }
+    }
+
+    fn member_inner(&mut self, bytes: &[u8], offset: Option<u64>, depth: usize) {
         let head = bytes.get(..bytes.len().min(HEAD_LEN)).unwrap_or_default();
         if let Some(kind) = detect(head) {
             if depth + 1 > self.limits.max_depth {

@@ -211,15 +211,16 @@ fn fit(widths: &mut [usize], header: &[&str], width: usize) {
     }
 }
 
-/// `text` in `width` characters: the start and the end with `…` between
-/// (paths and IDs differ at both ends).
+/// `text` in `width` characters: a third from the start and the rest from
+/// the end with `…` between (paths and IDs say most at their end: the
+/// file name, the target ID).
 pub fn elide(text: &str, width: usize) -> String {
     let n = text.chars().count();
     if n <= width || width == 0 {
         return text.to_string();
     }
     let keep = width - 1;
-    let head = keep.div_ceil(2);
+    let head = keep / 3;
     let tail = keep - head;
     let start: String = text.chars().take(head).collect();
     let end: String = text.chars().skip(n - tail).collect();
@@ -380,7 +381,7 @@ mod tests {
 
     #[test]
     fn wide_tables_elide_to_fit() {
-        assert_eq!(elide("libfoo.so-0-hipv4-gfx90a", 12), "libfoo…fx90a");
+        assert_eq!(elide("libfoo.so-0-hipv4-gfx90a", 12), "lib…v4-gfx90a");
         assert_eq!(elide("short", 12), "short");
         let rows = vec![vec!["a".repeat(40), "x".into(), "b".repeat(30)]];
         let mut widths = vec![40, 1, 30];

@@ -133,11 +133,14 @@ fn select_cmd(
 /// whole path (a library, or every member of a package) so that identical
 /// errors (a library whose 111 fat binaries all lack the GPU) print as one
 /// line with a count and the first locations.
+/// (file, the kpack loader's message or none) and the locations.
+type Group = ((String, Option<String>), Vec<String>);
+
 #[derive(Default)]
 pub(crate) struct FailedUnits {
     /// Per file and message (`None`: nothing loadable; `Some`: the kpack
     /// loader's refusal), the locations, in the order first seen.
-    groups: Vec<((String, Option<String>), Vec<String>)>,
+    groups: Vec<Group>,
 }
 
 impl FailedUnits {
@@ -170,7 +173,9 @@ impl FailedUnits {
                     first_locations(&locs)
                 ),
                 (None, [loc]) => {
-                    eprintln!("{argv0}: error: {file}: no code object in the fat binary at {loc} loads on {gpu} ({rt} runtime)")
+                    eprintln!(
+                        "{argv0}: error: {file}: no code object in the fat binary at {loc} loads on {gpu} ({rt} runtime)"
+                    )
                 }
                 (None, _) => eprintln!(
                     "{argv0}: error: {file}: no code object loads on {gpu} ({rt} runtime) in {} fat binaries ({})",

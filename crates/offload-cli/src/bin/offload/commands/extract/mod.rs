@@ -235,7 +235,9 @@ fn extract(
                 filters.iter().any(|f| match f {
                     Filter::All => !o.container,
                     Filter::Id(id) => &o.id == id,
-                    Filter::TargetId(t) => !o.target_id.is_empty() && offload_inspect::keep::agrees(&canonical(t), &o.target_id),
+                    Filter::TargetId(t) => {
+                        !o.target_id.is_empty() && offload_inspect::keep::agrees(&canonical(t), &o.target_id)
+                    }
                     Filter::Index(n) => *n == before + i,
                     Filter::Gpu => chosen.contains(&i),
                 })
@@ -335,7 +337,10 @@ fn extract(
                 let same: Vec<&str> =
                     held.iter().map(String::as_str).filter(|h| h.split(':').next() == Some(processor)).collect();
                 if !same.is_empty() {
-                    eprintln!("{argv0}: note: --target-id {rule}: {path} holds {processor} code for {} only", same.join(", "));
+                    eprintln!(
+                        "{argv0}: note: --target-id {rule}: {path} holds {processor} code for {} only",
+                        same.join(", ")
+                    );
                 }
             }
         }
