@@ -121,7 +121,7 @@ fn folder_of_hip_libraries_names_exactly_those_lacking_the_gpu() {
     // The text: failures only, then one summary line per GPU.
     let o = offload(&["check", "--no-deps", "--gpu", "gfx906", "--gpu", "gfx1030", p(&dir)]);
     let out = text(&o.stdout);
-    assert!(out.contains("gfx906: 6 GPU libraries, 10 fat binaries: all load\n"), "{out}");
+    assert!(out.contains("gfx906:xnack-: 6 GPU libraries, 10 fat binaries: all load\n"), "{out}");
     assert!(
         out.contains(
             "gfx1030: 6 GPU libraries, 10 fat binaries: 6 libraries lack gfx1030 code: gnu_rela.so, lld_relr.so, \
