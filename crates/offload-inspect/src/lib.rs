@@ -502,6 +502,32 @@ impl<'a> Inventory<'a> {
         }
     }
 
+    /// What an object's image is, for the IMAGE column of tables: `ELF`,
+    /// `PTX`, `bitcode`, `SPIR-V`, `NVVM`, `fatbin`, `bundle`, `offload`
+    /// (an OffloadBinary), `archive`, `assembly`, or `-` when it cannot be
+    /// told cheaply. Bytes stored as they are are recognised by their
+    /// first bytes; otherwise the container's own record (a CUDA entry's
+    /// kind, an OffloadBinary's image kind) says it. Nothing is
+    /// decompressed for a column.
+    pub fn image_label(&self, object: &CodeObject<'a>) -> &'static str {
+        if let Payload::Plain(b) = object.payload
+            && let Some(label) = sniff_image(self.resolve(b))
+        {
+            return label;
+        }
+        match object.image_kind_name().as_deref() {
+            Some("elf" | "cubin" | "o") => "ELF",
+            Some("ptx") => "PTX",
+            Some("nvvm") => "NVVM",
+            Some("bc") => "bitcode",
+            Some("spv") => "SPIR-V",
+            Some("fatbin") => "fatbin",
+            Some("s") => "assembly",
+            Some("concat") => "concat",
+            _ => "-",
+        }
+    }
+
     /// The bytes of one code object; a compressed one is decompressed (and
     /// its bundle's hash checked) at every call, and nothing is kept: to
     /// get the bytes of several objects, use [`decode::visit_objects`],
@@ -546,3 +572,25 @@ fn keep_range(mut data: Vec<u8>, start: u64, len: u64) -> Result<Vec<u8>, BytesE
 
 #[cfg(test)]
 mod tests;
+
+/// The kind of image `data` starts like, by its magic bytes.
+fn sniff_image(data: &[u8]) -> Option<&'static str> {
+    const MAGICS: [(&[u8], &str); 9] = [
+        (b"\x7fELF", "ELF"),
+        (b"BC\xc0\xde", "bitcode"),
+        (b"\xde\xc0\x17\x0b", "bitcode"),
+        (b"\x03\x02\x23\x07", "SPIR-V"),
+        (b"\x50\xed\x55\xba", "fatbin"),
+        (b"__CLANG_OFFLOAD_BUNDLE__", "bundle"),
+        (b"CCOB", "bundle"),
+        (b"\x10\xff\x10\xad", "offload"),
+        (b"!<arch>\n", "archive"),
+    ];
+    if let Some((_, label)) = MAGICS.iter().find(|(m, _)| data.starts_with(m)) {
+        return Some(label);
+    }
+    let head = &data[..data.len().min(4096)];
+    let text = std::str::from_utf8(head).ok()?.trim_start_matches(|c: char| c.is_whitespace() || c == '\0');
+    let ptx = text.starts_with("//") || text.starts_with(".version");
+    (ptx && head.windows(8).any(|w| w == b".version")).then_some("PTX")
+}

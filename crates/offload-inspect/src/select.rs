@@ -195,6 +195,51 @@ impl Gpu {
         })
     }
 
+    /// The GPU with the `xnack` setting its description leaves out made
+    /// explicit, the way a process runs on it: a real GPU runs in one xnack
+    /// mode, and code built for `xnack+` or `xnack-` loads only in that
+    /// mode. `default(processor)` gives the mode (`HSA_XNACK`, else the
+    /// driver's default for the chip) and why, or why it cannot be told;
+    /// then the setting stays unset and code that fixes it does not match
+    /// (rule 4). `sramecc` is a property of the board that no default
+    /// tells, so it stays as given. Returns the GPU and a note saying what
+    /// was chosen (or why nothing was), `None` when nothing was left out
+    /// (docs/reference/selection-rules.md, "A GPU named without its
+    /// settings").
+    ///
+    /// ```
+    /// use offload_inspect::select::Gpu;
+    ///
+    /// let gfx90a = Gpu::parse("gfx90a")?;
+    /// let (gpu, note) = gfx90a.settle(|_| Ok((false, "the driver's default".into())));
+    /// assert_eq!(gpu.target_id(), "gfx90a:xnack-");
+    /// assert_eq!(note.unwrap(), "gfx90a leaves xnack unset: taking xnack- (the driver's default)");
+    /// let (gpu, note) = Gpu::parse("gfx1030")?.settle(|_| Ok((false, String::new())));
+    /// assert_eq!((gpu.target_id().as_str(), note), ("gfx1030", None));
+    /// # Ok::<(), offload_inspect::select::GpuError>(())
+    /// ```
+    pub fn settle(&self, default: impl Fn(&str) -> Result<(bool, String), String>) -> (Gpu, Option<String>) {
+        let has_xnack =
+            self.arch == "amdgcn" && Table::Current.amdgcn_processor(&self.processor).is_some_and(|p| p.xnack);
+        if !has_xnack || self.xnack.is_some() {
+            return (self.clone(), None);
+        }
+        let name = &self.processor;
+        match default(name) {
+            Ok((on, why)) => {
+                let gpu = Gpu { xnack: Some(on), ..self.clone() };
+                let sign = if on { '+' } else { '-' };
+                (gpu, Some(format!("{name} leaves xnack unset: taking xnack{sign} ({why})")))
+            }
+            Err(why) => (
+                self.clone(),
+                Some(format!(
+                    "{name} leaves xnack unset and its mode cannot be told ({why}): code built for xnack+ or xnack- matches neither; name it ({name}:xnack+ or {name}:xnack-)"
+                )),
+            ),
+        }
+    }
+
     /// The canonical target ID (`gfx90a:sramecc+:xnack-`).
     pub fn target_id(&self) -> String {
         let mut s = self.processor.clone();

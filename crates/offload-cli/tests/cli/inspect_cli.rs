@@ -2,6 +2,7 @@
 //! written by the library (no LLVM needed); the command-line errors are
 //! cases in `cli/cases/`.
 
+use crate::common;
 use crate::inspect_support;
 
 use inspect_support::*;
@@ -67,11 +68,12 @@ fn selection_follows_the_target_id_rules() {
     let (rc, chosen, _, _) = select(&f, "amdgcn-amd-amdhsa--gfx90a:sramecc-:xnack-", &[]);
     assert_eq!((rc, chosen), (0, vec![format!("{H}gfx90a:xnack-")]));
 
-    // The GPU's xnack setting unknown: neither fixed object qualifies.
+    // The GPU's xnack mode not given: the driver's default for gfx90a
+    // (off) is taken, and said (docs/reference/selection-rules.md).
     let (rc, chosen, others, err) = select(&f, "gfx90a", &[]);
-    assert_eq!((rc, chosen.len()), (1, 0));
+    assert_eq!((rc, chosen), (0, vec![format!("{H}gfx90a:xnack-")]));
     assert_eq!(reason(&others, &format!("{H}gfx90a:xnack+")), "xnack-mismatch");
-    assert!(err.contains("no code object in the fat binary at file loads on gfx90a"), "{err}");
+    assert!(err.contains("--gpu gfx90a leaves xnack unset: taking xnack-"), "{err}");
 
     let (rc, chosen, _, _) = select(&f, "gfx906:sramecc+:xnack-", &[]);
     assert_eq!((rc, chosen), (0, vec![format!("{H}gfx906:sramecc+")]));
@@ -282,4 +284,71 @@ fn damaged_files_never_crash_any_command() {
             );
         }
     }
+}
+
+/// `gfx90a` against a library holding `gfx90a:xnack+` and `gfx90a:xnack-`
+/// (fixtures/inspect/libtwo.so): `extract --gpu` takes the xnack mode a
+/// process gets (the driver's default, off, or `HSA_XNACK`) as `select`
+/// and `check` do, `--target-id` names code and takes both settings as
+/// `prune --keep` does; each says what it took.
+#[test]
+fn extract_gpu_and_target_id_without_features() {
+    let lib = common::fixtures().join("inspect/libtwo.so");
+    let d = tempfile::tempdir().unwrap();
+    let run = |args: &[&str], env: Option<&str>| {
+        let out_dir = d.path().join(format!("out{}", args.len() + env.map_or(0, str::len)));
+        let _ = std::fs::remove_dir_all(&out_dir);
+        std::fs::create_dir(&out_dir).unwrap();
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_offload"));
+        command.arg("extract").args(args).args([
+            "--json",
+            "--output-dir",
+            out_dir.to_str().unwrap(),
+            lib.to_str().unwrap(),
+        ]);
+        command.env_remove("HSA_XNACK");
+        if let Some(v) = env {
+            command.env("HSA_XNACK", v);
+        }
+        let out = common::run(&mut command);
+        assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let ids: Vec<String> = json(&out).iter().map(|r| s(r, "id").to_string()).collect();
+        (ids, String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (ids, err) = run(&["--gpu", "gfx90a"], None);
+    assert_eq!(ids, [format!("{H}gfx90a:xnack-")]);
+    assert!(
+        err.contains("note: --gpu gfx90a leaves xnack unset: taking xnack- (the amdgpu driver's default for gfx90a"),
+        "{err}"
+    );
+    let (ids, err) = run(&["--gpu", "gfx90a"], Some("1"));
+    assert_eq!(ids, [format!("{H}gfx90a:xnack+")]);
+    assert!(err.contains("taking xnack+ (HSA_XNACK=1 is set)"), "{err}");
+    let (ids, err) = run(&["--target-id", "gfx90a"], Some("1"));
+    assert_eq!(ids, [format!("{H}gfx90a:xnack+"), format!("{H}gfx90a:xnack-")]);
+    assert!(
+        err.contains("note: --target-id gfx90a leaves xnack unset: takes gfx90a:xnack+ and gfx90a:xnack-"),
+        "{err}"
+    );
+    let (ids, err) = run(&["--target-id", "gfx90a:xnack-"], None);
+    assert_eq!(ids, [format!("{H}gfx90a:xnack-")]);
+    assert!(!err.contains("note"), "{err}");
+    // Nothing for the processor's other settings: the note says what there is.
+    let scale = common::fixtures().join("inspect/libscale.so");
+    let out = offload(&[
+        "extract",
+        "--target-id",
+        "gfx90a:xnack-",
+        "--output-dir",
+        d.path().to_str().unwrap(),
+        scale.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(
+            "--target-id gfx90a:xnack-: fixtures/inspect/libscale.so holds gfx90a code for gfx90a:xnack+ only"
+        ) || err.contains("holds gfx90a code for gfx90a:xnack+ only"),
+        "{err}"
+    );
 }

@@ -32,6 +32,7 @@ mod prune_env_cli;
 mod registration;
 mod replace_cli;
 mod size_diff_cli;
+mod terminal;
 mod windows_built;
 mod windows_pe;
 mod wrapper_fixtures;

@@ -12,6 +12,7 @@ mod xnack;
 mod tests;
 
 pub use nvml::gpu_from_compute_capability;
+pub use xnack::default_for as default_xnack;
 
 use offload_inspect::select::Gpu;
 use std::path::{Path, PathBuf};

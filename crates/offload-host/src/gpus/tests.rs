@@ -286,3 +286,15 @@ proptest::proptest! {
         proptest::prop_assert_eq!(warned, bad.len());
     }
 }
+
+#[test]
+fn default_xnack_for_a_gpu_named_without_it() {
+    let env = |v: Option<&str>| Environment { hsa_xnack: v.map(str::to_string), ..Default::default() };
+    let (on, why) = default_xnack("gfx90a", &env(None)).unwrap();
+    assert!(!on && why.contains("driver's default for gfx90a"), "{why}");
+    assert!(default_xnack("gfx908", &env(Some("1"))).unwrap().0);
+    assert!(default_xnack("gfx902", &env(None)).unwrap().0, "GFX9 APUs default to retry on");
+    assert!(default_xnack("gfx90c", &env(None)).unwrap_err().contains("kernel version"));
+    assert!(default_xnack("gfx90c", &env(Some("0"))).is_ok_and(|(on, _)| !on));
+    assert!(default_xnack("gfx9999", &env(None)).unwrap_err().contains("processor table"));
+}

@@ -80,3 +80,21 @@ pub(super) fn resolve(
         None => unknown("the amdgpu driver's noretry parameter is not readable (and HSA_XNACK is not set)".into()),
     }
 }
+
+/// The xnack mode a process would run in on a GPU of `processor` named
+/// without its xnack setting (`--gpu gfx90a`): `HSA_XNACK` when set, else
+/// the amdgpu driver's default for the chip (its `noretry` parameter at
+/// -1, as shipped). `Ok((on, why))`, or why it cannot be told
+/// (docs/reference/selection-rules.md, "A GPU named without its
+/// settings").
+pub fn default_for(processor: &str, env: &Environment) -> Result<(bool, String), String> {
+    if let (Setting { on: Some(on), .. }, _) = resolve(env, None, None) {
+        return Ok((on, format!("HSA_XNACK={} is set", if on { 1 } else { 0 })));
+    }
+    let Some(row) = offload_format::amdgpu::Table::Current.amdgcn_processor(processor) else {
+        return Err(format!("{processor} is not in this tool's processor table"));
+    };
+    let on = driver_default(row).map_err(str::to_string)?;
+    let other = if on { "HSA_XNACK=0 runs with xnack-" } else { "HSA_XNACK=1 runs with xnack+" };
+    Ok((on, format!("the amdgpu driver's default for {processor} when HSA_XNACK is unset; {other}")))
+}

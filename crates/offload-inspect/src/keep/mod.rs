@@ -89,6 +89,58 @@ pub fn agrees(rule: &str, entry: &str) -> bool {
     r.processor == e.processor && r.features.iter().all(|(name, on)| e.features.get(name).is_none_or(|v| v == on))
 }
 
+/// What a target that leaves features out took, in words, for the note
+/// `--keep`, `--target-id` and `size --keep` print: `gfx90a leaves xnack
+/// unset: takes gfx90a:xnack+ and gfx90a:xnack-` when the `entries` it
+/// [`agrees`] with fix a feature the rule leaves out; `None` otherwise.
+/// A target ID names code, and code for either setting is code for the
+/// target (a GPU is settled to one mode instead: `Gpu::settle`;
+/// docs/reference/selection-rules.md).
+///
+/// ```
+/// use offload_inspect::keep::either_setting_note;
+///
+/// let entries = ["gfx90a:xnack+", "gfx90a:xnack-", "gfx906"];
+/// assert_eq!(
+///     either_setting_note("gfx90a", entries).unwrap(),
+///     "gfx90a leaves xnack unset: takes gfx90a:xnack+ and gfx90a:xnack-"
+/// );
+/// assert_eq!(either_setting_note("gfx90a:xnack+", entries), None);
+/// assert_eq!(either_setting_note("gfx906", entries), None);
+/// ```
+pub fn either_setting_note<'a>(rule: &str, entries: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let r = parse_format(rule).ok()?;
+    let mut taken: Vec<&str> = Vec::new();
+    let mut unset: Vec<&str> = Vec::new();
+    for entry in entries {
+        let Ok(e) = parse_format(entry) else { continue };
+        if !agrees(rule, entry) {
+            continue;
+        }
+        let left_out: Vec<&str> = e.features.keys().copied().filter(|f| !r.features.contains_key(f)).collect();
+        if left_out.is_empty() {
+            continue;
+        }
+        for f in left_out {
+            if !unset.contains(&f) {
+                unset.push(f);
+            }
+        }
+        if !taken.contains(&entry) {
+            taken.push(entry);
+        }
+    }
+    if taken.is_empty() {
+        return None;
+    }
+    taken.sort_by(|a, b| crate::report::size::target_cmp(a, b));
+    let list = match taken.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        _ => taken.join(""),
+    };
+    Some(format!("{rule} leaves {} unset: takes {list}", unset.join(" and ")))
+}
+
 /// The triple a `--keep`/`--drop` text names, if it is one: two to four
 /// `-`-separated parts, no target-ID features, a known architecture
 /// (`gfx9-generic` is a target ID, `amdgcn-amd-amdhsa--gfx90a` an entry ID).

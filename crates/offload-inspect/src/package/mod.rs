@@ -85,11 +85,17 @@ pub enum Event<'a> {
     /// After each member of the outermost package: how many were passed
     /// (all members, skipped ones included) and, when the container says,
     /// how many there are.
+    /// Also sent while a compressed member of the outermost package is
+    /// read (a `.deb`'s one `data.tar.xz`), with the same counts and more
+    /// bytes read.
     Progress {
         /// Members passed so far.
         done: u64,
         /// Members in all, when the container's index says.
         total: Option<u64>,
+        /// Bytes of the input read or passed so far (of `data.len()`),
+        /// counting the compressed bytes a decoder has taken in.
+        read: u64,
     },
     /// A member or nested package that could not be read; the walk goes
     /// on with the next one where the container allows it.
@@ -214,7 +220,15 @@ pub fn walk(data: &[u8], limits: &Limits, visit: &mut dyn FnMut(Event<'_>)) -> R
 /// (for fuzzing one reader at a time).
 pub fn walk_as(kind: Kind, data: &[u8], limits: &Limits, visit: &mut dyn FnMut(Event<'_>)) -> Result<(), PackageError> {
     let budget = limits.min_budget.max((data.len() as u64).saturating_mul(limits.max_expansion));
-    let mut w = Walker { limits: *limits, visit, steps: Vec::new(), budget: Budget::new(budget) };
+    let mut w = Walker {
+        limits: *limits,
+        visit,
+        steps: Vec::new(),
+        budget: Budget::new(budget),
+        input: (data.as_ptr() as usize, data.len()),
+        read: std::rc::Rc::new(std::cell::Cell::new(0)),
+        shown: (0, None, 0),
+    };
     w.container(kind, data, Some(0), 0).map_err(|kind| PackageError { at: Vec::new(), kind })
 }
 
@@ -281,6 +295,56 @@ pub(crate) struct Walker<'v> {
     visit: &'v mut dyn FnMut(Event<'_>),
     /// The members entered, outermost first.
     steps: Vec<Step>,
+    /// Where the input lies in memory (address, length): bytes of members
+    /// that are slices of it say how far the walk has come.
+    input: (usize, usize),
+    /// The furthest byte of the input read so far: by the walk, or by a
+    /// decoder through [`Counted`].
+    read: std::rc::Rc<std::cell::Cell<u64>>,
+    /// The last progress sent: members done, total, bytes read.
+    shown: (u64, Option<u64>, u64),
+}
+
+/// A slice of the input read by a decoder, counting how far it has read
+/// into the walk's `read` mark (for progress inside compressed members).
+pub(crate) struct Counted<'a> {
+    data: &'a [u8],
+    pos: usize,
+    /// Where `data` starts in the input; `None` for decompressed bytes,
+    /// whose reading the outer decoder counts already.
+    base: Option<u64>,
+    read: std::rc::Rc<std::cell::Cell<u64>>,
+}
+
+impl Counted<'_> {
+    fn mark(&self) {
+        if let Some(at) = self.base.and_then(|b| b.checked_add(self.pos as u64)) {
+            self.read.set(self.read.get().max(at));
+        }
+    }
+}
+
+impl Read for Counted<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let rest = self.data.get(self.pos..).unwrap_or_default();
+        let n = rest.len().min(buf.len());
+        if let (Some(to), Some(from)) = (buf.get_mut(..n), rest.get(..n)) {
+            to.copy_from_slice(from);
+        }
+        self.pos += n;
+        self.mark();
+        Ok(n)
+    }
+}
+
+impl std::io::BufRead for Counted<'_> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        Ok(self.data.get(self.pos..).unwrap_or_default())
+    }
+    fn consume(&mut self, amt: usize) {
+        self.pos = self.pos.saturating_add(amt).min(self.data.len());
+        self.mark();
+    }
 }
 
 impl Walker<'_> {
@@ -298,10 +362,28 @@ impl Walker<'_> {
         (self.visit)(Event::Problem(PackageError { at, kind }));
     }
 
-    /// After a member of the outermost package.
+    /// Where `bytes` start in the input, if they are a slice of it.
+    fn offset_of(&self, bytes: &[u8]) -> Option<u64> {
+        let (addr, len) = self.input;
+        let start = (bytes.as_ptr() as usize).checked_sub(addr)?;
+        (start.checked_add(bytes.len())? <= len).then_some(start as u64)
+    }
+
+    /// `data` for a decoder, counting what it reads of the input.
+    pub(crate) fn counted<'a>(&self, data: &'a [u8]) -> Counted<'a> {
+        Counted { data, pos: 0, base: self.offset_of(data), read: self.read.clone() }
+    }
+
+    /// After a member: of the outermost package, with its counts; of a
+    /// nested one, only when more of the input has been read (a
+    /// compressed tarball in a `.deb`).
     fn progress(&mut self, depth: usize, done: u64, total: Option<u64>) {
-        if depth == 0 {
-            (self.visit)(Event::Progress { done, total });
+        let read = self.read.get();
+        let (shown_done, shown_total, shown_read) = self.shown;
+        let (done, total) = if depth == 0 { (done, total) } else { (shown_done, shown_total) };
+        if depth == 0 || read > shown_read {
+            self.shown = (done, total, read);
+            (self.visit)(Event::Progress { done, total, read });
         }
     }
 
@@ -318,6 +400,15 @@ impl Walker<'_> {
     /// A member whose bytes are at hand: a package is opened, code is
     /// visited, anything else is skipped.
     fn member(&mut self, bytes: &[u8], offset: Option<u64>, depth: usize) {
+        self.member_inner(bytes, offset, depth);
+        // Passed: a member that is a slice of the input moves the mark to
+        // its end once read (a compressed one moved it while decoding).
+        if let Some(end) = self.offset_of(bytes).and_then(|s| s.checked_add(bytes.len() as u64)) {
+            self.read.set(self.read.get().max(end));
+        }
+    }
+
+    fn member_inner(&mut self, bytes: &[u8], offset: Option<u64>, depth: usize) {
         let head = bytes.get(..bytes.len().min(HEAD_LEN)).unwrap_or_default();
         if let Some(kind) = detect(head) {
             if depth + 1 > self.limits.max_depth {

@@ -12,7 +12,7 @@ use std::io::{Cursor, Read};
 /// an attack on memory) with a clear error.
 const XZ_MEMORY_LIMIT_KIB: u32 = 160 << 10;
 
-fn decoder<'a>(kind: Kind, data: &'a [u8]) -> Result<Box<dyn Read + 'a>, ErrorKind> {
+fn decoder<'a>(kind: Kind, data: super::Counted<'a>) -> Result<Box<dyn Read + 'a>, ErrorKind> {
     Ok(match kind {
         Kind::Gzip => Box::new(flate2::read::MultiGzDecoder::new(data)),
         Kind::Xz => Box::new(lzma_rust2::XzReader::new_mem_limit(data, true, XZ_MEMORY_LIMIT_KIB)),
@@ -32,7 +32,8 @@ fn decoder<'a>(kind: Kind, data: &'a [u8]) -> Result<Box<dyn Read + 'a>, ErrorKi
 pub(super) fn walk(w: &mut Walker, kind: Kind, data: &[u8], depth: usize) -> Result<(), ErrorKind> {
     let format = kind.name();
     // Every byte the decoder produces is charged, skipped ones included.
-    let mut reader = w.budget.meter(decoder(kind, data)?);
+    // The compressed bytes it takes in are counted for progress.
+    let mut reader = w.budget.meter(decoder(kind, w.counted(data))?);
     let mut head = Vec::with_capacity(HEAD_LEN);
     if let Err(e) = (&mut reader).take(HEAD_LEN as u64).read_to_end(&mut head) {
         if w.budget.spent() {

@@ -57,6 +57,9 @@ pub struct Cli {
         hide_possible_values = true
     )]
     pub color: ColorChoice,
+    /// Sizes in tables as exact byte counts (a terminal shows 1.5 MiB)
+    #[arg(long, global = true, help_heading = "Global options")]
+    pub bytes: bool,
     #[command(subcommand)]
     pub command: Sub,
 }
@@ -131,6 +134,36 @@ pub fn gpu_warning(option: &str, g: &Gpu) -> Option<String> {
     })
 }
 
+/// The notes of GPUs whose xnack mode was settled (`Sub::settle_gpus`):
+/// the settled GPU's target ID, the note, and whether it was printed.
+/// A note is printed once, when a scanned file holds code for the GPU's
+/// processor that fixes xnack, the only case where the mode changes an
+/// answer (`--gpu gfx906` on a library without `:xnack±` code stays quiet).
+static SETTLED: std::sync::Mutex<Vec<(String, String, bool)>> = std::sync::Mutex::new(Vec::new());
+
+/// Records the note of a settled GPU (from `main`).
+pub fn remember_settled(gpu: &Gpu, note: String) {
+    if let Ok(mut notes) = SETTLED.lock() {
+        notes.push((gpu.target_id(), note, false));
+    }
+}
+
+/// Prints the settled note of `gpu` (once) if one of `targets` (target
+/// IDs of code found) is for its processor and fixes xnack.
+pub fn note_settled<'a>(gpu: &Gpu, targets: impl IntoIterator<Item = &'a str>) {
+    let Ok(mut notes) = SETTLED.lock() else { return };
+    let id = gpu.target_id();
+    let Some(entry) = notes.iter_mut().find(|(g, _, shown)| *g == id && !shown) else { return };
+    let fixes_xnack = |t: &str| {
+        let mut parts = t.split(':');
+        parts.next() == Some(gpu.processor.as_str()) && parts.any(|f| f.starts_with("xnack"))
+    };
+    if targets.into_iter().any(fixes_xnack) {
+        entry.2 = true;
+        eprintln!("{}: note: {}", offload_cli::diag::argv0(), entry.1);
+    }
+}
+
 /// The runtime for `--kind`, or the default for the GPU: an NVIDIA GPU is
 /// served by the CUDA driver unless `--kind` says otherwise.
 pub fn runtime(kind: Option<Kind>, gpu: Option<&Gpu>) -> Runtime {
@@ -201,14 +234,21 @@ impl Context {
 /// Parses the whole command line (program name first); help, version and
 /// usage errors come back as clap's error, which prints itself and knows
 /// its exit status (0 for help and version, 2 for a bad command line).
-pub fn parse<I, T>(argv: I) -> Result<(Sub, ColorChoice), clap::Error>
+pub fn parse<I, T>(argv: I) -> Result<(Sub, Globals), clap::Error>
 where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
     let cli = Cli::try_parse_from(argv)?;
     let command = cli.command.validated()?;
-    Ok((command, cli.color))
+    Ok((command, Globals { color: cli.color, bytes: cli.bytes }))
+}
+
+/// The options every command takes (`--color`, `--bytes`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Globals {
+    pub color: ColorChoice,
+    pub bytes: bool,
 }
 
 /// A clap usage error (exit 2) reported for subcommand `name`, for the

@@ -44,8 +44,10 @@ fn commands_and_options() {
     let l = list(&["list", "--", "--json"]);
     assert!(!l.json && l.files == ["--json"]);
     assert_eq!(list(&["list", "-"]).files, ["-"]);
-    let (_, color) = parse(["offload", "list", "--color", "never", "f"]).unwrap();
-    assert_eq!(color, ColorChoice::Never);
+    let (_, g) = parse(["offload", "list", "--color", "never", "f"]).unwrap();
+    assert_eq!((g.color, g.bytes), (ColorChoice::Never, false));
+    let (_, g) = parse(["offload", "size", "f", "--bytes"]).unwrap();
+    assert!(g.bytes);
 }
 
 #[test]

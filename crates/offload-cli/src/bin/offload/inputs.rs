@@ -206,9 +206,9 @@ fn one(
                 uri_prefix,
             });
         }
-        Event::Progress { done, total } => {
+        Event::Progress { done, total, read } => {
             if let Some(b) = &mut bar {
-                b.tick(done, total, "members");
+                b.tick_bytes(read, bytes.len() as u64, done, total);
             }
         }
         Event::Problem(e) => problems.push(found(e)),

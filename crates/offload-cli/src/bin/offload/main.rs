@@ -26,7 +26,7 @@ fn main() -> ExitCode {
     offload_io::remove_staging_on_signals();
     diag::report_output_errors();
     let argv0 = diag::argv0();
-    let (command, color) = match cli::parse(std::env::args_os()) {
+    let (mut command, globals) = match cli::parse(std::env::args_os()) {
         Ok(parsed) => parsed,
         // Help and version (exit 0, standard output) and usage errors
         // (exit 2, standard error): clap prints them.
@@ -38,7 +38,9 @@ fn main() -> ExitCode {
     if let Some(warning) = command.gpu_warning() {
         eprintln!("{argv0}: warning: {warning}");
     }
-    let code = command.run(&cli::Context { argv0, color });
+    command.settle_gpus();
+    output::set_layout(output::Layout::for_stdout(globals.bytes));
+    let code = command.run(&cli::Context { argv0, color: globals.color });
     diag::flush_stdout();
     ExitCode::from(code)
 }

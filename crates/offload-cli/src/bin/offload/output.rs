@@ -111,9 +111,120 @@ pub fn offset(o: Option<u64>) -> String {
     o.map_or_else(|| "-".to_string(), |v| format!("{v:#x}"))
 }
 
+/// How text tables show sizes and how wide they may be, decided once per
+/// run from standard output: on a terminal sizes are human (`1.5 MiB`,
+/// unless `--bytes`) and tables fit its width; through a pipe everything is
+/// exact and whole, so scripts and files get what they always got.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Layout {
+    /// Sizes as `1.5 MiB` rather than `1572864`.
+    pub human: bool,
+    /// The terminal's columns: wider tables elide their longest cells.
+    pub width: Option<usize>,
+}
+
+static LAYOUT: std::sync::OnceLock<Layout> = std::sync::OnceLock::new();
+
+impl Layout {
+    /// The layout for this process's standard output: a terminal's width
+    /// (`COLUMNS` when set, else the terminal's own), human sizes there
+    /// unless `bytes`.
+    pub fn for_stdout(bytes: bool) -> Layout {
+        use std::io::IsTerminal;
+        if !std::io::stdout().is_terminal() {
+            return Layout::default();
+        }
+        let columns = std::env::var("COLUMNS").ok().and_then(|c| c.trim().parse().ok()).filter(|&c: &usize| c > 0);
+        Layout { human: !bytes, width: columns.or_else(terminal_columns) }
+    }
+}
+
+/// The columns of the terminal on standard output, if it says.
+fn terminal_columns() -> Option<usize> {
+    let mut size = libc::winsize { ws_row: 0, ws_col: 0, ws_xpixel: 0, ws_ypixel: 0 };
+    // SAFETY: TIOCGWINSZ writes one `winsize` through the pointer, which
+    // points at a live, properly aligned local of that type.
+    #[allow(unsafe_code)]
+    let rc = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size as *mut libc::winsize) };
+    (rc == 0 && size.ws_col > 0).then_some(usize::from(size.ws_col))
+}
+
+/// Sets the layout of this run (once, from `main`; later calls are ignored).
+pub fn set_layout(layout: Layout) {
+    let _ = LAYOUT.set(layout);
+}
+
+fn layout() -> Layout {
+    LAYOUT.get().copied().unwrap_or_default()
+}
+
+/// A size for a table cell: exact bytes, or human on a terminal.
+pub fn size(bytes: u64) -> String {
+    if layout().human { human(bytes) } else { bytes.to_string() }
+}
+
+/// What follows exact sizes in a sentence (`7112 of 7112 bytes`): ` bytes`,
+/// or nothing where [`size`] is human (`6.9 KiB of 6.9 KiB`).
+pub fn bytes_unit() -> &'static str {
+    if layout().human { "" } else { " bytes" }
+}
+
+/// `bytes` in binary units with one decimal: `512 B`, `1.5 KiB`, `23.0 MiB`.
+pub fn human(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    // Round first, so that 1023.96 KiB reads 1.0 MiB, not 1024.0 KiB.
+    while (value * 10.0).round() / 10.0 >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
 /// Aligned columns; the last column is not padded.
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     table_with(header, rows, &|_, cell| cell.to_string())
+}
+
+/// The narrowest a column is made to fit a terminal: its header, and
+/// never under 12 characters.
+const MIN_FIT: usize = 12;
+
+/// Narrows the widest columns until the row fits `width` (two spaces
+/// between columns); a column never goes below its header or [`MIN_FIT`].
+fn fit(widths: &mut [usize], header: &[&str], width: usize) {
+    let floor = |i: usize| header.get(i).map_or(0, |h| h.chars().count()).max(MIN_FIT);
+    let mut total = widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1);
+    // One character at a time from the widest column that may still
+    // narrow, so that two long columns share the cut.
+    while total > width {
+        let widest = widths.iter().enumerate().filter(|&(i, w)| *w > floor(i)).max_by_key(|&(i, w)| (*w, i));
+        let Some((i, _)) = widest else { return };
+        if let Some(w) = widths.get_mut(i) {
+            *w -= 1;
+        }
+        total -= 1;
+    }
+}
+
+/// `text` in `width` characters: a third from the start and the rest from
+/// the end with `…` between (paths and IDs say most at their end: the
+/// file name, the target ID).
+pub fn elide(text: &str, width: usize) -> String {
+    let n = text.chars().count();
+    if n <= width || width == 0 {
+        return text.to_string();
+    }
+    let keep = width - 1;
+    let head = keep / 3;
+    let tail = keep - head;
+    let start: String = text.chars().take(head).collect();
+    let end: String = text.chars().skip(n - tail).collect();
+    format!("{start}…{end}")
 }
 
 /// [`table`] with each row cell passed through `cell(column, text)` (to
@@ -129,15 +240,25 @@ pub fn table_with(header: &[&str], rows: &[Vec<String>], cell: &dyn Fn(usize, &s
             *w = (*w).max(cell.chars().count());
         }
     }
+    if let Some(width) = layout().width {
+        fit(&mut widths, header, width);
+    }
+    render(header, rows, &widths, cell)
+}
+
+/// The table with these column widths: cells longer than theirs are
+/// elided, then padded, then coloured (escapes never count as width).
+fn render(header: &[&str], rows: &[Vec<String>], widths: &[usize], cell: &dyn Fn(usize, &str) -> String) -> String {
     let mut out = String::new();
     let header: Vec<String> = header.iter().map(|h| h.to_string()).collect();
     for (r, row) in std::iter::once(&header).chain(rows).enumerate() {
         let last = row.len().saturating_sub(1);
         for (i, text) in row.iter().enumerate() {
-            out.push_str(&if r == 0 { text.clone() } else { cell(i, text) });
+            let width = widths.get(i).copied().unwrap_or(0);
+            let text = elide(text, width);
+            out.push_str(&if r == 0 { text.clone() } else { cell(i, &text) });
             if i != last {
-                let pad = widths.get(i).map_or(0, |w| w + 2 - text.chars().count());
-                out.push_str(&" ".repeat(pad));
+                out.push_str(&" ".repeat(width.saturating_sub(text.chars().count()) + 2));
             }
         }
         out.push('\n');
@@ -246,6 +367,34 @@ mod tests {
             if i == 0 { on.paint(c, Paint::Green) } else { c.to_string() }
         });
         assert_eq!(t, "A  BB\n\x1b[32mx\x1b[0m  y\n", "padding counts the text, not the escapes");
+    }
+
+    #[test]
+    fn human_sizes() {
+        assert_eq!(human(0), "0 B");
+        assert_eq!(human(1023), "1023 B");
+        assert_eq!(human(1536), "1.5 KiB");
+        assert_eq!(human(1024 * 1024 - 1), "1.0 MiB");
+        assert_eq!(human(25_384_336), "24.2 MiB");
+        assert_eq!(human(u64::MAX), "16.0 EiB");
+    }
+
+    #[test]
+    fn wide_tables_elide_to_fit() {
+        assert_eq!(elide("libfoo.so-0-hipv4-gfx90a", 12), "lib…4-gfx90a");
+        assert_eq!(elide("short", 12), "short");
+        let rows = vec![vec!["a".repeat(40), "x".into(), "b".repeat(30)]];
+        let mut widths = vec![40, 1, 30];
+        fit(&mut widths, &["FILE", "K", "WHY"], 50);
+        assert!(widths.iter().sum::<usize>() + 4 <= 50, "{widths:?}");
+        assert!(widths[0] >= MIN_FIT && widths[2] >= MIN_FIT, "both long columns share the cut: {widths:?}");
+        let t = render(&["FILE", "K", "WHY"], &rows, &widths, &|_, c| c.to_string());
+        assert!(t.lines().all(|l| l.chars().count() <= 50), "{t}");
+        assert!(t.contains('…'));
+        // Too narrow to fit: columns stop at their floor.
+        let mut widths = vec![40, 1, 30];
+        fit(&mut widths, &["FILE", "K", "WHY"], 5);
+        assert_eq!(widths, [MIN_FIT, 1, MIN_FIT]);
     }
 
     #[test]

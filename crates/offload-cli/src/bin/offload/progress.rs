@@ -1,5 +1,7 @@
 //! A one-line progress count on a terminal, for scans of large packages
-//! and folders: `scanning torch.whl: 1234/5678 members`, rewritten in
+//! and folders: `scanning torch.whl: 12.3 MiB of 68.3 MiB (18%), 1234/5678
+//! members` (by bytes, so that a `.deb`'s one compressed member moves too),
+//! rewritten in
 //! place, shown only after half a second, and only when standard error is
 //! a terminal and the output is not JSON. `OFFLOAD_PROGRESS_AFTER_MS`
 //! changes the delay (the tests set 0 to see it on a small package).
@@ -30,6 +32,27 @@ impl Progress {
     }
 
     pub fn tick(&mut self, done: u64, total: Option<u64>, unit: &str) {
+        self.draw(|| {
+            let count = total.map_or_else(|| done.to_string(), |t| format!("{done}/{t}"));
+            format!("{count} {unit}")
+        });
+    }
+
+    /// A package's progress: bytes of the file read (compressed bytes
+    /// inside a compressed member count as read), and members passed.
+    pub fn tick_bytes(&mut self, read: u64, size: u64, done: u64, total: Option<u64>) {
+        self.draw(|| {
+            let percent = (read.min(size) as f64 * 100.0 / size.max(1) as f64).floor();
+            let members = total.map_or_else(|| format!("{done} members"), |t| format!("{done}/{t} members"));
+            format!(
+                "{} of {} ({percent:.0}%), {members}",
+                crate::output::human(read.min(size)),
+                crate::output::human(size)
+            )
+        });
+    }
+
+    fn draw(&mut self, text: impl FnOnce() -> String) {
         if !self.enabled {
             return;
         }
@@ -37,9 +60,8 @@ impl Progress {
         if now.duration_since(self.start) < self.delay || self.last.is_some_and(|l| now.duration_since(l) < REDRAW) {
             return;
         }
-        let count = total.map_or_else(|| done.to_string(), |t| format!("{done}/{t}"));
         let mut err = std::io::stderr().lock();
-        let _ = write!(err, "\r\x1b[Kscanning {}: {count} {unit}", self.label);
+        let _ = write!(err, "\r\x1b[Kscanning {}: {}", self.label, text());
         let _ = err.flush();
         self.last = Some(now);
     }

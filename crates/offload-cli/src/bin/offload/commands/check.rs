@@ -199,6 +199,9 @@ impl Findings {
         let problems = inputs::each(path, !json, &mut |item| {
             let inv = item.scan(&Options::default());
             crate::inputs::print_diagnostics(argv0, item.file, &inv);
+            for gpu in gpus {
+                crate::cli::note_settled(gpu, inv.objects.iter().map(|o| o.target_id.as_str()));
+            }
             let check = judge(&inv, item.bytes, gpus);
             items.push((item.file.to_string(), item.member().map(str::to_string), check, inv.has_errors()));
         });
@@ -502,15 +505,6 @@ fn names(list: &[String]) -> String {
     text
 }
 
-/// Sorts `gfx803` before `gfx1030` and `sm_80` before `sm_100`: by the
-/// letters the name starts with, then shorter processor names first, then
-/// by name.
-fn natural(target: &str) -> (String, usize, String) {
-    let processor = target.split(':').next().unwrap_or(target);
-    let letters: String = processor.chars().take_while(|c| !c.is_ascii_digit()).collect();
-    (letters, processor.len(), target.to_string())
-}
-
 fn print_text(argv0: &str, gpus: &[Gpu], f: &Findings, verbose: bool, colors: Colors) {
     let ids: Vec<String> = gpus.iter().map(Gpu::target_id).collect();
     // The failing units: one row per file, GPU and reason (a library
@@ -533,13 +527,19 @@ fn print_text(argv0: &str, gpus: &[Gpu], f: &Findings, verbose: bool, colors: Co
             }
             for (ok, text, units) in groups {
                 let at = if units.len() == 1 { units[0].to_string() } else { format!("{} fat binaries", units.len()) };
-                let loads = if ok { colors.paint("yes", Paint::Green) } else { colors.paint("no", Paint::Red) };
-                rows.push(vec![c.name(), at, id.clone(), loads, text.to_string()]);
+                let loads = if ok { "yes" } else { "no" };
+                rows.push(vec![c.name(), at, id.clone(), loads.to_string(), text.to_string()]);
             }
         }
     }
     if !rows.is_empty() {
-        out(&output::table(&["FILE", "FAT BINARY", "GPU", "LOADS", "WHY / CODE OBJECT"], &rows));
+        // Coloured after padding: the escapes never count as width.
+        let paint = |column: usize, cell: &str| match (column, cell) {
+            (3, "yes") => colors.paint(cell, Paint::Green),
+            (3, _) => colors.paint(cell, Paint::Red),
+            _ => cell.to_string(),
+        };
+        out(&output::table_with(&["FILE", "FAT BINARY", "GPU", "LOADS", "WHY / CODE OBJECT"], &rows, &paint));
     }
     let standalone: Vec<&Checked> = f.checked.iter().filter(|c| c.check.role == Role::Standalone).collect();
     if verbose && !standalone.is_empty() {
@@ -577,7 +577,7 @@ fn print_text(argv0: &str, gpus: &[Gpu], f: &Findings, verbose: bool, colors: Co
             colors.paint(&format!("{id}: {head}: all load"), Paint::Green)
         } else {
             let mut held: Vec<String> = lacking.iter().flat_map(|c| c.check.targets()).collect();
-            held.sort_by_key(|t| natural(t));
+            held.sort_by(|a, b| offload_inspect::report::size::target_cmp(a, b));
             held.dedup();
             let list: Vec<String> = lacking.iter().map(|c| c.short()).collect();
             colors.paint(

@@ -89,6 +89,7 @@ impl KernelsArgs {
         let mut unreadable = Vec::new();
         for path in &self.files {
             let mut found = 0;
+            let mut failed = crate::commands::select::FailedUnits::default();
             let problems = inputs::each(path, !self.json, &mut |item| {
                 let inv = item.scan(&Options::default());
                 inputs::print_diagnostics(argv0, item.file, &inv);
@@ -99,13 +100,7 @@ impl KernelsArgs {
                 let chosen = self.gpu.as_ref().map(|gpu| {
                     let runtime = crate::cli::runtime(self.kind, Some(gpu));
                     let sel = kpack_select(&inv, gpu, runtime, SearchOrder::FallThrough);
-                    for &u in &sel.failed_units {
-                        let loc = inv.units.get(u).map(|u| u.location.to_string()).unwrap_or_default();
-                        eprintln!(
-                            "{argv0}: error: {}: no code object in the fat binary at {loc} loads on {gpu} ({} runtime)",
-                            item.file,
-                            runtime.name()
-                        );
+                    if failed.add(item.file, &inv, &sel) {
                         status = 1;
                     }
                     sel.chosen
@@ -131,6 +126,9 @@ impl KernelsArgs {
                     all.push((item.file.to_string(), uri, r));
                 }
             });
+            if let Some(gpu) = &self.gpu {
+                failed.print(argv0, gpu, crate::cli::runtime(self.kind, Some(gpu)));
+            }
             status |= inputs::report(argv0, &problems);
             if found == 0 && !inputs::has_errors(&problems) {
                 eprintln!("{argv0}: error: {path}: no offload code objects found");

@@ -54,7 +54,7 @@ fn list(argv0: &str, files: &[String], json: bool, uri: bool) -> u8 {
         }
     } else if !rows.is_empty() {
         let mut header =
-            vec!["FILE", "LOCATION", "FORMAT", "KIND", "TRIPLE", "TARGET ID", "SIZE", "OFFSET", "COMPRESSED"];
+            vec!["FILE", "LOCATION", "FORMAT", "IMAGE", "KIND", "TRIPLE", "TARGET ID", "SIZE", "OFFSET", "COMPRESSED"];
         if uri {
             header.push("URI");
         }
@@ -77,10 +77,11 @@ fn list_rows(
             item.file.to_string(),
             r.location.clone(),
             r.format.to_string(),
+            inv.image_label(o).to_string(),
             r.offload_kind.clone(),
             r.triple.clone(),
             if r.target_id.is_empty() { "-".into() } else { r.target_id.clone() },
-            r.size.to_string(),
+            output::size(r.size),
             output::offset(r.offset),
             if r.compressed { "yes".into() } else { "no".into() },
         ];

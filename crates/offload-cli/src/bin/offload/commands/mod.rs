@@ -80,6 +80,30 @@ impl Sub {
         }
     }
 
+    /// Makes the xnack mode of each `--gpu` that leaves it out explicit, as
+    /// a process would run on that GPU (`Gpu::settle`: `HSA_XNACK`, else
+    /// the driver's default for the chip), so that `select`, `extract`,
+    /// `check` and `kernels` answer alike; the note that says what was
+    /// taken is printed where it matters (`cli::note_settled`;
+    /// docs/reference/selection-rules.md).
+    pub fn settle_gpus(&mut self) {
+        let env = offload_host::gpus::Environment::from_process();
+        let mut settle = |g: &mut Gpu| {
+            let (settled, note) = g.settle(|p| offload_host::gpus::default_xnack(p, &env));
+            *g = settled;
+            if let Some(note) = note {
+                crate::cli::remember_settled(g, format!("--gpu {note}"));
+            }
+        };
+        match self {
+            Sub::Select(s) => settle(&mut s.gpu),
+            Sub::Extract(e) => e.gpu.iter_mut().for_each(&mut settle),
+            Sub::Check(c) => c.gpu.iter_mut().for_each(&mut settle),
+            Sub::Kernels(k) => k.gpu.iter_mut().for_each(&mut settle),
+            _ => {}
+        }
+    }
+
     /// Runs the command; returns its exit status.
     pub fn run(&self, ctx: &Context) -> u8 {
         match self {

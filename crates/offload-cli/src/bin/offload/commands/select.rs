@@ -57,6 +57,7 @@ fn select_cmd(
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for path in files {
         let mut candidates = false;
+        let mut failed = FailedUnits::default();
         let problems = inputs::each(path, !json, &mut |item| {
             let (path, inv) = (item.file, item.scan(&Options::default()));
             inputs::print_diagnostics(argv0, path, &inv);
@@ -79,7 +80,7 @@ fn select_cmd(
                     r.location.clone(),
                     r.id.clone(),
                     output::offset(r.offset),
-                    r.size.to_string(),
+                    output::size(r.size),
                     verdict.to_string(),
                     text,
                 ];
@@ -94,21 +95,12 @@ fn select_cmd(
                     other_rows.push(row);
                 }
             }
-            for &u in &sel.failed_units {
-                let loc = inv.units.get(u).map(|u| u.location.to_string()).unwrap_or_default();
-                if let Some((_, why)) = sel.refusals.iter().find(|(r, _)| *r == u) {
-                    eprintln!("{argv0}: error: {path}: {loc}: the kpack loader loads nothing on {gpu}: {why}");
-                    status = 1;
-                    continue;
-                }
-                eprintln!(
-                    "{argv0}: error: {path}: no code object in the fat binary at {loc} loads on {gpu} ({} runtime)",
-                    runtime.name()
-                );
+            if failed.add(path, &inv, &sel) {
                 status = 1;
             }
             candidates |= !(sel.chosen.is_empty() && sel.failed_units.is_empty());
         });
+        failed.print(argv0, gpu, runtime);
         status = status.max(inputs::report(argv0, &problems));
         if !candidates && !inputs::has_errors(&problems) {
             eprintln!("{argv0}: error: {path}: no {} code objects found", runtime.name());
@@ -137,9 +129,77 @@ fn select_cmd(
     status
 }
 
+/// The fat binaries from which nothing loads on the GPU, gathered over a
+/// whole path (a library, or every member of a package) so that identical
+/// errors (a library whose 111 fat binaries all lack the GPU) print as one
+/// line with a count and the first locations.
+/// (file, the kpack loader's message or none) and the locations.
+type Group = ((String, Option<String>), Vec<String>);
+
+#[derive(Default)]
+pub(crate) struct FailedUnits {
+    /// Per file and message (`None`: nothing loadable; `Some`: the kpack
+    /// loader's refusal), the locations, in the order first seen.
+    groups: Vec<Group>,
+}
+
+impl FailedUnits {
+    /// Adds the failed units of one scanned item of `file`; returns whether
+    /// it had any.
+    pub(crate) fn add(&mut self, file: &str, inv: &Inventory, sel: &Selection) -> bool {
+        for &u in &sel.failed_units {
+            let loc = inv.units.get(u).map(|u| u.location.to_string()).unwrap_or_default();
+            let why = sel.refusals.iter().find(|(r, _)| *r == u).map(|(_, why)| why.clone());
+            let key = (file.to_string(), why);
+            match self.groups.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, locs)) => locs.push(loc),
+                None => self.groups.push((key, vec![loc])),
+            }
+        }
+        !sel.failed_units.is_empty()
+    }
+
+    /// Prints one error line per file and message, and empties the list.
+    pub(crate) fn print(&mut self, argv0: &str, gpu: &Gpu, runtime: Runtime) {
+        let rt = runtime.name();
+        for ((file, why), locs) in self.groups.drain(..) {
+            match (why, locs.as_slice()) {
+                (Some(why), [loc]) => {
+                    eprintln!("{argv0}: error: {file}: {loc}: the kpack loader loads nothing on {gpu}: {why}")
+                }
+                (Some(why), _) => eprintln!(
+                    "{argv0}: error: {file}: the kpack loader loads nothing on {gpu} in {} fat binaries ({}): {why}",
+                    locs.len(),
+                    first_locations(&locs)
+                ),
+                (None, [loc]) => {
+                    eprintln!(
+                        "{argv0}: error: {file}: no code object in the fat binary at {loc} loads on {gpu} ({rt} runtime)"
+                    )
+                }
+                (None, _) => eprintln!(
+                    "{argv0}: error: {file}: no code object loads on {gpu} ({rt} runtime) in {} fat binaries ({})",
+                    locs.len(),
+                    first_locations(&locs)
+                ),
+            }
+        }
+    }
+}
+
+/// The first three locations of a collapsed error, and how many more.
+fn first_locations(locs: &[String]) -> String {
+    let shown: Vec<&str> = locs.iter().take(3).map(String::as_str).collect();
+    match locs.len().saturating_sub(shown.len()) {
+        0 => format!("at {}", shown.join(", ")),
+        more => format!("at {}, and {more} more", shown.join(", ")),
+    }
+}
+
 /// [`select`], with what AMD's kpack loader answers for the records of a
 /// kpack-split binary (`offload_inspect::kpack::select`).
 pub(crate) fn kpack_select(inv: &Inventory, gpu: &Gpu, runtime: Runtime, order: SearchOrder) -> Selection {
+    crate::cli::note_settled(gpu, inv.objects.iter().map(|o| o.target_id.as_str()));
     let mut sel = select(&inv.objects, gpu, runtime);
     if runtime == Runtime::Hip {
         offload_inspect::kpack::select(inv, &mut sel, gpu, order);

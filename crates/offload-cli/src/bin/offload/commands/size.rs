@@ -100,6 +100,14 @@ fn run(argv0: &str, paths: &[String], keep: &[String], json: bool) -> u8 {
     for (_, t) in &files {
         total.merge(t);
     }
+    if let Some(rules) = &rules {
+        let held: Vec<String> = total.rows().into_iter().map(|r| r.target).collect();
+        for rule in &rules.keep {
+            if let Some(note) = offload_inspect::keep::either_setting_note(rule, held.iter().map(String::as_str)) {
+                eprintln!("{argv0}: note: --keep {note}");
+            }
+        }
+    }
     if json {
         let report = Report {
             keep: rules.as_ref().map(|r| r.keep.clone()),
@@ -116,7 +124,7 @@ fn run(argv0: &str, paths: &[String], keep: &[String], json: bool) -> u8 {
 }
 
 fn counts_cells(c: &Counts) -> [String; 3] {
-    [c.objects.to_string(), c.bytes.to_string(), c.stored.to_string()]
+    [c.objects.to_string(), output::size(c.bytes), output::size(c.stored)]
 }
 
 /// The table: one row per file and target, the file's host entries and
@@ -148,14 +156,15 @@ fn text(files: &[(String, Tally)], total: &Tally, rules: Option<&Rules>) -> Stri
         let device = total.device();
         let p = total.prunable;
         out.push_str(&format!(
-            "prune --keep {}: would drop {} of {} device code objects, {} of {} bytes ({} of {} stored)\n",
+            "prune --keep {}: would drop {} of {} device code objects, {} of {}{unit} ({} of {} stored)\n",
             rules.keep.join(","),
             p.objects,
             device.objects,
-            p.bytes,
-            device.bytes,
-            p.stored,
-            device.stored
+            output::size(p.bytes),
+            output::size(device.bytes),
+            output::size(p.stored),
+            output::size(device.stored),
+            unit = output::bytes_unit()
         ));
     }
     out

@@ -206,12 +206,20 @@ fn extract(
     let (mut before, mut matched, mut failed) = (0, 0, false);
     // Matching entries that could not be decoded (reported, not written).
     let mut skipped = 0usize;
+    // The target IDs of the code objects seen, for what `--target-id`
+    // took or why it took nothing.
+    let mut held: Vec<String> = Vec::new();
     let problems = inputs::each(path, !json, &mut |item| {
         if failed {
             return;
         }
         let inv = item.scan(&Options::default());
         inputs::print_diagnostics(argv0, item.file, &inv);
+        for o in inv.objects.iter().filter(|o| !o.container && !o.target_id.is_empty()) {
+            if !held.contains(&o.target_id) {
+                held.push(o.target_id.clone());
+            }
+        }
         let selection = gpu.map(|g| kpack_select(&inv, g, runtime, kpack_order));
         if let (Some(sel), Some(g)) = (&selection, gpu) {
             for (u, why) in &sel.refusals {
@@ -227,7 +235,9 @@ fn extract(
                 filters.iter().any(|f| match f {
                     Filter::All => !o.container,
                     Filter::Id(id) => &o.id == id,
-                    Filter::TargetId(t) => !o.target_id.is_empty() && o.target_id == canonical(t),
+                    Filter::TargetId(t) => {
+                        !o.target_id.is_empty() && offload_inspect::keep::agrees(&canonical(t), &o.target_id)
+                    }
                     Filter::Index(n) => *n == before + i,
                     Filter::Gpu => chosen.contains(&i),
                 })
@@ -314,6 +324,26 @@ fn extract(
     let read = inputs::report(argv0, &problems);
     if read != 0 || failed {
         return read.max(1);
+    }
+    held.sort_by(|a, b| offload_inspect::report::size::target_cmp(a, b));
+    for f in filters {
+        if let Filter::TargetId(t) = f {
+            let rule = canonical(t);
+            if let Some(note) = offload_inspect::keep::either_setting_note(&rule, held.iter().map(String::as_str)) {
+                eprintln!("{argv0}: note: --target-id {note}");
+            } else if matched == 0 {
+                // Why nothing matches: the settings held for its processor.
+                let processor = rule.split(':').next().unwrap_or_default();
+                let same: Vec<&str> =
+                    held.iter().map(String::as_str).filter(|h| h.split(':').next() == Some(processor)).collect();
+                if !same.is_empty() {
+                    eprintln!(
+                        "{argv0}: note: --target-id {rule}: {path} holds {processor} code for {} only",
+                        same.join(", ")
+                    );
+                }
+            }
+        }
     }
     if matched == 0 {
         eprintln!("{argv0}: error: {path}: no code object matches");

@@ -274,6 +274,25 @@ pub(crate) fn saved(input: u64, output: u64) -> i64 {
     (input as i64).saturating_sub(output as i64)
 }
 
+/// What each `--keep` target that leaves a feature out took (`gfx90a`
+/// keeps `gfx90a:xnack+` and `gfx90a:xnack-`), as `extract --target-id`
+/// and `size --keep` say it (`offload_inspect::keep::either_setting_note`).
+fn keep_notes(argv0: &str, keep: &[String], pruned: &Pruned) {
+    let mut kept: Vec<String> = Vec::new();
+    for e in pruned.units.iter().flat_map(|u| &u.entries).filter(|e| e.kept) {
+        let split = offload_inspect::id::split_entry_id(&e.id);
+        let target = offload_inspect::id::canonical_target_id(&split.triple, &split.target).unwrap_or(split.target);
+        if !kept.contains(&target) {
+            kept.push(target);
+        }
+    }
+    for rule in keep {
+        if let Some(note) = offload_inspect::keep::either_setting_note(rule, kept.iter().map(String::as_str)) {
+            eprintln!("{argv0}: note: --keep {note}");
+        }
+    }
+}
+
 fn rules(args: &PruneArgs) -> Result<Rules, PruneError> {
     let parse = |list: &[String]| list.iter().map(|t| prune::parse_target(t)).collect::<Result<Vec<_>, _>>();
     Ok(Rules {
@@ -366,6 +385,7 @@ fn run(argv0: &str, args: &PruneArgs) -> u8 {
         input_size: data.len() as u64,
         output_size: plan.len(),
     };
+    keep_notes(argv0, &rules.keep, &pruned);
     let Some(out_path) = args.output.as_deref().filter(|_| !args.dry_run) else {
         report(path, &kind, &pruned, args.json, true, &written);
         return 0;
