@@ -27,6 +27,7 @@ use offload_format::kpack::host::HostBinary;
 use offload_format::msgpack::{self, encode};
 use offload_format::plan::Plan;
 use offload_inspect::layout::{FatbinSection, FileMap, Target};
+use std::borrow::Cow;
 use std::collections::HashSet;
 
 /// The section name the marker section gets.
@@ -363,6 +364,9 @@ pub fn split_binary(
     kernel_name: &str,
     search_paths: &[String],
 ) -> Result<Option<SplitBinary>, KpackError> {
+    if offload_format::coff::pe::is_pe(data) {
+        return super::pe::split_pe(data, kernel_name, search_paths);
+    }
     let Ok(file) = ElfFile::parse(data) else { return Ok(None) };
     let has_fatbin = (1..file.sections.len()).any(|i| file.section_name(i).ok() == Some(b".hip_fatbin".as_slice()));
     if !has_fatbin {
@@ -385,17 +389,20 @@ pub fn split_binary(
     let mut unit_entries = Vec::new();
     for (u, unit) in map.units.iter().enumerate() {
         let contents = read_contents(data, unit).map_err(KpackError::Prune)?;
-        let entries: Vec<(String, Vec<u8>, u64)> = match &contents {
-            Contents::Bundle(e) => {
-                e.iter().map(|e| (String::from_utf8_lossy(e.id).into_owned(), e.payload.to_vec(), e.offset)).collect()
-            }
+        // Payloads borrow the input; only a compressed bundle's are copied
+        // out of its decoded bytes.
+        let entries: Vec<(String, Cow<'_, [u8]>, u64)> = match contents {
+            Contents::Bundle(e) => e
+                .into_iter()
+                .map(|e| (String::from_utf8_lossy(e.id).into_owned(), Cow::Borrowed(e.payload), e.offset))
+                .collect(),
             Contents::Compressed { inner } => {
                 joinable = false;
-                binary::read(inner)
+                binary::read(&inner)
                     .map_err(|e| refuse(e.to_string()))?
                     .unwrap_or_default()
                     .iter()
-                    .map(|e| (String::from_utf8_lossy(e.id).into_owned(), e.payload.to_vec(), e.offset))
+                    .map(|e| (String::from_utf8_lossy(e.id).into_owned(), Cow::Owned(e.payload.to_vec()), e.offset))
                     .collect()
             }
         };
@@ -424,7 +431,7 @@ pub fn split_binary(
             if !id.contains("amdgcn-amd-amdhsa") {
                 return Err(refuse(format!("bundle entry {id} is not an AMDGPU code object")));
             }
-            objects.push(CodeObject { co_index, target: t.to_string(), source_id: id.clone(), bytes: payload.clone() });
+            objects.push(CodeObject { co_index, target: t.to_string(), source_id: id.clone(), bytes: payload.to_vec() });
         }
     }
     if let Some(u) = first_record.iter().position(Option::is_none) {
@@ -456,8 +463,8 @@ pub fn split_binary(
     check_split(&host, kernel_name, search_paths, inp.map.wrappers.len())?;
     let split = SplitBinary { host, objects, cut: matches!(second, Layout::Cut(_)), joinable: join.is_some() };
     if split.joinable {
-        let back = join_binary(&split.host, |co, t| {
-            split.objects.iter().find(|o| o.co_index == co && o.target == t).map(|o| o.bytes.clone())
+        let back = join_with(&split.host, |co, t| {
+            split.objects.iter().find(|o| o.co_index == co && o.target == t).map(|o| Cow::Borrowed(o.bytes.as_slice()))
         })?;
         if back != data {
             return Err(refuse("the split does not join back to the input (a bug; nothing written)"));
@@ -469,7 +476,7 @@ pub fn split_binary(
 fn join_record(
     inp: &Input,
     layout: &Layout,
-    units: &[Vec<(String, Vec<u8>, u64)>],
+    units: &[Vec<(String, Cow<'_, [u8]>, u64)>],
     first_record: &[Option<u32>],
 ) -> Result<JoinRecord, KpackError> {
     let data = inp.data;
@@ -556,6 +563,14 @@ fn find_join(host: &[u8]) -> Result<JoinRecord, KpackError> {
 /// Joins a host binary split by [`split_binary`] back into the fat input,
 /// byte for byte: `fetch(co_index, target)` gives each code object.
 pub fn join_binary(host: &[u8], mut fetch: impl FnMut(u32, &str) -> Option<Vec<u8>>) -> Result<Vec<u8>, KpackError> {
+    join_with(host, |co, t| fetch(co, t).map(Cow::Owned))
+}
+
+/// [`join_binary`] with code objects that may be borrowed.
+fn join_with<'f>(
+    host: &[u8],
+    mut fetch: impl FnMut(u32, &str) -> Option<Cow<'f, [u8]>>,
+) -> Result<Vec<u8>, KpackError> {
     let r = find_join(host)?;
     let bad = |why: &str| KpackError::Join(format!("the join record does not fit this file: {why}"));
     if r.fatbin_offset > r.fatbin_end || r.fatbin_end > r.input_len || r.removed > r.fatbin_end {
