@@ -463,10 +463,14 @@ pub fn split_binary(
     check_split(&host, kernel_name, search_paths, inp.map.wrappers.len())?;
     let split = SplitBinary { host, objects, cut: matches!(second, Layout::Cut(_)), joinable: join.is_some() };
     if split.joinable {
-        let back = join_with(&split.host, |co, t| {
-            split.objects.iter().find(|o| o.co_index == co && o.target == t).map(|o| Cow::Borrowed(o.bytes.as_slice()))
-        })?;
-        if back != data {
+        let back = joins_back_to(
+            &split.host,
+            |co, t| {
+                split.objects.iter().find(|o| o.co_index == co && o.target == t).map(|o| Cow::Borrowed(o.bytes.as_slice()))
+            },
+            data,
+        )?;
+        if !back {
             return Err(refuse("the split does not join back to the input (a bug; nothing written)"));
         }
     }
@@ -569,9 +573,55 @@ pub fn join_binary(host: &[u8], mut fetch: impl FnMut(u32, &str) -> Option<Vec<u
 /// [`join_binary`] with code objects that may be borrowed.
 fn join_with<'f>(
     host: &[u8],
-    mut fetch: impl FnMut(u32, &str) -> Option<Cow<'f, [u8]>>,
+    fetch: impl FnMut(u32, &str) -> Option<Cow<'f, [u8]>>,
 ) -> Result<Vec<u8>, KpackError> {
     let r = find_join(host)?;
+    let mut out = Vec::with_capacity(r.input_len.min(1 << 34) as usize);
+    join_pieces(host, &r, fetch, &mut |b| out.extend_from_slice(b))?;
+    let bad = |why: &str| KpackError::Join(format!("the join record does not fit this file: {why}"));
+    for (at, bytes) in &r.undo {
+        let s = usize::try_from(*at).map_err(|_| bad("undo offset"))?;
+        out.get_mut(s..s + bytes.len()).ok_or_else(|| bad("undo past the end"))?.copy_from_slice(bytes);
+    }
+    Ok(out)
+}
+
+/// Whether joining `host` gives `original` back, compared while the join
+/// is produced (nothing as large as the file is built): every byte equal,
+/// or restored by the join record's undo edits to the original's value.
+fn joins_back_to<'f>(
+    host: &[u8],
+    fetch: impl FnMut(u32, &str) -> Option<Cow<'f, [u8]>>,
+    original: &[u8],
+) -> Result<bool, KpackError> {
+    let r = find_join(host)?;
+    for (at, bytes) in &r.undo {
+        let s = usize::try_from(*at).unwrap_or(usize::MAX);
+        if original.get(s..s.saturating_add(bytes.len())) != Some(bytes.as_slice()) {
+            return Ok(false);
+        }
+    }
+    let covered = |i: usize| r.undo.iter().any(|(u, b)| (*u as usize) <= i && i < (*u as usize).saturating_add(b.len()));
+    let (mut pos, mut same) = (0usize, true);
+    join_pieces(host, &r, fetch, &mut |b| {
+        let ok = match original.get(pos..pos + b.len()) {
+            Some(o) if o == b => true,
+            Some(o) => o.iter().zip(b).enumerate().all(|(i, (x, y))| x == y || covered(pos + i)),
+            None => false,
+        };
+        same &= ok;
+        pos += b.len();
+    })?;
+    Ok(same && pos == original.len())
+}
+
+/// Produces the joined file (before the undo edits), piece by piece.
+fn join_pieces<'f>(
+    host: &[u8],
+    r: &JoinRecord,
+    mut fetch: impl FnMut(u32, &str) -> Option<Cow<'f, [u8]>>,
+    emit: &mut dyn FnMut(&[u8]),
+) -> Result<(), KpackError> {
     let bad = |why: &str| KpackError::Join(format!("the join record does not fit this file: {why}"));
     if r.fatbin_offset > r.fatbin_end || r.fatbin_end > r.input_len || r.removed > r.fatbin_end {
         return Err(bad("offsets"));
@@ -582,11 +632,14 @@ fn join_with<'f>(
     let tail = host
         .get(tail_from as usize..tail_from.checked_add(tail_len).ok_or_else(|| bad("tail"))? as usize)
         .ok_or_else(|| bad("short tail"))?;
-    let mut out = Vec::with_capacity(r.input_len.min(1 << 34) as usize);
-    out.extend_from_slice(head);
+    emit(head);
+    let mut len_so_far = head.len() as u64;
     for p in &r.pieces {
         match p {
-            Piece::Literal(b) => out.extend_from_slice(b),
+            Piece::Literal(b) => {
+                emit(b);
+                len_so_far += b.len() as u64;
+            }
             Piece::Object { co_index, target, len } => {
                 let bytes = fetch(*co_index, target).ok_or_else(|| {
                     KpackError::Join(format!("no code object #{co_index} for {target} in the archives"))
@@ -597,17 +650,14 @@ fn join_with<'f>(
                         bytes.len()
                     )));
                 }
-                out.extend_from_slice(&bytes);
+                emit(&bytes);
+                len_so_far += *len;
             }
         }
     }
-    if out.len() as u64 != r.fatbin_end {
+    if len_so_far != r.fatbin_end {
         return Err(bad("the pieces do not fill .hip_fatbin"));
     }
-    out.extend_from_slice(tail);
-    for (at, bytes) in &r.undo {
-        let s = usize::try_from(*at).map_err(|_| bad("undo offset"))?;
-        out.get_mut(s..s + bytes.len()).ok_or_else(|| bad("undo past the end"))?.copy_from_slice(bytes);
-    }
-    Ok(out)
+    emit(tail);
+    Ok(())
 }
