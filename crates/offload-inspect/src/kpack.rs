@@ -281,12 +281,26 @@ pub fn attach(inv: &mut Inventory<'_>, data: &[u8], library: &Path, env: &Env, d
 /// [`attach`] for a package member: its archives are looked for among the
 /// members of `tree` (the library at [`PackageTree::path_of`] its member
 /// path), not on the file system.
-pub fn attach_member(inv: &mut Inventory<'_>, data: &[u8], member: &str, env: &Env, deep: bool, tree: &Arc<PackageTree>) {
+pub fn attach_member(
+    inv: &mut Inventory<'_>,
+    data: &[u8],
+    member: &str,
+    env: &Env,
+    deep: bool,
+    tree: &Arc<PackageTree>,
+) {
     let env = Env { kpack_path: None, kpack_path_prefix: None, cwd: PathBuf::from(PackageTree::ROOT), ..env.clone() };
     attach_in(inv, data, &PackageTree::path_of(member), &env, deep, Some(tree));
 }
 
-fn attach_in(inv: &mut Inventory<'_>, data: &[u8], library: &Path, env: &Env, deep: bool, tree: Option<&Arc<PackageTree>>) {
+fn attach_in(
+    inv: &mut Inventory<'_>,
+    data: &[u8],
+    library: &Path,
+    env: &Env,
+    deep: bool,
+    tree: Option<&Arc<PackageTree>>,
+) {
     let Ok(host) = HostBinary::read(data) else { return };
     if !host.wrappers.iter().any(|w| w.record.kind() == WrapperKind::Hipk) {
         return;
@@ -499,12 +513,7 @@ fn select_with<S: ArchiveSource>(
         let result = match &r.marker {
             Ok(m) => {
                 let marker = m.marker();
-                let request = Request {
-                    binary_path: &split.library,
-                    marker: &marker,
-                    co_index: r.co_index,
-                    arch_list,
-                };
+                let request = Request { binary_path: &split.library, marker: &marker, co_index: r.co_index, arch_list };
                 resolver.load(&request).result.map_err(|e| (e.name().to_string(), e.code(), e.to_string()))
             }
             Err(e) => Err(("KPACK_ERROR_INVALID_METADATA".to_string(), 12, e.clone())),

@@ -311,8 +311,11 @@ impl<'a> HostBinary<'a> {
             })
         };
         let marker_section = find(PE_MARKER_SECTION);
-        let marker =
-            pe.section(PE_MARKER_SECTION.as_bytes()).map(|s| pe.section_data(s)).filter(|b| !b.is_empty()).map(Marker::parse);
+        let marker = pe
+            .section(PE_MARKER_SECTION.as_bytes())
+            .map(|s| pe.section_data(s))
+            .filter(|b| !b.is_empty())
+            .map(Marker::parse);
         let mut wrappers = Vec::new();
         if let Some(seg) = pe.section(PE_WRAPPER_SECTION.as_bytes()) {
             let bytes = pe.section_data(seg);
@@ -324,7 +327,9 @@ impl<'a> HostBinary<'a> {
             let relocs = pe.base_relocations()?;
             for (i, record) in recs.into_iter().enumerate() {
                 let rva = seg.virtual_address.wrapping_add((i * RECORD_LEN) as u32);
-                let relocated = relocs.iter().any(|&(r, kind)| r == rva.wrapping_add(8) && kind == crate::coff::pe::REL_BASED_DIR64);
+                let relocated = relocs
+                    .iter()
+                    .any(|&(r, kind)| r == rva.wrapping_add(8) && kind == crate::coff::pe::REL_BASED_DIR64);
                 let marker = (record.kind() == WrapperKind::Hipk)
                     .then(|| {
                         let target = u32::try_from(record.binary.checked_sub(base)?).ok()?;

@@ -431,7 +431,12 @@ pub fn split_binary(
             if !id.contains("amdgcn-amd-amdhsa") {
                 return Err(refuse(format!("bundle entry {id} is not an AMDGPU code object")));
             }
-            objects.push(CodeObject { co_index, target: t.to_string(), source_id: id.clone(), bytes: payload.to_vec() });
+            objects.push(CodeObject {
+                co_index,
+                target: t.to_string(),
+                source_id: id.clone(),
+                bytes: payload.to_vec(),
+            });
         }
     }
     if let Some(u) = first_record.iter().position(Option::is_none) {
@@ -466,7 +471,11 @@ pub fn split_binary(
         let back = joins_back_to(
             &split.host,
             |co, t| {
-                split.objects.iter().find(|o| o.co_index == co && o.target == t).map(|o| Cow::Borrowed(o.bytes.as_slice()))
+                split
+                    .objects
+                    .iter()
+                    .find(|o| o.co_index == co && o.target == t)
+                    .map(|o| Cow::Borrowed(o.bytes.as_slice()))
             },
             data,
         )?;
@@ -571,10 +580,7 @@ pub fn join_binary(host: &[u8], mut fetch: impl FnMut(u32, &str) -> Option<Vec<u
 }
 
 /// [`join_binary`] with code objects that may be borrowed.
-fn join_with<'f>(
-    host: &[u8],
-    fetch: impl FnMut(u32, &str) -> Option<Cow<'f, [u8]>>,
-) -> Result<Vec<u8>, KpackError> {
+fn join_with<'f>(host: &[u8], fetch: impl FnMut(u32, &str) -> Option<Cow<'f, [u8]>>) -> Result<Vec<u8>, KpackError> {
     let r = find_join(host)?;
     let mut out = Vec::with_capacity(r.input_len.min(1 << 34) as usize);
     join_pieces(host, &r, fetch, &mut |b| out.extend_from_slice(b))?;
@@ -601,7 +607,8 @@ fn joins_back_to<'f>(
             return Ok(false);
         }
     }
-    let covered = |i: usize| r.undo.iter().any(|(u, b)| (*u as usize) <= i && i < (*u as usize).saturating_add(b.len()));
+    let covered =
+        |i: usize| r.undo.iter().any(|(u, b)| (*u as usize) <= i && i < (*u as usize).saturating_add(b.len()));
     let (mut pos, mut same) = (0usize, true);
     join_pieces(host, &r, fetch, &mut |b| {
         let ok = match original.get(pos..pos + b.len()) {

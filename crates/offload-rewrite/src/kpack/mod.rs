@@ -23,8 +23,8 @@ pub use host::{CodeObject, SplitBinary, join_binary, split_binary};
 pub use prune::{PruneAction, loadable_by, plan_prune, prune_archive};
 pub use wheel::{WheelSplit, split_wheel};
 
-use offload_format::kpack::resolve::{ArchiveSource, Env, Resolver, clr_arch_list, normalize};
 use offload_format::kpack::archive::decode_stored;
+use offload_format::kpack::resolve::{ArchiveSource, Env, Resolver, clr_arch_list, normalize};
 use offload_format::kpack::write::{self, NewEntry};
 use offload_format::kpack::{HostBinary, WrapperKind};
 use std::borrow::Cow;

@@ -125,7 +125,12 @@ pub fn split_pe(data: &[u8], kernel_name: &str, search_paths: &[String]) -> Resu
             if !id.contains("amdgcn-amd-amdhsa") {
                 return Err(refuse(format!("bundle entry {id} is not an AMDGPU code object")));
             }
-            objects.push(CodeObject { co_index, target: t.to_string(), source_id: id.clone(), bytes: payload.to_vec() });
+            objects.push(CodeObject {
+                co_index,
+                target: t.to_string(),
+                source_id: id.clone(),
+                bytes: payload.to_vec(),
+            });
         }
         record_offsets.push(seg.raw_offset as u64 + (i * RECORD_LEN) as u64);
     }
