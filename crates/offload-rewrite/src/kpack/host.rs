@@ -213,6 +213,9 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// A bundle entry: its ID, payload and offset in its bundle.
+type Entry<'a> = (String, Cow<'a, [u8]>, u64);
+
 /// The target ID of a bundle entry ID: what follows its last `--` (empty
 /// for the host entry).
 fn target_of(id: &str) -> &str {
@@ -391,7 +394,7 @@ pub fn split_binary(
         let contents = read_contents(data, unit).map_err(KpackError::Prune)?;
         // Payloads borrow the input; only a compressed bundle's are copied
         // out of its decoded bytes.
-        let entries: Vec<(String, Cow<'_, [u8]>, u64)> = match contents {
+        let entries: Vec<Entry<'_>> = match contents {
             Contents::Bundle(e) => e
                 .into_iter()
                 .map(|e| (String::from_utf8_lossy(e.id).into_owned(), Cow::Borrowed(e.payload), e.offset))
@@ -489,7 +492,7 @@ pub fn split_binary(
 fn join_record(
     inp: &Input,
     layout: &Layout,
-    units: &[Vec<(String, Cow<'_, [u8]>, u64)>],
+    units: &[Vec<Entry<'_>>],
     first_record: &[Option<u32>],
 ) -> Result<JoinRecord, KpackError> {
     let data = inp.data;

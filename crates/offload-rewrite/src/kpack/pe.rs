@@ -96,7 +96,7 @@ pub fn split_pe(data: &[u8], kernel_name: &str, search_paths: &[String]) -> Resu
             .filter(|&o| o < fat_bytes.len() as u64)
             .ok_or_else(|| refuse(format!("record {i} does not point into {PE_FATBIN_SECTION}")))?;
         let co_index = u32::try_from(i).map_err(|_| refuse("too many records"))?;
-        if !units.contains_key(&at) {
+        if let std::collections::btree_map::Entry::Vacant(slot) = units.entry(at) {
             let bytes = &fat_bytes[at as usize..];
             if bytes.starts_with(b"CCOB") {
                 return Err(refuse(format!(
@@ -115,7 +115,7 @@ pub fn split_pe(data: &[u8], kernel_name: &str, search_paths: &[String]) -> Resu
                     return Err(refuse(format!("the fat binary at {at:#x} holds two code objects for {t}")));
                 }
             }
-            units.insert(at, list);
+            slot.insert(list);
         }
         for (id, payload) in units.get(&at).into_iter().flatten() {
             let t = target_of(id);
