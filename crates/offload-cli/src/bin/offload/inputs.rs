@@ -99,6 +99,11 @@ pub fn gather_package_archives(paths: &[String]) {
     }
     for path in wheels {
         let Ok(input) = offload_io::Input::open(path) else { continue };
+        // Member names are stored as they are in the zip: a wheel without
+        // `.kpack` in its bytes has no archive, and is not decompressed.
+        if !input.bytes().windows(6).any(|w| w == b".kpack") {
+            continue;
+        }
         let _ = package::walk(input.bytes(), &Limits::default(), &mut |event| {
             if let Event::Member(m) = event
                 && let [Step::PackageMember(member)] = m.steps
