@@ -90,6 +90,49 @@ pub struct Split {
     pub records: Vec<SplitRecord>,
     /// Every archive opened, by canonical path.
     pub archives: Vec<PathBuf>,
+    /// The files the archives were looked for in, when they are not the
+    /// file system: the members of packages ([`PackageTree`]).
+    pub tree: Option<Arc<PackageTree>>,
+}
+
+/// Archives that are members of packages (a host wheel and the device
+/// wheels given with it, which `pip` installs over one `site-packages`):
+/// each member at `<root>/<path in its package>`, so that a library member
+/// finds them through its search paths as it would once installed. The
+/// loader's view of such a tree: [`ArchiveSource`] over these files only.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PackageTree {
+    /// Files by path (lexically normalized, under [`PackageTree::ROOT`]).
+    pub files: std::collections::BTreeMap<PathBuf, Arc<[u8]>>,
+}
+
+impl PackageTree {
+    /// The virtual root the members are placed under.
+    pub const ROOT: &'static str = "/site-packages";
+
+    /// Adds a package member (`path` inside its package).
+    pub fn add(&mut self, member: &str, bytes: Arc<[u8]>) {
+        let path = offload_format::kpack::resolve::normalize(&Path::new(Self::ROOT).join(member));
+        self.files.insert(path, bytes);
+    }
+
+    /// Where a package member lies in the tree.
+    pub fn path_of(member: &str) -> PathBuf {
+        offload_format::kpack::resolve::normalize(&Path::new(Self::ROOT).join(member))
+    }
+}
+
+impl ArchiveSource for PackageTree {
+    type Data = Arc<[u8]>;
+    fn is_file(&self, path: &Path) -> bool {
+        self.files.contains_key(&offload_format::kpack::resolve::normalize(path))
+    }
+    fn read(&self, path: &Path) -> std::io::Result<Arc<[u8]>> {
+        self.files
+            .get(&offload_format::kpack::resolve::normalize(path))
+            .cloned()
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::NotFound))
+    }
 }
 
 /// The entry ID listed for a TOC entry: the bundle entry ID the splitter
@@ -156,6 +199,16 @@ fn env_items(env: &Env, value: Option<&str>) -> Vec<PathBuf> {
 /// `@GFXARCH@` pattern matched against the files of its folder. Also
 /// returns what was looked for, in words.
 pub fn reachable_archives(env: &Env, library: &Path, marker: &Marker<'_>) -> (Vec<PathBuf>, Vec<String>) {
+    reachable_in(env, library, marker, None)
+}
+
+/// [`reachable_archives`] in `tree` when given, else on the file system.
+fn reachable_in(
+    env: &Env,
+    library: &Path,
+    marker: &Marker<'_>,
+    tree: Option<&PackageTree>,
+) -> (Vec<PathBuf>, Vec<String>) {
     let mut out = env_items(env, env.kpack_path_prefix.as_deref());
     let replace = env_items(env, env.kpack_path.as_deref());
     let mut looked: Vec<String> = out.iter().map(|p| p.display().to_string()).collect();
@@ -168,7 +221,11 @@ pub fn reachable_archives(env: &Env, library: &Path, marker: &Marker<'_>) -> (Ve
     let dir = binary.parent().unwrap_or(Path::new(""));
     for pattern in &marker.search_paths {
         let p = Path::new(pattern);
-        let formed = if p.is_absolute() { p.to_path_buf() } else { RealFiles.canonical(&dir.join(p)) };
+        let formed = match tree {
+            _ if p.is_absolute() => p.to_path_buf(),
+            Some(t) => t.canonical(&dir.join(p)),
+            None => RealFiles.canonical(&dir.join(p)),
+        };
         let text = formed.to_string_lossy().into_owned();
         looked.push(text.clone());
         let Some(at) = text.find(GFXARCH) else {
@@ -185,9 +242,20 @@ pub fn reachable_archives(env: &Env, library: &Path, marker: &Marker<'_>) -> (Ve
             Some((folder, prefix)) => (folder, prefix),
             None => (".", head),
         };
-        let Ok(entries) = std::fs::read_dir(folder) else { continue };
-        let mut names: Vec<String> = entries
-            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        let in_folder: Vec<String> = match tree {
+            Some(t) => t
+                .files
+                .keys()
+                .filter(|k| k.parent() == Some(Path::new(folder)))
+                .filter_map(|k| Some(k.file_name()?.to_string_lossy().into_owned()))
+                .collect(),
+            None => match std::fs::read_dir(folder) {
+                Ok(entries) => entries.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect(),
+                Err(_) => continue,
+            },
+        };
+        let mut names: Vec<String> = in_folder
+            .into_iter()
             .filter(|n| n.len() > prefix.len() + tail.len() && n.starts_with(prefix) && n.ends_with(tail))
             .collect();
         names.sort();
@@ -207,20 +275,51 @@ pub fn reachable_archives(env: &Env, library: &Path, marker: &Marker<'_>) -> (Ve
 /// archives are missing, or whose marker is unreadable, gets a diagnostic:
 /// a warning, or an error when `deep` (`verify`).
 pub fn attach(inv: &mut Inventory<'_>, data: &[u8], library: &Path, env: &Env, deep: bool) {
+    attach_in(inv, data, library, env, deep, None);
+}
+
+/// [`attach`] for a package member: its archives are looked for among the
+/// members of `tree` (the library at [`PackageTree::path_of`] its member
+/// path), not on the file system.
+pub fn attach_member(
+    inv: &mut Inventory<'_>,
+    data: &[u8],
+    member: &str,
+    env: &Env,
+    deep: bool,
+    tree: &Arc<PackageTree>,
+) {
+    let env = Env { kpack_path: None, kpack_path_prefix: None, cwd: PathBuf::from(PackageTree::ROOT), ..env.clone() };
+    attach_in(inv, data, &PackageTree::path_of(member), &env, deep, Some(tree));
+}
+
+fn attach_in(
+    inv: &mut Inventory<'_>,
+    data: &[u8],
+    library: &Path,
+    env: &Env,
+    deep: bool,
+    tree: Option<&Arc<PackageTree>>,
+) {
     let Ok(host) = HostBinary::read(data) else { return };
     if !host.wrappers.iter().any(|w| w.record.kind() == WrapperKind::Hipk) {
         return;
     }
     let severity = if deep { Severity::Error } else { Severity::Warning };
-    let mut split =
-        Split { library: library.to_path_buf(), env: env.clone(), records: Vec::new(), archives: Vec::new() };
+    let mut split = Split {
+        library: library.to_path_buf(),
+        env: env.clone(),
+        records: Vec::new(),
+        archives: Vec::new(),
+        tree: tree.cloned(),
+    };
     // Files read so far: path, and the owned buffer when it is an archive.
     let mut read: Vec<(PathBuf, Option<usize>)> = Vec::new();
     for (index, w) in host.wrappers.iter().enumerate() {
         if w.record.kind() != WrapperKind::Hipk {
             continue;
         }
-        let rloc = Location(vec![Step::Section(".hipFatBinSegment".into()), Step::Index(index)]);
+        let rloc = Location(vec![Step::Section(host.wrapper_section.into()), Step::Index(index)]);
         inv.units.push(Unit { location: rloc.clone(), format: Format::KpackArchive });
         let unit = inv.units.len() - 1;
         let co_index = w.record.co_index();
@@ -251,15 +350,22 @@ pub fn attach(inv: &mut Inventory<'_>, data: &[u8], library: &Path, env: &Env, d
             Ok(m) => m,
         };
         let key = marker.lookup_key(co_index);
-        let (files, looked_for) = reachable_archives(env, library, marker);
+        let (files, looked_for) = reachable_in(env, library, marker, tree.map(|t| &**t));
         let (mut archives, mut listed) = (Vec::new(), 0);
         for file in files {
-            let canonical = RealFiles.canonical(&file);
+            let canonical = match tree {
+                Some(t) => t.canonical(&file),
+                None => RealFiles.canonical(&file),
+            };
             let buffer = match read.iter().find(|(p, _)| *p == canonical) {
                 Some((_, b)) => *b,
                 None => {
-                    let b = std::fs::read(&file).ok().filter(|d| Archive::parse(d).is_ok()).map(|d| {
-                        inv.owned.push(Arc::from(d));
+                    let bytes: Option<Arc<[u8]>> = match tree {
+                        Some(t) => t.read(&file).ok(),
+                        None => std::fs::read(&file).ok().map(Arc::from),
+                    };
+                    let b = bytes.filter(|d| Archive::parse(d).is_ok()).map(|d| {
+                        inv.owned.push(d);
                         inv.owned.len() - 1
                     });
                     read.push((canonical.clone(), b));
@@ -376,7 +482,26 @@ pub fn select(inv: &Inventory<'_>, sel: &mut Selection, gpu: &Gpu, order: Search
         return Vec::new();
     }
     let arch_list = clr_arch_list(&gpu.target_id());
-    let resolver = Resolver { order, limit: DECODE_LIMIT, ..Resolver::new(&RealFiles, &split.env) };
+    match &split.tree {
+        Some(tree) => {
+            let resolver = Resolver { order, limit: DECODE_LIMIT, ..Resolver::new(&**tree, &split.env) };
+            select_with(inv, split, sel, gpu, &arch_list, &resolver)
+        }
+        None => {
+            let resolver = Resolver { order, limit: DECODE_LIMIT, ..Resolver::new(&RealFiles, &split.env) };
+            select_with(inv, split, sel, gpu, &arch_list, &resolver)
+        }
+    }
+}
+
+fn select_with<S: ArchiveSource>(
+    inv: &Inventory<'_>,
+    split: &Split,
+    sel: &mut Selection,
+    gpu: &Gpu,
+    arch_list: &[String],
+    resolver: &Resolver<'_, S>,
+) -> Vec<Answer> {
     sel.verdicts.resize(inv.objects.len(), None);
     let mut answers = Vec::new();
     for r in &split.records {
@@ -388,12 +513,7 @@ pub fn select(inv: &Inventory<'_>, sel: &mut Selection, gpu: &Gpu, order: Search
         let result = match &r.marker {
             Ok(m) => {
                 let marker = m.marker();
-                let request = Request {
-                    binary_path: &split.library,
-                    marker: &marker,
-                    co_index: r.co_index,
-                    arch_list: &arch_list,
-                };
+                let request = Request { binary_path: &split.library, marker: &marker, co_index: r.co_index, arch_list };
                 resolver.load(&request).result.map_err(|e| (e.name().to_string(), e.code(), e.to_string()))
             }
             Err(e) => Err(("KPACK_ERROR_INVALID_METADATA".to_string(), 12, e.clone())),

@@ -322,3 +322,168 @@ int hipLaunchKernel(void) { return 0; }
         assert_eq!(stdout.matches("magic=").count(), records, "{lib}: {stdout}");
     }
 }
+
+/// The frames of an archive written with the `zstd-per-kernel` scheme: the
+/// blob at 64 is a `u32` count, then per ordinal a `u32` length and the
+/// frame (docs/formats/kpack.md, "Blob schemes"). (offset, length) each.
+fn frames(archive: &[u8]) -> Vec<(usize, usize)> {
+    let u32_at = |at: usize| u32::from_le_bytes(archive[at..at + 4].try_into().unwrap()) as usize;
+    let mut out = Vec::new();
+    let mut at = 68;
+    for _ in 0..u32_at(64) {
+        let len = u32_at(at);
+        out.push((at + 4, len));
+        at += 4 + len;
+    }
+    out
+}
+
+/// Resolving one library for one GPU decodes only the frame the loader
+/// serves: with every other frame of every archive destroyed (its bytes,
+/// zstd magic included, overwritten), `list`, `select` and `extract --gpu`
+/// still answer, and give the same bytes as on the intact tree; `verify
+/// --deep`-style decoding of everything (`extract --all`) does fail, so
+/// the damage is real.
+#[test]
+fn resolving_decodes_only_the_selected_frame() {
+    let dir = copy();
+    let stage = dir.path().join("installed/stage");
+    let md5 = |b: &[u8]| -> String { Md5::digest(b).iter().map(|b| format!("{b:02x}")).collect() };
+    let extract = |gpu: &str, lib: &str, out: &str| -> (Option<i32>, Vec<String>) {
+        std::fs::create_dir_all(stage.join(out)).unwrap();
+        let o = offload(&stage, &["extract", "--gpu", gpu, "--output-dir", out, lib]);
+        let mut sums: Vec<String> = walk(&stage.join(out)).iter().map(|p| md5(&std::fs::read(p).unwrap())).collect();
+        sums.sort();
+        std::fs::remove_dir_all(stage.join(out)).unwrap();
+        (o.status.code(), sums)
+    };
+    for (lib, gpu) in
+        [("lib/libkp_multi.so", "gfx90a"), ("lib/libkp_generic.so", "gfx1101"), ("lib/libkp_plain.so", "gfx1100")]
+    {
+        let (code, served) = extract(gpu, lib, "intact");
+        assert_eq!(code, Some(0), "{lib} {gpu}");
+        assert!(!served.is_empty(), "{lib} {gpu}");
+        // Destroy every frame that does not decode to a served code object.
+        let mut destroyed = 0;
+        for archive in walk(&stage.join(".kpack")) {
+            let mut bytes = std::fs::read(&archive).unwrap();
+            for (at, len) in frames(&bytes) {
+                let decoded = zstd::stream::decode_all(&bytes[at..at + len]).unwrap_or_default();
+                if !served.contains(&md5(&decoded)) {
+                    bytes[at..at + len].fill(0xa5);
+                    destroyed += 1;
+                }
+            }
+            std::fs::write(&archive, &bytes).unwrap();
+        }
+        assert!(destroyed > 10, "{destroyed}");
+        assert_eq!(extract(gpu, lib, "damaged"), (Some(0), served.clone()), "{lib} {gpu}");
+        for cmd in ["list", "select"] {
+            let args: Vec<&str> = if cmd == "list" { vec![cmd, lib] } else { vec![cmd, "--gpu", gpu, lib] };
+            let o = offload(&stage, &args);
+            assert_eq!(o.status.code(), Some(0), "{cmd} {lib} {gpu}: {}", text(&o.stderr));
+        }
+        // The damage is real: decoding every entry fails.
+        let o = offload(&stage, &["extract", "--all", "--output-dir", "all", lib]);
+        assert_ne!(o.status.code(), Some(0), "{lib}");
+        let _ = std::fs::remove_dir_all(stage.join("all"));
+        // Restore the archives for the next case.
+        offload_testkit::copy_with_real_names(&fixtures().join("installed"), &dir.path().join("installed"));
+    }
+}
+
+/// `check` on AMD's split wheels (the `.whl` files, not unpacked): the
+/// host wheel given with its device wheels answers as the installed
+/// `site-packages` does; a host wheel alone, or without the GPU's device
+/// wheel, fails naming the archives looked for.
+#[test]
+fn check_on_split_wheels_answers_like_the_installed_tree() {
+    let wheels = fixtures().join("split-wheels");
+    let host = "kpdemo-1.0+rocm7.1-cp311-cp311-linux_x86_64.whl";
+    let d90a = "amd_kpdemo_device_gfx90a-1.0+rocm7.1-cp311-cp311-linux_x86_64.whl";
+    let d1100 = "amd_kpdemo_device_gfx1100-1.0+rocm7.1-cp311-cp311-linux_x86_64.whl";
+    let dir = copy();
+    let site = dir.path().join("site");
+    // (GPU, wheels, exit status, the loader's error when 1). A bare gfx90a
+    // finds no entry for libkp_xnack2.so, built for gfx90a:xnack± only.
+    for (gpu, with, code, error) in [
+        ("gfx90a:xnack+", vec![host, d90a], 0, ""),
+        ("gfx90a:xnack-", vec![host, d90a, d1100], 0, ""),
+        ("gfx1100", vec![host, d1100], 0, ""),
+        ("gfx1100", vec![host, d90a, d1100], 0, ""),
+        ("gfx90a", vec![host, d90a, d1100], 1, "KPACK_ERROR_KERNEL_NOT_FOUND"),
+        ("gfx1100", vec![host, d90a], 1, "KPACK_ERROR_ARCHIVE_NOT_FOUND"),
+        ("gfx90a:xnack+", vec![host], 1, "KPACK_ERROR_ARCHIVE_NOT_FOUND"),
+        ("gfx1201", vec![host, d90a, d1100], 1, "KPACK_ERROR_ARCHIVE_NOT_FOUND"),
+    ] {
+        let mut args = vec!["check", "--gpu", gpu];
+        args.extend(&with);
+        let out = offload(&wheels, &args);
+        let stdout = text(&out.stdout);
+        assert_eq!(out.status.code(), Some(code), "{gpu} {with:?}: {stdout}{}", text(&out.stderr));
+        assert!(!stdout.contains("no fat binaries"), "{gpu} {with:?}: {stdout}");
+        if code == 0 {
+            assert!(stdout.contains("all load"), "{gpu} {with:?}: {stdout}");
+        } else {
+            assert!(stdout.contains(error), "{gpu} {with:?}: {stdout}");
+            assert!(stdout.contains(&format!("kpdemo/.kpack/kpdemo_{gpu}.kpack")), "{gpu} {with:?}: {stdout}");
+        }
+        // The installed tree holds all three wheels: it answers as they do
+        // together.
+        if with.len() == 3 {
+            let installed = offload(&site, &["check", "--gpu", gpu, "kpdemo"]);
+            assert_eq!(installed.status.code(), Some(code), "{gpu}: {}", text(&installed.stdout));
+        }
+    }
+    // select on the wheels gives the installed tree's choices.
+    let out = offload(&wheels, &["select", "--gpu", "gfx1100", host, d1100]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let chosen = stdout.lines().filter(|l| l.starts_with(host) && l.contains(" selected ")).count();
+    assert_eq!(chosen, 4, "{stdout}");
+}
+
+/// A HIP DLL (clang 22, `lld-link`; tests/fixtures/pe) split into kpack
+/// form: the image keeps its sections and RVAs, `.hip_fat` becomes
+/// `.kpackrf`, and `list`, `select` and `extract --gpu` on the split DLL
+/// give the fat DLL's code objects byte for byte.
+#[test]
+fn split_of_a_hip_dll_reads_back_and_serves_the_fat_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("fat/bin")).unwrap();
+    let dll = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/pe/hip_kernels.dll");
+    std::fs::copy(&dll, d.join("fat/bin/hip_kernels.dll")).unwrap();
+    let out = offload(d, &["split", "--kpack", "fat", "-o", "split"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("1 host binaries"), "{}", text(&out.stdout));
+    for t in ["gfx90a", "gfx1100"] {
+        assert!(d.join(format!("split/.kpack/fat_{t}.kpack")).is_file(), "{t}");
+    }
+    let fat = std::fs::read(d.join("fat/bin/hip_kernels.dll")).unwrap();
+    let split = std::fs::read(d.join("split/bin/hip_kernels.dll")).unwrap();
+    assert!(split.len() < fat.len(), "{} {}", split.len(), fat.len());
+    assert!(split.windows(8).any(|w| w == b".kpackrf"));
+    assert!(!split.windows(8).any(|w| w == b".hip_fat"));
+    let out = offload(d, &["list", "split/bin/hip_kernels.dll"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let listed = text(&out.stdout);
+    assert!(listed.contains("key bin/hip_kernels.dll#0 target gfx90a"), "{listed}");
+    assert_eq!(listed.lines().count(), 1 + 2, "{listed}");
+    for gpu in ["gfx90a", "gfx1100", "gfx90a:xnack+"] {
+        let one = |root: &str, o: &str| {
+            std::fs::create_dir_all(d.join(o)).unwrap();
+            let out = offload(d, &["extract", "--gpu", gpu, "--output-dir", o, &format!("{root}/bin/hip_kernels.dll")]);
+            let files: Vec<Vec<u8>> = walk(&d.join(o)).iter().map(|p| std::fs::read(p).unwrap()).collect();
+            let _ = std::fs::remove_dir_all(d.join(o));
+            (out.status.code(), files)
+        };
+        let (a, b) = (one("fat", "xa"), one("split", "xb"));
+        assert_eq!(a.0, Some(0), "{gpu}");
+        assert_eq!(a, b, "{gpu}");
+        assert_eq!(b.1.len(), 1, "{gpu}");
+    }
+    let out = offload(d, &["select", "--gpu", "gfx1201", "split/bin/hip_kernels.dll"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(text(&out.stderr).contains("KPACK_ERROR_ARCHIVE_NOT_FOUND"), "{}", text(&out.stderr));
+}

@@ -18,6 +18,13 @@ pub const MARKER_SECTION: &str = ".rocm_kpack_ref";
 pub const WRAPPER_SECTION: &str = ".hipFatBinSegment";
 /// The section that held the device code (`SHT_NOBITS` once split).
 pub const FATBIN_SECTION: &str = ".hip_fatbin";
+/// The marker section of a PE image (section names of images are cut to
+/// eight bytes; docs/formats/kpack.md, "PE images").
+pub const PE_MARKER_SECTION: &str = ".kpackrf";
+/// The wrapper records' section of a PE image.
+pub const PE_WRAPPER_SECTION: &str = ".hipFatB";
+/// The device code section of a PE image.
+pub const PE_FATBIN_SECTION: &str = ".hip_fat";
 /// The runtime reads the marker inside a window of this many bytes.
 pub const MARKER_WINDOW: usize = 64 * 1024;
 /// The text that stands for a target ID in a search path.
@@ -193,9 +200,13 @@ pub struct HostWrapper<'a> {
     pub marker: Option<Result<Marker<'a>, MarkerError>>,
 }
 
-/// The kpack view of an ELF host binary.
+/// The kpack view of a host binary (ELF shared library or executable, or
+/// PE image).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HostBinary<'a> {
+    /// The section of the wrapper records: [`WRAPPER_SECTION`], or
+    /// [`PE_WRAPPER_SECTION`] in a PE image.
+    pub wrapper_section: &'static str,
     /// `.hip_fatbin`, when present.
     pub fatbin: Option<SectionInfo>,
     /// `.rocm_kpack_ref`, when present.
@@ -213,8 +224,11 @@ pub enum HostError {
     #[error(transparent)]
     Elf(#[from] crate::elf::ElfError),
     /// Not 64-bit little-endian x86-64 (the only layout the splitter makes).
-    #[error("kpack host binaries are read as 64-bit little-endian x86-64 ELF only")]
+    #[error("kpack host binaries are read as 64-bit little-endian x86-64 ELF or PE32+ x86-64 only")]
     Unsupported,
+    /// Not a readable PE image.
+    #[error(transparent)]
+    Pe(#[from] crate::coff::pe::PeError),
     /// `.hipFatBinSegment` is not a whole number of records (its size).
     #[error(".hipFatBinSegment is {0} bytes, not a whole number of 24-byte records")]
     RecordSize(u64),
@@ -226,8 +240,12 @@ impl<'a> HostBinary<'a> {
         self.wrappers.iter().any(|w| w.record.kind() == WrapperKind::Hipk)
     }
 
-    /// Reads the kpack view of an ELF x86-64 host binary.
+    /// Reads the kpack view of an ELF x86-64 host binary, or of a PE32+
+    /// x86-64 image ([`HostBinary::read_pe`]).
     pub fn read(data: &'a [u8]) -> Result<HostBinary<'a>, HostError> {
+        if crate::coff::pe::is_pe(data) {
+            return Self::read_pe(data);
+        }
         let file = ElfFile::parse(data)?;
         if !file.codec.is64 || file.codec.big || file.header.machine != EM_X86_64 {
             return Err(HostError::Unsupported);
@@ -255,7 +273,88 @@ impl<'a> HostBinary<'a> {
                 wrappers.push(HostWrapper { record, addr, pointer, relocated: found.is_some(), marker });
             }
         }
-        Ok(HostBinary { fatbin: find(FATBIN_SECTION), marker_section, marker, wrappers })
+        Ok(HostBinary {
+            wrapper_section: WRAPPER_SECTION,
+            fatbin: find(FATBIN_SECTION),
+            marker_section,
+            marker,
+            wrappers,
+        })
+    }
+
+    /// Reads the kpack view of a PE32+ x86-64 image (a HIP DLL or EXE):
+    /// the records of `.hipFatB`, the marker section `.kpackrf`, and
+    /// `.hip_fat` (docs/formats/kpack.md, "PE images"). A record's pointer
+    /// is a virtual address at the image's preferred base (the base
+    /// relocation table moves it when the image loads elsewhere), so the
+    /// marker is read at `pointer - ImageBase`, from there to the end of
+    /// that section's file bytes. Addresses in [`SectionInfo::addr`] and
+    /// [`HostWrapper::addr`] are virtual addresses at the preferred base;
+    /// [`SectionInfo::nobits`] says that fewer file bytes back the section
+    /// than it has in memory (the device code was taken out).
+    pub fn read_pe(data: &'a [u8]) -> Result<HostBinary<'a>, HostError> {
+        use crate::coff::pe::PeImage;
+        let pe = PeImage::parse(data)?;
+        if !pe.is_64 || pe.machine != 0x8664 {
+            return Err(HostError::Unsupported);
+        }
+        let base = pe.image_base;
+        let find = |name: &str| {
+            pe.sections.iter().position(|s| s.name() == name.as_bytes()).and_then(|index| {
+                let s = pe.sections.get(index)?;
+                Some(SectionInfo {
+                    index,
+                    addr: base.wrapping_add(u64::from(s.virtual_address)),
+                    size: u64::from(s.virtual_size.max(s.file_len())),
+                    nobits: s.file_len() < s.virtual_size,
+                })
+            })
+        };
+        let marker_section = find(PE_MARKER_SECTION);
+        let marker = pe
+            .section(PE_MARKER_SECTION.as_bytes())
+            .map(|s| pe.section_data(s))
+            .filter(|b| !b.is_empty())
+            .map(Marker::parse);
+        let mut wrappers = Vec::new();
+        if let Some(seg) = pe.section(PE_WRAPPER_SECTION.as_bytes()) {
+            let bytes = pe.section_data(seg);
+            let used = bytes.get(..seg.virtual_size as usize).unwrap_or(bytes);
+            // Raw data is padded to the file alignment: the records are the
+            // section's virtual size, or the whole records of its bytes.
+            let whole = used.len() - used.len() % RECORD_LEN;
+            let recs = records(used.get(..whole).unwrap_or(&[])).ok_or(HostError::RecordSize(used.len() as u64))?;
+            let relocs = pe.base_relocations()?;
+            for (i, record) in recs.into_iter().enumerate() {
+                let rva = seg.virtual_address.wrapping_add((i * RECORD_LEN) as u32);
+                let relocated = relocs
+                    .iter()
+                    .any(|&(r, kind)| r == rva.wrapping_add(8) && kind == crate::coff::pe::REL_BASED_DIR64);
+                let marker = (record.kind() == WrapperKind::Hipk)
+                    .then(|| {
+                        let target = u32::try_from(record.binary.checked_sub(base)?).ok()?;
+                        let s = pe.section_at_rva(target)?;
+                        let at = pe.rva_to_offset(target)?;
+                        let end = s.raw_offset as usize + s.file_len() as usize;
+                        data.get(at..end).map(Marker::parse)
+                    })
+                    .flatten();
+                wrappers.push(HostWrapper {
+                    record,
+                    addr: base.wrapping_add(u64::from(rva)),
+                    pointer: record.binary,
+                    relocated,
+                    marker,
+                });
+            }
+        }
+        Ok(HostBinary {
+            wrapper_section: PE_WRAPPER_SECTION,
+            fatbin: find(PE_FATBIN_SECTION),
+            marker_section,
+            marker,
+            wrappers,
+        })
     }
 }
 

@@ -374,13 +374,18 @@ pub struct Resolver<'s, S> {
     /// The largest code object decoded, in bytes (a larger one fails as
     /// `DecompressionFailed`; the real loader has no such limit).
     pub limit: u64,
+    /// Whether the served entry is decoded (the default). Without decoding,
+    /// [`Loaded::bytes`] is empty and a frame that would not decode serves
+    /// all the same: for callers that checked every frame already (the
+    /// splitter's own check) and want only which entry is served.
+    pub decode: bool,
 }
 
 impl<'s, S: ArchiveSource> Resolver<'s, S> {
     /// A resolver with the default order ([`SearchOrder::FallThrough`]) and
     /// a 4 GiB limit.
     pub fn new(source: &'s S, env: &'s Env) -> Self {
-        Resolver { source, env, order: SearchOrder::default(), limit: 4 << 30 }
+        Resolver { source, env, order: SearchOrder::default(), limit: 4 << 30, decode: true }
     }
 
     /// The archive paths the loader forms for `request`, in order, before
@@ -535,6 +540,9 @@ impl<'s, S: ArchiveSource> Resolver<'s, S> {
             key: key.to_string(),
             target: target.to_string(),
         })?;
+        if !self.decode {
+            return Ok((entry.ordinal, Vec::new()));
+        }
         match archive.decompress(entry, self.limit) {
             Ok(bytes) => Ok((entry.ordinal, bytes)),
             Err(error @ ArchiveError::Ordinal { .. }) => {

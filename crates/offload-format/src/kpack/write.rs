@@ -70,11 +70,22 @@ pub enum WriteError {
 /// One zstd frame holding `code`, with its content size and a content
 /// checksum, at `level`.
 pub fn compress(code: &[u8], level: i32) -> Result<Vec<u8>, WriteError> {
+    compress_with(&mut compressor(level)?, code)
+}
+
+/// A compressor writing the frames of [`compress`] at `level`, to reuse
+/// for many code objects (one per thread).
+pub fn compressor(level: i32) -> Result<zstd::bulk::Compressor<'static>, WriteError> {
     let err = |e: std::io::Error| WriteError::Compress(e.to_string());
     let mut c = zstd::bulk::Compressor::new(level).map_err(err)?;
     c.include_checksum(true).map_err(err)?;
     c.include_contentsize(true).map_err(err)?;
-    c.compress(code).map_err(err)
+    Ok(c)
+}
+
+/// [`compress`] with a compressor from [`compressor`].
+pub fn compress_with(c: &mut zstd::bulk::Compressor<'_>, code: &[u8]) -> Result<Vec<u8>, WriteError> {
+    c.compress(code).map_err(|e| WriteError::Compress(e.to_string()))
 }
 
 /// The archive file serving `gfx_arches` (`gfx_arch_family` is the first),

@@ -27,6 +27,7 @@ use offload_format::kpack::host::HostBinary;
 use offload_format::msgpack::{self, encode};
 use offload_format::plan::Plan;
 use offload_inspect::layout::{FatbinSection, FileMap, Target};
+use std::borrow::Cow;
 use std::collections::HashSet;
 
 /// The section name the marker section gets.
@@ -212,6 +213,9 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// A bundle entry: its ID, payload and offset in its bundle.
+type Entry<'a> = (String, Cow<'a, [u8]>, u64);
+
 /// The target ID of a bundle entry ID: what follows its last `--` (empty
 /// for the host entry).
 fn target_of(id: &str) -> &str {
@@ -363,6 +367,9 @@ pub fn split_binary(
     kernel_name: &str,
     search_paths: &[String],
 ) -> Result<Option<SplitBinary>, KpackError> {
+    if offload_format::coff::pe::is_pe(data) {
+        return super::pe::split_pe(data, kernel_name, search_paths);
+    }
     let Ok(file) = ElfFile::parse(data) else { return Ok(None) };
     let has_fatbin = (1..file.sections.len()).any(|i| file.section_name(i).ok() == Some(b".hip_fatbin".as_slice()));
     if !has_fatbin {
@@ -385,17 +392,20 @@ pub fn split_binary(
     let mut unit_entries = Vec::new();
     for (u, unit) in map.units.iter().enumerate() {
         let contents = read_contents(data, unit).map_err(KpackError::Prune)?;
-        let entries: Vec<(String, Vec<u8>, u64)> = match &contents {
-            Contents::Bundle(e) => {
-                e.iter().map(|e| (String::from_utf8_lossy(e.id).into_owned(), e.payload.to_vec(), e.offset)).collect()
-            }
+        // Payloads borrow the input; only a compressed bundle's are copied
+        // out of its decoded bytes.
+        let entries: Vec<Entry<'_>> = match contents {
+            Contents::Bundle(e) => e
+                .into_iter()
+                .map(|e| (String::from_utf8_lossy(e.id).into_owned(), Cow::Borrowed(e.payload), e.offset))
+                .collect(),
             Contents::Compressed { inner } => {
                 joinable = false;
-                binary::read(inner)
+                binary::read(&inner)
                     .map_err(|e| refuse(e.to_string()))?
                     .unwrap_or_default()
                     .iter()
-                    .map(|e| (String::from_utf8_lossy(e.id).into_owned(), e.payload.to_vec(), e.offset))
+                    .map(|e| (String::from_utf8_lossy(e.id).into_owned(), Cow::Owned(e.payload.to_vec()), e.offset))
                     .collect()
             }
         };
@@ -424,7 +434,12 @@ pub fn split_binary(
             if !id.contains("amdgcn-amd-amdhsa") {
                 return Err(refuse(format!("bundle entry {id} is not an AMDGPU code object")));
             }
-            objects.push(CodeObject { co_index, target: t.to_string(), source_id: id.clone(), bytes: payload.clone() });
+            objects.push(CodeObject {
+                co_index,
+                target: t.to_string(),
+                source_id: id.clone(),
+                bytes: payload.to_vec(),
+            });
         }
     }
     if let Some(u) = first_record.iter().position(Option::is_none) {
@@ -456,10 +471,18 @@ pub fn split_binary(
     check_split(&host, kernel_name, search_paths, inp.map.wrappers.len())?;
     let split = SplitBinary { host, objects, cut: matches!(second, Layout::Cut(_)), joinable: join.is_some() };
     if split.joinable {
-        let back = join_binary(&split.host, |co, t| {
-            split.objects.iter().find(|o| o.co_index == co && o.target == t).map(|o| o.bytes.clone())
-        })?;
-        if back != data {
+        let back = joins_back_to(
+            &split.host,
+            |co, t| {
+                split
+                    .objects
+                    .iter()
+                    .find(|o| o.co_index == co && o.target == t)
+                    .map(|o| Cow::Borrowed(o.bytes.as_slice()))
+            },
+            data,
+        )?;
+        if !back {
             return Err(refuse("the split does not join back to the input (a bug; nothing written)"));
         }
     }
@@ -469,7 +492,7 @@ pub fn split_binary(
 fn join_record(
     inp: &Input,
     layout: &Layout,
-    units: &[Vec<(String, Vec<u8>, u64)>],
+    units: &[Vec<Entry<'_>>],
     first_record: &[Option<u32>],
 ) -> Result<JoinRecord, KpackError> {
     let data = inp.data;
@@ -556,7 +579,59 @@ fn find_join(host: &[u8]) -> Result<JoinRecord, KpackError> {
 /// Joins a host binary split by [`split_binary`] back into the fat input,
 /// byte for byte: `fetch(co_index, target)` gives each code object.
 pub fn join_binary(host: &[u8], mut fetch: impl FnMut(u32, &str) -> Option<Vec<u8>>) -> Result<Vec<u8>, KpackError> {
+    join_with(host, |co, t| fetch(co, t).map(Cow::Owned))
+}
+
+/// [`join_binary`] with code objects that may be borrowed.
+fn join_with<'f>(host: &[u8], fetch: impl FnMut(u32, &str) -> Option<Cow<'f, [u8]>>) -> Result<Vec<u8>, KpackError> {
     let r = find_join(host)?;
+    let mut out = Vec::with_capacity(r.input_len.min(1 << 34) as usize);
+    join_pieces(host, &r, fetch, &mut |b| out.extend_from_slice(b))?;
+    let bad = |why: &str| KpackError::Join(format!("the join record does not fit this file: {why}"));
+    for (at, bytes) in &r.undo {
+        let s = usize::try_from(*at).map_err(|_| bad("undo offset"))?;
+        out.get_mut(s..s + bytes.len()).ok_or_else(|| bad("undo past the end"))?.copy_from_slice(bytes);
+    }
+    Ok(out)
+}
+
+/// Whether joining `host` gives `original` back, compared while the join
+/// is produced (nothing as large as the file is built): every byte equal,
+/// or restored by the join record's undo edits to the original's value.
+fn joins_back_to<'f>(
+    host: &[u8],
+    fetch: impl FnMut(u32, &str) -> Option<Cow<'f, [u8]>>,
+    original: &[u8],
+) -> Result<bool, KpackError> {
+    let r = find_join(host)?;
+    for (at, bytes) in &r.undo {
+        let s = usize::try_from(*at).unwrap_or(usize::MAX);
+        if original.get(s..s.saturating_add(bytes.len())) != Some(bytes.as_slice()) {
+            return Ok(false);
+        }
+    }
+    let covered =
+        |i: usize| r.undo.iter().any(|(u, b)| (*u as usize) <= i && i < (*u as usize).saturating_add(b.len()));
+    let (mut pos, mut same) = (0usize, true);
+    join_pieces(host, &r, fetch, &mut |b| {
+        let ok = match original.get(pos..pos + b.len()) {
+            Some(o) if o == b => true,
+            Some(o) => o.iter().zip(b).enumerate().all(|(i, (x, y))| x == y || covered(pos + i)),
+            None => false,
+        };
+        same &= ok;
+        pos += b.len();
+    })?;
+    Ok(same && pos == original.len())
+}
+
+/// Produces the joined file (before the undo edits), piece by piece.
+fn join_pieces<'f>(
+    host: &[u8],
+    r: &JoinRecord,
+    mut fetch: impl FnMut(u32, &str) -> Option<Cow<'f, [u8]>>,
+    emit: &mut dyn FnMut(&[u8]),
+) -> Result<(), KpackError> {
     let bad = |why: &str| KpackError::Join(format!("the join record does not fit this file: {why}"));
     if r.fatbin_offset > r.fatbin_end || r.fatbin_end > r.input_len || r.removed > r.fatbin_end {
         return Err(bad("offsets"));
@@ -567,11 +642,14 @@ pub fn join_binary(host: &[u8], mut fetch: impl FnMut(u32, &str) -> Option<Vec<u
     let tail = host
         .get(tail_from as usize..tail_from.checked_add(tail_len).ok_or_else(|| bad("tail"))? as usize)
         .ok_or_else(|| bad("short tail"))?;
-    let mut out = Vec::with_capacity(r.input_len.min(1 << 34) as usize);
-    out.extend_from_slice(head);
+    emit(head);
+    let mut len_so_far = head.len() as u64;
     for p in &r.pieces {
         match p {
-            Piece::Literal(b) => out.extend_from_slice(b),
+            Piece::Literal(b) => {
+                emit(b);
+                len_so_far += b.len() as u64;
+            }
             Piece::Object { co_index, target, len } => {
                 let bytes = fetch(*co_index, target).ok_or_else(|| {
                     KpackError::Join(format!("no code object #{co_index} for {target} in the archives"))
@@ -582,17 +660,14 @@ pub fn join_binary(host: &[u8], mut fetch: impl FnMut(u32, &str) -> Option<Vec<u
                         bytes.len()
                     )));
                 }
-                out.extend_from_slice(&bytes);
+                emit(&bytes);
+                len_so_far += *len;
             }
         }
     }
-    if out.len() as u64 != r.fatbin_end {
+    if len_so_far != r.fatbin_end {
         return Err(bad("the pieces do not fill .hip_fatbin"));
     }
-    out.extend_from_slice(tail);
-    for (at, bytes) in &r.undo {
-        let s = usize::try_from(*at).map_err(|_| bad("undo offset"))?;
-        out.get_mut(s..s + bytes.len()).ok_or_else(|| bad("undo past the end"))?.copy_from_slice(bytes);
-    }
-    Ok(out)
+    emit(tail);
+    Ok(())
 }

@@ -13,6 +13,7 @@
 //! input, the bytes the fat binary holds for that GPU.
 
 pub mod host;
+pub mod pe;
 mod prune;
 #[cfg(test)]
 mod tests;
@@ -22,6 +23,7 @@ pub use host::{CodeObject, SplitBinary, join_binary, split_binary};
 pub use prune::{PruneAction, loadable_by, plan_prune, prune_archive};
 pub use wheel::{WheelSplit, split_wheel};
 
+use offload_format::kpack::archive::decode_stored;
 use offload_format::kpack::resolve::{ArchiveSource, Env, Resolver, clr_arch_list, normalize};
 use offload_format::kpack::write::{self, NewEntry};
 use offload_format::kpack::{HostBinary, WrapperKind};
@@ -109,30 +111,35 @@ pub struct TreeSplit {
     pub checked: usize,
 }
 
-/// Compresses every code object, on `jobs` threads.
+/// Compresses every code object into one zstd frame, on `jobs` threads
+/// (offload-io's pool; 0: one per core; one compressor per thread),
+/// largest first so that one big object does not finish alone.
 fn compress_all(objects: &[&[u8]], level: i32, jobs: usize) -> Result<Vec<Vec<u8>>, KpackError> {
-    let jobs = if jobs == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { jobs };
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut out: Vec<Option<Result<Vec<u8>, write::WriteError>>> = vec![None; objects.len()];
-    let slots: Vec<std::sync::Mutex<&mut Option<_>>> = out.iter_mut().map(std::sync::Mutex::new).collect();
-    std::thread::scope(|s| {
-        for _ in 0..jobs.min(objects.len()).max(1) {
-            s.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(code) = objects.get(i) else { break };
-                    let r = write::compress(code, level);
-                    if let Ok(mut slot) = slots[i].lock() {
-                        **slot = Some(r);
-                    }
-                }
-            });
-        }
-    });
-    drop(slots);
-    out.into_iter()
-        .map(|r| r.unwrap_or_else(|| Err(write::WriteError::Compress("not compressed".into()))).map_err(Into::into))
-        .collect()
+    thread_local! {
+        static COMPRESSOR: std::cell::RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    let mut order: Vec<usize> = (0..objects.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(objects[i].len()));
+    let one = |code: &[u8]| -> Result<Vec<u8>, KpackError> {
+        let frame = COMPRESSOR.with(|cell| {
+            let mut slot = cell.borrow_mut();
+            if slot.as_ref().is_none_or(|(l, _)| *l != level) {
+                *slot = Some((level, write::compressor(level)?));
+            }
+            match slot.as_mut() {
+                Some((_, c)) => write::compress_with(c, code),
+                None => Err(write::WriteError::Compress("no compressor".into())),
+            }
+        })?;
+        Ok(frame)
+    };
+    let done = offload_io::for_each_item(&order, jobs, |_, &i| one(objects[i]));
+    let mut out: Vec<Vec<u8>> = vec![Vec::new(); objects.len()];
+    for (&i, r) in order.iter().zip(done) {
+        out[i] = r.ok_or_else(|| KpackError::Check("a compression thread panicked".into()))??;
+    }
+    Ok(out)
 }
 
 /// Splits every fat HIP binary among `files` (paths inside one tree, with
@@ -221,6 +228,12 @@ fn fat_serves<'o>(objects: &[&'o CodeObject], agent: &str) -> Option<&'o CodeObj
 /// `inputs` are each binary's path and the code objects its fat input
 /// held ([`SplitBinary::objects`]). Returns how many resolutions were
 /// checked.
+///
+/// The resolver runs without decoding ([`Resolver::decode`] off) and
+/// names the entry it serves; each distinct entry served is then decoded
+/// once (on every core) and compared with the code object the fat binary
+/// serves there. So every frame is decoded once, however many GPUs load
+/// it.
 pub fn check_tree(inputs: &[(&str, &[CodeObject])], out: &TreeSplit) -> Result<usize, KpackError> {
     let root = PathBuf::from("/tree");
     let mut files = BTreeMap::new();
@@ -229,8 +242,10 @@ pub fn check_tree(inputs: &[(&str, &[CodeObject])], out: &TreeSplit) -> Result<u
     }
     let source = MemFiles { files };
     let env = Env { cwd: root.clone(), ..Env::default() };
-    let resolver = Resolver::new(&source, &env);
+    let resolver = Resolver { decode: false, ..Resolver::new(&source, &env) };
     let mut checked = 0;
+    // Served entry (archive, ordinal) -> the code object it must decode to.
+    let mut served: BTreeMap<(PathBuf, u32), &CodeObject> = BTreeMap::new();
     for &(rel, objects) in inputs {
         let (_, split) = out
             .hosts
@@ -255,14 +270,22 @@ pub fn check_tree(inputs: &[(&str, &[CodeObject])], out: &TreeSplit) -> Result<u
                 let objs: Vec<&CodeObject> = objects.iter().filter(|o| o.co_index == co).collect();
                 let want = fat_serves(&objs, agent);
                 match (&res.result, want) {
-                    (Ok(l), Some(w)) if l.bytes == w.bytes => {}
+                    (Ok(l), Some(w)) if l.target == w.target && l.key == format!("{rel}#{co}") => {
+                        let previous = served.insert((l.archive.clone(), l.ordinal), w);
+                        if previous.is_some_and(|p| p.bytes != w.bytes) {
+                            return Err(KpackError::Check(format!(
+                                "{rel} record {index}: one entry of {} serves two different code objects",
+                                l.archive.display()
+                            )));
+                        }
+                    }
                     (Err(_), None) => {}
                     (got, want) => {
                         return Err(KpackError::Check(format!(
                             "{rel} record {index} for {agent}: the split serves {}, the fat binary {}",
                             got.as_ref().map_or_else(
                                 |e| e.to_string(),
-                                |l| format!("{} from {}", l.target, l.archive.display())
+                                |l| format!("{} [{}] from {}", l.key, l.target, l.archive.display())
                             ),
                             want.map_or("nothing".to_string(), |w| w.target.clone())
                         )));
@@ -274,6 +297,35 @@ pub fn check_tree(inputs: &[(&str, &[CodeObject])], out: &TreeSplit) -> Result<u
         if hb.wrappers.iter().any(|w| w.record.kind() != WrapperKind::Hipk) {
             return Err(KpackError::Check(format!("{rel}: a record is not HIPK")));
         }
+    }
+    // Decode each served entry once and compare.
+    let mut archives = BTreeMap::new();
+    for (path, _) in served.keys() {
+        if !archives.contains_key(path) {
+            let data = source.read(path).map_err(|e| KpackError::Check(format!("{}: {e}", path.display())))?;
+            let archive = offload_format::kpack::Archive::parse(data)
+                .map_err(|error| KpackError::Archive { path: path.display().to_string(), error })?;
+            archives.insert(path.clone(), archive);
+        }
+    }
+    let work: Vec<(&(PathBuf, u32), &&CodeObject)> = served.iter().collect();
+    let results = offload_io::for_each_item(&work, 0, |_, ((path, ordinal), want)| {
+        let archive = archives.get(path).ok_or_else(|| format!("{}: not read", path.display()))?;
+        let stored = archive.stored(*ordinal).map_err(|e| format!("{}: {e}", path.display()))?;
+        let len = want.bytes.len() as u64;
+        let bytes = decode_stored(stored, archive.scheme, *ordinal, len, len)
+            .map_err(|e| format!("{} entry {ordinal}: {e}", path.display()))?;
+        if bytes != want.bytes {
+            return Err(format!(
+                "{} entry {ordinal} decodes to other bytes than the {} code object it serves",
+                path.display(),
+                want.target
+            ));
+        }
+        Ok(())
+    });
+    for r in results {
+        r.ok_or_else(|| KpackError::Check("a checking thread panicked".into()))?.map_err(KpackError::Check)?;
     }
     Ok(checked)
 }

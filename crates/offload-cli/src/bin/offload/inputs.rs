@@ -43,6 +43,11 @@ impl<'a> Item<'a> {
         if self.prefix.is_empty() && self.file != "-" {
             let env = offload_inspect::kpack::process_env();
             offload_inspect::kpack::attach(&mut inv, self.bytes, Path::new(self.file), &env, opts.deep);
+        } else if let ([Step::PackageMember(member)], Some(tree)) = (self.prefix, PACKAGE_TREE.get()) {
+            // A member of a wheel: its archives are members of the wheels
+            // given (docs/guide/kpack.md, "Wheels").
+            let env = offload_inspect::kpack::process_env();
+            offload_inspect::kpack::attach_member(&mut inv, self.bytes, member, &env, opts.deep, tree);
         }
         self.units.set(self.units_before + inv.units.len());
         inv
@@ -71,6 +76,45 @@ impl<'a> Item<'a> {
         record.unit = record.unit.saturating_add(self.units_before);
         record
     }
+}
+
+/// The `.kpack` archives of the packages given on the command line
+/// ([`gather_package_archives`]), for the split libraries among their
+/// members.
+static PACKAGE_TREE: std::sync::OnceLock<std::sync::Arc<offload_inspect::kpack::PackageTree>> =
+    std::sync::OnceLock::new();
+
+/// Collects the kpack archives (`.kpack` members starting with `KPAK`) of
+/// every wheel among `paths` into one tree, as `pip` installs a host wheel
+/// and its device wheels over one `site-packages`: the split libraries of
+/// any of them then resolve through it (a host wheel given alone has
+/// none: its split libraries fail to load, as once installed without
+/// device wheels). Does nothing when no path is a wheel. Unreadable paths
+/// are left for the scan to report.
+pub fn gather_package_archives(paths: &[String]) {
+    let mut tree = offload_inspect::kpack::PackageTree::default();
+    let wheels: Vec<&String> = paths.iter().filter(|p| p.ends_with(".whl") && Path::new(p).is_file()).collect();
+    if wheels.is_empty() {
+        return;
+    }
+    for path in wheels {
+        let Ok(input) = offload_io::Input::open(path) else { continue };
+        // Member names are stored as they are in the zip: a wheel without
+        // `.kpack` in its bytes has no archive, and is not decompressed.
+        if !input.bytes().windows(6).any(|w| w == b".kpack") {
+            continue;
+        }
+        let _ = package::walk(input.bytes(), &Limits::default(), &mut |event| {
+            if let Event::Member(m) = event
+                && let [Step::PackageMember(member)] = m.steps
+                && member.ends_with(".kpack")
+                && m.bytes.starts_with(b"KPAK")
+            {
+                tree.add(member, std::sync::Arc::from(m.bytes));
+            }
+        });
+    }
+    let _ = PACKAGE_TREE.set(std::sync::Arc::new(tree));
 }
 
 /// A file, package member or folder that could not be read.

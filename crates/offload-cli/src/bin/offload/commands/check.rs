@@ -368,6 +368,9 @@ fn run(argv0: &str, args: &CheckArgs, colors: Colors) -> u8 {
     let search = Search::system(args.root.clone(), ld_library_path.as_deref());
     let mut f = Findings { summary: Summary::new(gpus.len()), ..Default::default() };
     let win = WinSearch { path: args.windows_path.clone() };
+    // Split wheels: a host wheel's libraries resolve through the archives
+    // of the wheels given with it (docs/guide/kpack.md).
+    inputs::gather_package_archives(&args.paths);
     for path in &args.paths {
         if !args.no_deps && is_pe_program(path) {
             let closure = windows::closure(Path::new(path), &win).map_err(|e| e.to_string());

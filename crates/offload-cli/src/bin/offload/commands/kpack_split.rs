@@ -141,12 +141,13 @@ pub fn split(
     };
     let mut datas = Vec::with_capacity(listing.len());
     for (_, path) in &listing {
-        match std::fs::read(path) {
+        // Mapped, not copied: the split borrows the inputs' bytes.
+        match offload_io::Input::open_regular(&path.to_string_lossy()) {
             Ok(d) => datas.push(d),
             Err(e) => return fail(argv0, 2, format!("'{}': {e}", path.display())),
         }
     }
-    let files: Vec<(String, &[u8])> = listing.iter().zip(&datas).map(|((r, _), d)| (r.clone(), d.as_slice())).collect();
+    let files: Vec<(String, &[u8])> = listing.iter().zip(&datas).map(|((r, _), d)| (r.clone(), d.bytes())).collect();
     let tree = match kpack::split_tree(&files, &options) {
         Ok(t) => t,
         Err(e) => return fail(argv0, 1, format!("'{}': {e}", input.display())),

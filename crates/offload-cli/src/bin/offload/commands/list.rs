@@ -29,6 +29,7 @@ impl ListArgs {
 fn list(argv0: &str, files: &[String], json: bool, uri: bool) -> u8 {
     let mut status = 0;
     let (mut rows, mut objects) = (Vec::new(), Vec::new());
+    inputs::gather_package_archives(files);
     for path in files {
         let mut found = 0;
         let problems = inputs::each(path, !json, &mut |item| {

@@ -55,6 +55,7 @@ fn select_cmd(
     let mut status = 0;
     let (mut chosen_rows, mut other_rows, mut chosen_json, mut other_json) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    inputs::gather_package_archives(files);
     for path in files {
         let mut candidates = false;
         let mut failed = FailedUnits::default();
