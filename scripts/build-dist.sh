@@ -2,8 +2,8 @@
 # Builds what a release ships into dist/:
 #
 #   dist/offload-VERSION-x86_64-linux-musl     a static `offload` (musl), runs on any x86_64 Linux
-#   dist/offload_binutils-VERSION-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl
-#   dist/offload_binutils-VERSION-cp39-abi3-manylinux_2_17_aarch64.manylinux2014_aarch64.whl
+#   dist/offload_binutils-VERSION-cp39-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64.whl
+#   dist/offload_binutils-VERSION-cp39-abi3-manylinux2014_aarch64.manylinux_2_17_aarch64.whl
 #                                              the Python module plus the `offload` command;
 #                                              aarch64 cross-compiled
 #

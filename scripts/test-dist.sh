@@ -82,7 +82,7 @@ audit() {
         fail "auditwheel show $wheel: $report"
         return
     }
-    claimed=$(basename "$wheel" | sed -n 's/.*-\(manylinux_[0-9]*_[0-9]*\)_[^-]*\.whl$/\1/p')
+    claimed=$(basename "$wheel" | grep -o 'manylinux_[0-9]*_[0-9]*' | head -n1 || true)
     consistent=$(printf '%s\n' "$report" | tr -s ' \n' ' ' | sed -n 's/.*consistent with the following platform tag: "\(manylinux_[0-9]*_[0-9]*\)_[a-z0-9_]*".*/\1/p')
     if [ -z "$claimed" ] || [ -z "$consistent" ]; then
         fail "auditwheel does not read $wheel as manylinux (claimed '$claimed'):"$'\n'"$report"
@@ -110,7 +110,7 @@ for arch in "${arches[@]}"; do
         else
             failed=1
         fi
-        wheel=$(one "dist/offload_binutils-$version-*-manylinux_*_x86_64.whl") || {
+        wheel=$(one "dist/offload_binutils-$version-*manylinux*_x86_64.whl") || {
             failed=1
             continue
         }
@@ -142,7 +142,7 @@ PY
 ) && ok "import offload_binutils: $out" || fail "import offload_binutils: $out"
         ;;
     aarch64)
-        wheel=$(one "dist/offload_binutils-$version-*-manylinux_*_aarch64.whl") || {
+        wheel=$(one "dist/offload_binutils-$version-*manylinux*_aarch64.whl") || {
             failed=1
             continue
         }
@@ -160,7 +160,7 @@ PY
         done
         rm -rf "$tmp"
         # pip's own tag check: the wheel installs for an aarch64 manylinux2014 host.
-        tag=$(basename "$wheel" | sed -n 's/.*-\(manylinux_[0-9]*_[0-9]*_aarch64\)[^-]*\.whl$/\1/p')
+        tag=$(basename "$wheel" | grep -o 'manylinux_[0-9]*_[0-9]*_aarch64' | head -n1 || true)
         dry=$("$tools/bin/pip" install --dry-run --quiet --no-index --only-binary=:all: --platform "$tag" \
             --python-version 3.9 --target "$(mktemp -d)" "$wheel" 2>&1) \
             && ok "pip accepts $(basename "$wheel") for $tag" || fail "pip refuses $wheel for $tag: $dry"
