@@ -162,6 +162,26 @@ fn list_example_reports_a_damaged_package() {
     assert!(text(&out.stderr).contains(": error: "), "{}", text(&out.stderr));
 }
 
+/// A wheel (a zip package) lists the code objects of its members, as
+/// `offload list` lists them: 13 entries in three libraries of the kpack
+/// demo wheel, two fat binaries in one section told apart by `#N`.
+#[test]
+#[cfg_attr(not(has_cc), ignore = "needs cc: run scripts/install-test-deps.sh")]
+fn list_example_lists_a_wheel_by_member() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let list = compile("examples/list.c", "list", dir.path());
+    let wheel = "crates/offload-format/tests/fixtures/kpack/fat-wheel/kpdemo-1.0+rocm7.1-cp311-cp311-linux_x86_64.whl";
+    let out = run(&list, &[wheel]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lines: Vec<String> = text(&out.stdout).lines().map(str::to_string).collect();
+    assert_eq!(lines.len(), 13, "{lines:?}");
+    assert!(lines.iter().all(|l| l.contains("\tmember kpdemo/lib/libkp_")), "{lines:?}");
+    assert!(lines.iter().any(|l| l.ends_with("member kpdemo/lib/libkp_multi.so section .hip_fatbin #1")), "{lines:?}");
+    let xnack_minus: Vec<&String> = lines.iter().filter(|l| l.contains("\tgfx90a:xnack-\t")).collect();
+    assert_eq!(xnack_minus.len(), 1, "{lines:?}");
+    assert!(xnack_minus[0].starts_with("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack-\tgfx90a:xnack-\t29624\t-\t"));
+}
+
 /// The records of `file`'s code objects, as `offload list --json` prints
 /// them, from the library.
 fn library_records(file: &str) -> Value {

@@ -1,17 +1,30 @@
 //! Writing and reading the containers themselves: binary bundles
 //! (compressed or not) through the library's bundler API, compressed
 //! bundles, and OffloadBinary packages. Output is what LLVM 19's
-//! `clang-offload-bundler -type=bc` and `clang-offload-packager` write.
+//! `clang-offload-bundler -type=bc` and `clang-offload-packager` write, or
+//! with `llvm_version=22` what LLVM 22's bundler and `llvm-offload-binary`
+//! write (the per-release facts are `offload_format::llvm_release`'s rows;
+//! docs/llvm-releases.md, docs/library.md).
 
 use crate::source::{Failure, Source};
 use offload_format::bundle::FileType;
 use offload_format::bundle::compressed::{self, CompressOptions};
 use offload_format::bundler::{self, Request, UnbundleOptions};
-use offload_format::offload_binary::{
-    Image, ImageArgs, ImageKind, OffloadBinary, OffloadKind, RecordOrder, write_plan,
-};
+use offload_format::llvm_release::LlvmRelease;
+use offload_format::offload_binary::{Image, ImageArgs, ImageKind, OffloadBinary, RecordOrder, write_plan_for};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
+
+/// The releases whose bundler and packager the writers can follow; 19
+/// stays the default so that existing callers keep their bytes.
+const WRITER_RELEASES: [LlvmRelease; 2] = [LlvmRelease::Llvm19, LlvmRelease::Llvm22];
+
+/// The release `llvm_version=` names, or why it names none.
+fn release(llvm_version: u32) -> Result<LlvmRelease, Failure> {
+    LlvmRelease::from_major(llvm_version)
+        .filter(|r| WRITER_RELEASES.contains(r))
+        .ok_or_else(|| Failure::Invalid(format!("llvm_version={llvm_version}: the writers follow LLVM 19 or 22")))
+}
 
 fn bundler_error(e: bundler::BundlerError) -> Failure {
     Failure::Bundler(e.to_string())
@@ -27,21 +40,26 @@ fn to_bytes<'py>(py: Python<'py>, v: Vec<Vec<u8>>) -> Vec<Bound<'py, PyBytes>> {
 
 /// A binary bundle of `inputs` (one per target, bundle entry IDs such as
 /// `host-x86_64-unknown-linux-gnu`, `hip-amdgcn-amd-amdhsa--gfx90a:xnack+`),
-/// as `clang-offload-bundler -type=bc [-compress]` writes it.
+/// as `clang-offload-bundler -type=bc [-compress]` of LLVM `llvm_version`
+/// (19 or 22) writes it: 22 writes version 3 `CCOB`s and the AMDHSA
+/// triple with an empty environment.
 #[pyfunction]
-#[pyo3(signature = (targets, inputs, *, compress = false, align = 1))]
+#[pyo3(signature = (targets, inputs, *, compress = false, align = 1, llvm_version = 19))]
 fn bundle<'py>(
     py: Python<'py>,
     targets: Vec<String>,
     inputs: Vec<Bound<'py, PyBytes>>,
     compress: bool,
     align: u32,
+    llvm_version: u32,
 ) -> PyResult<Bound<'py, PyBytes>> {
+    let release = release(llvm_version)?;
     // Borrowed, not copied: `bytes` objects are immutable and `inputs`
     // keeps them alive while the GIL is released.
     let slices: Vec<&[u8]> = inputs.iter().map(|b| b.as_bytes()).collect();
     let out = py.allow_threads(|| {
         let request = Request {
+            release,
             file_type: "bc".into(),
             input_count: slices.len(),
             output_count: 1,
@@ -53,7 +71,11 @@ fn bundle<'py>(
         let plan = bundler::bundle(FileType::Binary, &targets, &slices, align).map_err(bundler_error)?;
         let bytes = materialise(&plan)?;
         if compress {
-            return Ok(bundler::compress(&bytes, &CompressOptions::default()).map_err(bundler_error)?.bytes);
+            // The release's bundler defaults: zstd level 3 on one thread,
+            // its CCOB version.
+            let version = release.facts().ccob_default_version.unwrap_or(2);
+            let options = CompressOptions { version, ..CompressOptions::default() };
+            return Ok(bundler::compress(&bytes, &options).map_err(bundler_error)?.bytes);
         }
         Ok::<_, Failure>(bytes)
     })?;
@@ -62,19 +84,22 @@ fn bundle<'py>(
 
 /// The payloads for `targets` from a binary bundle (path or bytes,
 /// compressed or not), as `clang-offload-bundler -type=bc -unbundle`
-/// chooses them; a target without an entry gets empty bytes only with
-/// `allow_missing`.
+/// of LLVM `llvm_version` (19 or 22) chooses them; a target without an
+/// entry gets empty bytes only with `allow_missing`.
 #[pyfunction]
-#[pyo3(signature = (input, targets, *, allow_missing = false))]
+#[pyo3(signature = (input, targets, *, allow_missing = false, llvm_version = 19))]
 fn unbundle<'py>(
     py: Python<'py>,
     input: &Bound<'py, PyAny>,
     targets: Vec<String>,
     allow_missing: bool,
+    llvm_version: u32,
 ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+    let release = release(llvm_version)?;
     let source = Source::from_py(input)?;
     let outputs = py.allow_threads(|| {
         let request = Request {
+            release,
             file_type: "bc".into(),
             input_count: 1,
             output_count: targets.len(),
@@ -129,7 +154,7 @@ struct ImageView<'a> {
     records: &'a [(String, String)],
 }
 
-fn pack_image<'py>(d: &Bound<'py, PyDict>) -> PyResult<PackImage<'py>> {
+fn pack_image<'py>(d: &Bound<'py, PyDict>, release: LlvmRelease) -> PyResult<PackImage<'py>> {
     let (mut image, mut file, mut kind, mut records) = (None, String::new(), None, Vec::new());
     for (k, v) in d.iter() {
         let key: String = k.extract()?;
@@ -140,23 +165,31 @@ fn pack_image<'py>(d: &Bound<'py, PyDict>) -> PyResult<PackImage<'py>> {
             _ => records.push((key, v.extract()?)),
         }
     }
+    // LLVM 19's packager requires a triple; LLVM 22's only a file, which
+    // here is the image.
+    let requires_triple = release.facts().packager_requires_triple;
     match image {
-        Some(image) if records.iter().any(|(k, _): &(String, String)| k == "triple") => {
+        Some(image) if !requires_triple || records.iter().any(|(k, _): &(String, String)| k == "triple") => {
             Ok(PackImage { image, file, kind, records })
         }
-        _ => Err(Failure::Invalid("'image' and 'triple' are required image keys".into()).into()),
+        Some(_) => Err(Failure::Invalid("'image' and 'triple' are required image keys".into()).into()),
+        None => Err(Failure::Invalid("'image' is a required image key".into()).into()),
     }
 }
 
 /// An OffloadBinary package of `images`, as `clang-offload-packager
-/// --image=file=F,triple=T,arch=A,kind=K,...` writes it (LLVM 19's
-/// record order). Each image is a dict: `image` (bytes) and `triple` are
-/// required; `kind` (openmp, cuda, hip) sets the offload kind; `file`
-/// (a name) only serves to infer the image kind from its extension, as
-/// the packager does; every other key becomes a string record.
+/// --image=file=F,triple=T,arch=A,kind=K,...` of LLVM 19 writes it, or
+/// `llvm-offload-binary` of LLVM 22 with `llvm_version=22` (HIP stored as
+/// 4, the bit-mask numbering, where 19 stores 3). Each image is a dict:
+/// `image` (bytes) is required, and `triple` too for LLVM 19; `kind`
+/// (openmp, cuda, hip; sycl for 22) sets the offload kind; `file` (a name)
+/// only serves to infer the image kind from its extension, as the packager
+/// does; every other key becomes a string record.
 #[pyfunction]
-fn pack<'py>(py: Python<'py>, images: Vec<Bound<'py, PyDict>>) -> PyResult<Bound<'py, PyBytes>> {
-    let images = images.iter().map(pack_image).collect::<PyResult<Vec<_>>>()?;
+#[pyo3(signature = (images, *, llvm_version = 19))]
+fn pack<'py>(py: Python<'py>, images: Vec<Bound<'py, PyDict>>, llvm_version: u32) -> PyResult<Bound<'py, PyBytes>> {
+    let release = release(llvm_version)?;
+    let images = images.iter().map(|d| pack_image(d, release)).collect::<PyResult<Vec<_>>>()?;
     // What the work needs, without Python objects (the GIL is released).
     let views: Vec<ImageView> = images
         .iter()
@@ -173,7 +206,7 @@ fn pack<'py>(py: Python<'py>, images: Vec<Bound<'py, PyDict>>) -> PyResult<Bound
             })
             .collect();
         let mut written = Vec::new();
-        for (&ImageView { image, file, kind, .. }, args) in views.iter().zip(&args) {
+        for (&ImageView { image, file, .. }, args) in views.iter().zip(&args) {
             let strings: Vec<(&[u8], &[u8])> = args
                 .string_records(RecordOrder::Llvm19)
                 .into_iter()
@@ -181,13 +214,13 @@ fn pack<'py>(py: Python<'py>, images: Vec<Bound<'py, PyDict>>) -> PyResult<Bound
                 .collect();
             written.push(Image {
                 image_kind: ImageKind::infer(file, image),
-                offload_kind: kind.map_or(OffloadKind::None, OffloadKind::from_name),
+                offload_kind: args.offload_kind_in(release),
                 flags: 0,
                 strings,
                 image,
             });
         }
-        let plan = write_plan(&written).map_err(|e| Failure::Format(e.to_string()))?;
+        let plan = write_plan_for(release, &written).map_err(|e| Failure::Format(e.to_string()))?;
         materialise(&plan)
     })?;
     Ok(PyBytes::new(py, &out))

@@ -238,6 +238,139 @@ def test_pack_matches_clang_offload_packager_and_unpacks(tmp_path):
         ob.unpack(b"\x10\xff\x10\xad" + b"\x00" * 60)
 
 
+# LLVM 22's own tools, for the llvm_version=22 writers. Missing, their
+# comparisons are skipped (and fail under OFFLOAD_REQUIRE_LLVM=1, as CI
+# sets); the comparisons with our drop-ins (the Rust library) always run.
+LLVM22_BIN = pathlib.Path(os.environ.get("OFFLOAD_LLVM22_BIN", "/usr/lib/llvm-22/bin"))
+
+
+def llvm22_tools(*names):
+    paths = [LLVM22_BIN / n for n in names]
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        if os.environ.get("OFFLOAD_REQUIRE_LLVM") == "1":
+            pytest.fail(f"OFFLOAD_REQUIRE_LLVM=1 but LLVM 22 is missing: {missing}")
+        pytest.skip(f"needs LLVM 22 ({', '.join(missing)}): run scripts/install-reference-llvm.sh")
+    return [str(p) for p in paths]
+
+
+# Entry IDs with the `-unknown-` environment, which LLVM 22 writes as empty
+# for the AMDHSA OS and LLVM 19 keeps as given.
+UNKNOWN_ENV_TARGETS = [
+    "host-x86_64-unknown-linux-gnu",
+    "hip-amdgcn-amd-amdhsa-unknown-gfx906",
+    "hip-amdgcn-amd-amdhsa-unknown-gfx90a:xnack+",
+]
+
+
+def bundle_with(bundler, targets, payloads, tmp_path, *flags, env=None):
+    inputs = []
+    for i, p in enumerate(payloads):
+        f = tmp_path / f"in{i}"
+        f.write_bytes(p)
+        inputs.append("-input=" + str(f))
+    out = tmp_path / "out.bc"
+    subprocess.run([bundler, "-type=bc", *flags, "-targets=" + ",".join(targets), *inputs, "-output=" + str(out)],
+                   check=True, env=env)
+    return out.read_bytes()
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_bundle_llvm22_matches_our_bundler(compress, tmp_path):
+    payloads = ob.unbundle(FILES[0], SAMPLE_TARGETS)
+    flags = ["-compress"] if compress else []
+    # Our drop-in follows LLVM 22 by default (OFFLOAD_LLVM_VERSION unset).
+    env = {k: v for k, v in os.environ.items() if k != "OFFLOAD_LLVM_VERSION"}
+    ours = bundle_with(tool("clang-offload-bundler"), UNKNOWN_ENV_TARGETS, payloads, tmp_path, *flags, env=env)
+    written = ob.bundle(UNKNOWN_ENV_TARGETS, payloads, compress=compress, llvm_version=22)
+    assert written == ours
+    as19 = ob.bundle(UNKNOWN_ENV_TARGETS, payloads, compress=compress)
+    assert as19 == ob.bundle(UNKNOWN_ENV_TARGETS, payloads, compress=compress, llvm_version=19)
+    assert written != as19
+    if compress:
+        # CCOB version (u16 after the magic): 3 for LLVM 22, 2 for LLVM 19.
+        assert written[:6] == b"CCOB\x03\x00" and as19[:6] == b"CCOB\x02\x00"
+    plain = ob.decompress(written) if compress else written
+    assert b"hip-amdgcn-amd-amdhsa--gfx906" in plain and b"-unknown-gfx906" not in plain
+    assert b"hip-amdgcn-amd-amdhsa-unknown-gfx906" in (ob.decompress(as19) if compress else as19)
+    # Either release's bundle unbundles to the same payloads.
+    assert ob.unbundle(written, SAMPLE_TARGETS, llvm_version=22) == payloads
+    assert ob.unbundle(written, UNKNOWN_ENV_TARGETS, llvm_version=22) == payloads
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_bundle_llvm22_matches_llvm22s_bundler(compress, tmp_path):
+    (bundler,) = llvm22_tools("clang-offload-bundler")
+    payloads = ob.unbundle(FILES[0], SAMPLE_TARGETS)
+    flags = ["-compress"] if compress else []
+    theirs = bundle_with(bundler, UNKNOWN_ENV_TARGETS, payloads, tmp_path, *flags)
+    assert ob.bundle(UNKNOWN_ENV_TARGETS, payloads, compress=compress, llvm_version=22) == theirs
+    out = [tmp_path / f"out{i}" for i in range(len(UNKNOWN_ENV_TARGETS))]
+    subprocess.run([bundler, "-type=bc", "-unbundle", "-targets=" + ",".join(UNKNOWN_ENV_TARGETS),
+                    "-input=" + str(tmp_path / "out.bc"), *("-output=" + str(o) for o in out)], check=True)
+    assert ob.unbundle(theirs, UNKNOWN_ENV_TARGETS, llvm_version=22) == [o.read_bytes() for o in out]
+
+
+PACK_IMAGES = [
+    {"image": b"\x7fELF-one", "file": "a.o", "triple": "amdgcn-amd-amdhsa", "arch": "gfx906", "kind": "hip"},
+    {"image": b"\x7fELF-two", "file": "b.o", "triple": "nvptx64-nvidia-cuda", "arch": "sm_80", "kind": "openmp"},
+    {"image": b"BC\xc0\xde", "file": "c.bc", "triple": "spirv64-intel", "arch": "", "kind": "sycl"},
+]
+
+
+def pack_with(packager, images, tmp_path, env=None):
+    args = []
+    for img in images:
+        f = tmp_path / img["file"]
+        f.write_bytes(img["image"])
+        args.append(f"--image=file={f},triple={img['triple']},arch={img['arch']},kind={img['kind']}")
+    out = tmp_path / "pkg.out"
+    subprocess.run([packager, "-o", str(out), *args], check=True, env=env)
+    return out.read_bytes()
+
+
+def stored_kinds(packed):
+    """The offload-kind numbers of the entries of concatenated version 1
+    OffloadBinaries: the header's entry offset (u64 at 16), the kind (u16)
+    two bytes into the entry, the binary's size (u64 at 8)."""
+    kinds, at = [], 0
+    while at < len(packed):
+        size = int.from_bytes(packed[at + 8:at + 16], "little")
+        entry = at + int.from_bytes(packed[at + 16:at + 24], "little")
+        kinds.append(int.from_bytes(packed[entry + 2:entry + 4], "little"))
+        at += size
+    return kinds
+
+
+def test_pack_llvm22_matches_our_llvm_offload_binary(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "OFFLOAD_LLVM_VERSION"}
+    ours = pack_with(tool("llvm-offload-binary"), PACK_IMAGES, tmp_path, env=env)
+    packed = ob.pack(PACK_IMAGES, llvm_version=22)
+    assert packed == ours
+    # The bit mask of LLVM 21 on: HIP 4, OpenMP 1, SYCL 8; LLVM 19 stores HIP as 3.
+    assert stored_kinds(packed) == [4, 1, 8]
+    assert stored_kinds(ob.pack(PACK_IMAGES[:2])) == [3, 1]
+    assert [u["offload_kind"] for u in ob.unpack(packed)] == ["hip", "openmp", "sycl"]
+    # LLVM 22's packager needs no triple.
+    assert ob.unpack(ob.pack([{"image": b"x"}], llvm_version=22))[0]["strings"] == {}
+    with pytest.raises(ob.InvalidArgumentError, match="'image' is a required"):
+        ob.pack([{"triple": "t"}], llvm_version=22)
+
+
+def test_pack_llvm22_matches_llvm22s_llvm_offload_binary(tmp_path):
+    (packager,) = llvm22_tools("llvm-offload-binary")
+    assert ob.pack(PACK_IMAGES, llvm_version=22) == pack_with(packager, PACK_IMAGES, tmp_path)
+
+
+@pytest.mark.parametrize("version", [0, 14, 20, 23])
+def test_writers_refuse_other_llvm_versions(version):
+    for call in (lambda: ob.bundle(SAMPLE_TARGETS, [b"", b"", b""], llvm_version=version),
+                 lambda: ob.unbundle(FILES[0], SAMPLE_TARGETS, llvm_version=version),
+                 lambda: ob.pack([{"image": b"x", "triple": "t"}], llvm_version=version)):
+        with pytest.raises(ob.InvalidArgumentError, match="follow LLVM 19 or 22"):
+            call()
+
+
 def test_threads_share_the_module():
     # The work runs without the GIL; results must not depend on threading.
     expected = ob.extract(FILES[1], 2)
