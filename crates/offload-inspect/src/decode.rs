@@ -14,8 +14,8 @@
 use super::Severity;
 use super::{BytesError, Inventory, Payload};
 use offload_format::bundle::compressed::{Blob, BlobDecoder, CompressedError, Method, read_blob, truncated_md5};
-use std::collections::HashMap;
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -105,7 +105,11 @@ impl Drop for Restore {
 impl DecodeBudget {
     /// A budget of `limit` bytes, alone.
     pub fn new(limit: u64) -> DecodeBudget {
-        DecodeBudget(Arc::new(BudgetNode { left: AtomicU64::new(limit), refused: AtomicBool::new(false), parent: None }))
+        DecodeBudget(Arc::new(BudgetNode {
+            left: AtomicU64::new(limit),
+            refused: AtomicBool::new(false),
+            parent: None,
+        }))
     }
 
     /// A budget of `limit` bytes that also charges the calling thread's

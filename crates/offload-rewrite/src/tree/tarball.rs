@@ -207,7 +207,12 @@ struct Output<'o, W: Write> {
 }
 
 impl<W: Write> Output<'_, W> {
-    fn append(&mut self, records: Vec<(Header, Vec<u8>)>, header: &Header, body: &mut dyn Read) -> Result<(), TreeError> {
+    fn append(
+        &mut self,
+        records: Vec<(Header, Vec<u8>)>,
+        header: &Header,
+        body: &mut dyn Read,
+    ) -> Result<(), TreeError> {
         let werr = |e: io::Error| TreeError::io("the output", e);
         if let Some(b) = self.builder.as_mut() {
             for (h, rec) in records {
@@ -234,9 +239,9 @@ impl<W: Write> Output<'_, W> {
         };
         let outcome = match got {
             Some(r) => r,
-            None => answer
-                .recv()
-                .map_err(|_| TreeError::Malformed(format!("{name}: the worker pruning it stopped")))?,
+            None => {
+                answer.recv().map_err(|_| TreeError::Malformed(format!("{name}: the worker pruning it stopped")))?
+            }
         }
         .map_err(|source| TreeError::Prune { path: name.clone(), source })?;
         let mut file_report = FileReport::new(name.clone(), &outcome, size);
@@ -495,7 +500,13 @@ fn read_entries<W: Write>(
         jobs.send((name.clone(), bytes.clone(), answer_tx))
             .map_err(|_| TreeError::Malformed(format!("{name}: no worker left to prune it")))?;
         let pax_size = pax.as_deref().and_then(|p| pax_value(p, "size")).is_some();
-        queue.push(Queued { records, header, name, size, what: Pending::Pruning { bytes, pax_size, answer, got: None } });
+        queue.push(Queued {
+            records,
+            header,
+            name,
+            size,
+            what: Pending::Pruning { bytes, pax_size, answer, got: None },
+        });
     }
     queue.drain(output)?;
     Ok(unpacked)

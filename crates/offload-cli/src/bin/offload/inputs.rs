@@ -211,7 +211,8 @@ pub fn each_parallel<R: Send>(
     }
     // One file alone: its members are counted, as `each` does; else files.
     let single = matches!(&jobs[..], [Job::File { in_folder: false, .. }]);
-    let label = if paths.len() == 1 { paths.first().cloned().unwrap_or_default() } else { format!("{} paths", paths.len()) };
+    let label =
+        if paths.len() == 1 { paths.first().cloned().unwrap_or_default() } else { format!("{} paths", paths.len()) };
     let bar = std::sync::Mutex::new(Progress::new(&label, progress && !single));
     let done = std::sync::atomic::AtomicU64::new(0);
     let outcomes = offload_io::for_each_item(&jobs, 0, |_, job| {
@@ -238,8 +239,7 @@ pub fn each_parallel<R: Send>(
         }
         (results, problems)
     });
-    let mut found: Vec<Found<R>> =
-        paths.iter().map(|_| Found { results: Vec::new(), problems: Vec::new() }).collect();
+    let mut found: Vec<Found<R>> = paths.iter().map(|_| Found { results: Vec::new(), problems: Vec::new() }).collect();
     for (job, outcome) in jobs.iter().zip(outcomes) {
         let (path, file) = match job {
             Job::File { path, file, .. } => (*path, file.as_str()),
