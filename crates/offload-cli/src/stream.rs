@@ -24,9 +24,11 @@ pub enum StreamError {
 pub fn for_each_chunk(blob: &Blob, mut sink: impl FnMut(u64, &[u8]) -> Result<(), String>) -> Result<u64, StreamError> {
     let (full_tx, full_rx) = sync_channel::<Result<Vec<u8>, CompressedError>>(2);
     let (empty_tx, empty_rx) = channel::<Vec<u8>>();
+    // Charged on the calling thread, to its current decompression budget.
+    let charged = offload_inspect::decode::charge_decoded(blob.header.uncompressed_size);
     std::thread::scope(|scope| {
         scope.spawn(move || {
-            if let Err(e) = offload_inspect::decode::charge_decoded(blob.header.uncompressed_size) {
+            if let Err(e) = charged {
                 let _ = full_tx.send(Err(CompressedError::Decompress(e)));
                 return;
             }

@@ -14,8 +14,11 @@
 use super::Severity;
 use super::{BytesError, Inventory, Payload};
 use offload_format::bundle::compressed::{Blob, BlobDecoder, CompressedError, Method, read_blob, truncated_md5};
+use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 /// How many bytes of decompressed bundles all workers together may hold
 /// (going by the sizes their headers declare). One worker always runs,
@@ -59,61 +62,122 @@ pub fn worker_count(wanted: usize, jobs: usize, largest: u64) -> usize {
 /// into in one go. Real bundles compress 2 to 20 times.
 const MAX_RATIO_UP_FRONT: u64 = 1 << 10;
 
-/// The decompression budget of the package member being visited
-/// (docs/reliability.md, "Decompression budget of packages"): while a
-/// [`package::walk`](crate::package::walk) visits a member, every compressed
-/// bundle decoded for it charges its declared size here first, and one
-/// that does not fit is not decoded. Process-wide: walks that visit members
-/// at the same time in one process share the tighter of their budgets.
-mod budget {
-    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+/// A decompression budget (docs/reliability.md, "Decompression budget of
+/// packages"): the bytes that decoders may still produce for one walk of a
+/// package. A [`package::walk`](crate::package::walk) makes one and charges
+/// to it every byte its own decoders produce; while it visits a member the
+/// budget is the *current* one of the visiting thread ([`DecodeBudget::enter`]),
+/// and every compressed bundle decoded for the member charges its declared
+/// size to it first ([`charge_decoded`]): one that does not fit is not
+/// decoded.
+///
+/// A handle, not process state: two walks running on two threads at the same
+/// time each have their own, and the worker threads a member's visit starts
+/// ([`run_jobs`]) charge the budget of the thread that started them. A
+/// budget made while another is current ([`DecodeBudget::nested`]) also
+/// charges the outer one, so that a walk inside a walk cannot spend more
+/// than its parent has left.
+#[derive(Clone, Debug)]
+pub struct DecodeBudget(Arc<BudgetNode>);
 
-    pub(super) static ACTIVE: AtomicBool = AtomicBool::new(false);
-    pub(super) static LEFT: AtomicU64 = AtomicU64::new(0);
-    pub(super) static SPENT: AtomicBool = AtomicBool::new(false);
+#[derive(Debug)]
+struct BudgetNode {
+    left: AtomicU64,
+    refused: AtomicBool,
+    parent: Option<DecodeBudget>,
+}
 
-    pub(super) fn charge(bytes: u64) -> bool {
-        if !ACTIVE.load(SeqCst) {
-            return true;
+thread_local! {
+    static CURRENT: RefCell<Option<DecodeBudget>> = const { RefCell::new(None) };
+}
+
+/// Puts back the thread's previous budget when an [`DecodeBudget::enter`]
+/// ends, even by a panic.
+struct Restore(Option<DecodeBudget>);
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        let previous = self.0.take();
+        CURRENT.with(|c| *c.borrow_mut() = previous);
+    }
+}
+
+impl DecodeBudget {
+    /// A budget of `limit` bytes, alone.
+    pub fn new(limit: u64) -> DecodeBudget {
+        DecodeBudget(Arc::new(BudgetNode {
+            left: AtomicU64::new(limit),
+            refused: AtomicBool::new(false),
+            parent: None,
+        }))
+    }
+
+    /// A budget of `limit` bytes that also charges the calling thread's
+    /// current budget, if any.
+    pub fn nested(limit: u64) -> DecodeBudget {
+        let parent = DecodeBudget::current();
+        DecodeBudget(Arc::new(BudgetNode { left: AtomicU64::new(limit), refused: AtomicBool::new(false), parent }))
+    }
+
+    /// The calling thread's current budget (set by [`DecodeBudget::enter`]).
+    pub fn current() -> Option<DecodeBudget> {
+        CURRENT.with(|c| c.borrow().clone())
+    }
+
+    /// Runs `f` with this budget as the calling thread's current one (the
+    /// previous one is put back afterwards).
+    pub fn enter<R>(&self, f: impl FnOnce() -> R) -> R {
+        let previous = CURRENT.with(|c| c.borrow_mut().replace(self.clone()));
+        let _restore = Restore(previous);
+        f()
+    }
+
+    /// Bytes still allowed (by this budget; an outer one may allow fewer).
+    pub fn left(&self) -> u64 {
+        self.0.left.load(SeqCst)
+    }
+
+    /// Whether a charge did not fit (in this budget or one it is nested in).
+    pub fn refused(&self) -> bool {
+        self.0.refused.load(SeqCst)
+    }
+
+    /// Charges `bytes` to this budget and every one it is nested in, all or
+    /// nothing: `false` (and [`refused`](Self::refused) from then on, for
+    /// every budget of the chain) when one of them has not enough left.
+    pub fn charge(&self, bytes: u64) -> bool {
+        let mut charged: Vec<&BudgetNode> = Vec::new();
+        let mut node = Some(self);
+        while let Some(b) = node {
+            if b.0.left.fetch_update(SeqCst, SeqCst, |left| left.checked_sub(bytes)).is_err() {
+                for c in charged {
+                    c.left.fetch_add(bytes, SeqCst);
+                }
+                let mut node = Some(self);
+                while let Some(b) = node {
+                    b.0.refused.store(true, SeqCst);
+                    node = b.0.parent.as_ref();
+                }
+                return false;
+            }
+            charged.push(&b.0);
+            node = b.0.parent.as_ref();
         }
-        let ok = LEFT.fetch_update(SeqCst, SeqCst, |left| left.checked_sub(bytes)).is_ok();
-        if !ok {
-            SPENT.store(true, SeqCst);
-        }
-        ok
+        true
     }
 }
 
 /// Charges `declared` decompressed bytes of a compressed bundle to the
-/// budget of the package member being visited, if any: an error (to show
-/// as the bundle's problem) when they do not fit. Every decoder of a
+/// calling thread's current [`DecodeBudget`], if any: an error (to show as
+/// the bundle's problem) when they do not fit. Every decoder of a
 /// compressed bundle read from an input calls this before decoding.
 pub fn charge_decoded(declared: u64) -> Result<(), String> {
-    if budget::charge(declared) {
+    if DecodeBudget::current().is_none_or(|b| b.charge(declared)) {
         return Ok(());
     }
     Err(format!(
         "the bundle declares {declared} decompressed bytes, past what is left of the package's decompression budget (a compression bomb?); not decompressed"
     ))
-}
-
-/// Runs `f` with `limit` decompressed bytes of bundles allowed; returns its
-/// result, the bytes charged, and whether a bundle was refused.
-pub(crate) fn with_decode_budget<R>(limit: u64, f: impl FnOnce() -> R) -> (R, u64, bool) {
-    use std::sync::atomic::Ordering::SeqCst;
-    let was_active = budget::ACTIVE.swap(true, SeqCst);
-    let outer_left = budget::LEFT.load(SeqCst);
-    let start = if was_active { limit.min(outer_left) } else { limit };
-    budget::LEFT.store(start, SeqCst);
-    let outer_spent = budget::SPENT.swap(false, SeqCst);
-    let r = f();
-    let left = budget::LEFT.load(SeqCst);
-    let spent = budget::SPENT.load(SeqCst);
-    let used = start.saturating_sub(left);
-    budget::LEFT.store(outer_left.saturating_sub(used), SeqCst);
-    budget::SPENT.store(outer_spent || (was_active && spent), SeqCst);
-    budget::ACTIVE.store(was_active, SeqCst);
-    (r, used, spent)
 }
 
 /// Decompresses a blob into `out` (replacing its contents, reusing its
@@ -182,17 +246,26 @@ pub fn run_jobs<S: Default, R: Send>(jobs: usize, workers: usize, work: impl Fn(
     }
     let next = AtomicUsize::new(0);
     let (work, next) = (&work, &next);
+    // The workers charge the decompression budget of the caller's thread.
+    let budget = DecodeBudget::current();
+    let budget = &budget;
     let mut done: Vec<(usize, R)> = std::thread::scope(|scope| {
         let threads: Vec<_> = (0..workers.min(jobs))
             .map(|_| {
                 scope.spawn(move || {
-                    let (mut state, mut mine) = (S::default(), Vec::new());
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        if i >= jobs {
-                            break mine;
+                    let all = || {
+                        let (mut state, mut mine) = (S::default(), Vec::new());
+                        loop {
+                            let i = next.fetch_add(1, Ordering::Relaxed);
+                            if i >= jobs {
+                                break mine;
+                            }
+                            mine.push((i, work(&mut state, i)));
                         }
-                        mine.push((i, work(&mut state, i)));
+                    };
+                    match budget {
+                        Some(b) => b.enter(all),
+                        None => all(),
                     }
                 })
             })
@@ -602,5 +675,48 @@ mod tests {
             assert_eq!(many.diagnostics, one.diagnostics);
             assert_eq!(many.objects, one.objects);
         }
+    }
+}
+
+#[cfg(test)]
+mod budget_tests {
+    use super::{DecodeBudget, charge_decoded, run_jobs};
+
+    #[test]
+    fn a_budget_is_charged_only_on_the_threads_that_entered_it() {
+        // No current budget: nothing is refused.
+        assert!(charge_decoded(u64::MAX).is_ok());
+        let a = DecodeBudget::new(100);
+        let b = DecodeBudget::new(1000);
+        std::thread::scope(|s| {
+            s.spawn(|| a.enter(|| assert!(charge_decoded(60).is_ok())));
+            s.spawn(|| b.enter(|| assert!(charge_decoded(600).is_ok())));
+        });
+        assert_eq!((a.left(), b.left()), (40, 400));
+        // Workers started by run_jobs charge the budget of their starter.
+        a.enter(|| {
+            let ok = run_jobs::<(), bool>(4, 4, |_, _| charge_decoded(10).is_ok());
+            assert_eq!(ok, [true, true, true, true]);
+            let e = charge_decoded(1).unwrap_err();
+            assert!(e.contains("decompression budget"), "{e}");
+        });
+        assert_eq!(a.left(), 0);
+        assert!(a.refused() && !b.refused());
+        // Left as it was after the scope.
+        assert!(DecodeBudget::current().is_none());
+    }
+
+    #[test]
+    fn a_nested_budget_charges_the_outer_one_all_or_nothing() {
+        let outer = DecodeBudget::new(100);
+        outer.enter(|| {
+            let inner = DecodeBudget::nested(1000);
+            assert!(inner.charge(70));
+            assert_eq!((inner.left(), outer.left()), (930, 30));
+            // Fits the inner one, not the outer: neither is charged.
+            assert!(!inner.charge(50));
+            assert_eq!((inner.left(), outer.left()), (930, 30));
+            assert!(inner.refused() && outer.refused());
+        });
     }
 }

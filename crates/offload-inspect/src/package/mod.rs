@@ -28,6 +28,7 @@ mod zip;
 pub use detect::{HEAD_LEN, Kind, detect, interesting, may_hold_code};
 pub use rebase::rebase;
 
+use crate::decode::DecodeBudget;
 use crate::{Location, Severity, Step};
 use buffer::FillError;
 use std::io::Read;
@@ -220,11 +221,13 @@ pub fn walk(data: &[u8], limits: &Limits, visit: &mut dyn FnMut(Event<'_>)) -> R
 /// (for fuzzing one reader at a time).
 pub fn walk_as(kind: Kind, data: &[u8], limits: &Limits, visit: &mut dyn FnMut(Event<'_>)) -> Result<(), PackageError> {
     let budget = limits.min_budget.max((data.len() as u64).saturating_mul(limits.max_expansion));
+    let budget = Budget(DecodeBudget::nested(budget));
     let mut w = Walker {
         limits: *limits,
         visit,
         steps: Vec::new(),
-        budget: Budget::new(budget),
+        budget,
+        reported: false,
         input: (data.as_ptr() as usize, data.len()),
         read: std::rc::Rc::new(std::cell::Cell::new(0)),
         shown: (0, None, 0),
@@ -234,56 +237,43 @@ pub fn walk_as(kind: Kind, data: &[u8], limits: &Limits, visit: &mut dyn FnMut(E
 
 /// The decompressed bytes a walk may still produce, shared by every
 /// decoder of the walk: bytes read only to be skipped (a tar member in a
-/// compressed stream that holds no code), nested streams and zip members
-/// all count (docs/reliability.md).
+/// compressed stream that holds no code), nested streams, zip members and
+/// the compressed bundles decoded while a member is visited all count
+/// (docs/reliability.md). One [`DecodeBudget`] per walk, nested in the
+/// calling thread's current one if any.
 #[derive(Clone)]
-pub(crate) struct Budget(std::rc::Rc<BudgetState>);
-
-struct BudgetState {
-    left: std::cell::Cell<u64>,
-    spent: std::cell::Cell<bool>,
-    /// The walk said so already (once per walk).
-    reported: std::cell::Cell<bool>,
-}
+pub(crate) struct Budget(DecodeBudget);
 
 impl Budget {
-    fn new(bytes: u64) -> Budget {
-        Budget(std::rc::Rc::new(BudgetState { left: bytes.into(), spent: false.into(), reported: false.into() }))
-    }
-
     /// Whether a decoder went past the budget.
     pub(crate) fn spent(&self) -> bool {
-        self.0.spent.get()
+        self.0.refused()
     }
 
     /// `reader`, with every byte it produces charged to this budget; past
     /// the budget it fails.
     pub(crate) fn meter<R: Read>(&self, reader: R) -> Metered<R> {
-        Metered { inner: reader, budget: self.clone() }
+        Metered { inner: reader, budget: self.0.clone() }
     }
 }
 
 /// A decoder whose output is charged to a [`Budget`].
 pub(crate) struct Metered<R> {
     inner: R,
-    budget: Budget,
+    budget: DecodeBudget,
 }
 
 impl<R: Read> Read for Metered<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let state = &self.budget.0;
-        let left = state.left.get();
-        if state.spent.get() {
+        if self.budget.refused() {
             return Err(std::io::Error::other("expansion budget spent"));
         }
-        let room = usize::try_from(left.saturating_add(1)).unwrap_or(usize::MAX).min(buf.len());
+        // Never more than one byte past what is left: a bomb stops here.
+        let room = usize::try_from(self.budget.left().saturating_add(1)).unwrap_or(usize::MAX).min(buf.len());
         let n = self.inner.read(buf.get_mut(..room).unwrap_or_default())?;
-        if n as u64 > left {
-            state.left.set(0);
-            state.spent.set(true);
+        if !self.budget.charge(n as u64) {
             return Err(std::io::Error::other("expansion budget spent"));
         }
-        state.left.set(left - n as u64);
         Ok(n)
     }
 }
@@ -292,6 +282,8 @@ pub(crate) struct Walker<'v> {
     limits: Limits,
     /// Bytes that decoders may still produce.
     budget: Budget,
+    /// The budget's running out was reported (once per walk).
+    reported: bool,
     visit: &'v mut dyn FnMut(Event<'_>),
     /// The members entered, outermost first.
     steps: Vec<Step>,
@@ -421,16 +413,9 @@ impl Walker<'_> {
             // Compressed bundles decoded for the member are charged to the
             // walk's budget (crate::decode::charge_decoded).
             let visit = &mut self.visit;
-            let limit = self.budget.0.left.get();
-            let ((), used, refused) = crate::decode::with_decode_budget(limit, || {
-                visit(Event::Member(Member { steps: &steps, bytes, offset }));
-            });
-            self.budget.0.left.set(limit.saturating_sub(used));
-            if refused {
-                self.budget.0.spent.set(true);
-                if !self.budget.0.reported.replace(true) {
-                    self.problem(ErrorKind::Expansion(self.limits.max_expansion));
-                }
+            self.budget.0.enter(|| visit(Event::Member(Member { steps: &steps, bytes, offset })));
+            if self.budget.spent() && !std::mem::replace(&mut self.reported, true) {
+                self.problem(ErrorKind::Expansion(self.limits.max_expansion));
             }
         }
     }
@@ -440,7 +425,7 @@ impl Walker<'_> {
     fn read_problem(&mut self, format: &'static str, e: std::io::Error) {
         if !self.budget.spent() {
             self.problem(ErrorKind::Stream { format, message: e.to_string() });
-        } else if !self.budget.0.reported.replace(true) {
+        } else if !std::mem::replace(&mut self.reported, true) {
             self.problem(ErrorKind::Expansion(self.limits.max_expansion));
         }
     }

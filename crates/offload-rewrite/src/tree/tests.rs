@@ -410,3 +410,60 @@ fn a_wheel_splits_into_family_wheels_with_local_versions() {
     let hip = &gfx.iter().find(|m| m.0 == "pkg/lib/libhip.so").unwrap().1;
     assert!(payloads(hip, "gfx906").is_empty() && !payloads(hip, "gfx90a").is_empty());
 }
+
+/// A tarball pruned by several workers comes out byte for byte as with
+/// one, and its report lists the files in the input's order: fat files
+/// among small and large plain ones (a large one waits for the files being
+/// pruned before it), and a hard link to a file that is removed.
+#[test]
+fn a_tarball_pruned_by_several_workers_is_the_same_as_by_one() {
+    let mut b = tar::Builder::new(Vec::new());
+    let big = vec![3u8; 3 << 20];
+    for dir in ["a", "b", "c", "d"] {
+        for (name, data, _) in members() {
+            let mut h = tar::Header::new_gnu();
+            h.set_size(data.len() as u64);
+            h.set_mode(0o644);
+            h.set_uid(0);
+            h.set_mtime(0);
+            b.append_data(&mut h, format!("{dir}/{name}"), data.as_slice()).unwrap();
+        }
+        if dir == "b" {
+            let mut h = tar::Header::new_gnu();
+            h.set_size(big.len() as u64);
+            h.set_mode(0o644);
+            h.set_uid(0);
+            h.set_mtime(0);
+            b.append_data(&mut h, "b/big.bin", big.as_slice()).unwrap();
+        }
+    }
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(tar::EntryType::Link);
+    h.set_size(0);
+    h.set_uid(0);
+    h.set_mtime(0);
+    h.set_mode(0o644);
+    b.append_link(&mut h, "e/link.cubin", "c/pkg/lib/kern.cubin").unwrap();
+    let input = b.into_inner().unwrap();
+    let run = |threads: usize| {
+        let o = Options { threads, ..opts(&["gfx90a"]) };
+        let mut out = tempfile::tempfile().unwrap();
+        let report = tarball::prune_tar(&input, tarball::Compression::None, Some(&out), &o).unwrap();
+        let mut output = Vec::new();
+        std::io::Seek::rewind(&mut out).unwrap();
+        out.read_to_end(&mut output).unwrap();
+        let files: Vec<_> = report.files.iter().map(|f| (f.path.clone(), f.action, f.new_size)).collect();
+        (output, files)
+    };
+    let (one, files) = run(1);
+    let names: Vec<String> = read_tar(&one, tarball::Compression::None).into_iter().map(|e| e.0).collect();
+    assert!(names.contains(&"b/big.bin".to_string()) && !names.iter().any(|n| n.ends_with("kern.cubin")), "{names:?}");
+    assert!(!names.contains(&"e/link.cubin".to_string()), "the link to a removed file goes too: {names:?}");
+    let order: Vec<String> = read_tar(&input, tarball::Compression::None).into_iter().map(|e| e.0).collect();
+    let at: Vec<usize> = files.iter().map(|f| order.iter().position(|n| *n == f.0).unwrap()).collect();
+    assert!(at.windows(2).all(|w| w[0] < w[1]), "the report is in the input's order: {files:?}");
+    assert!(files.iter().filter(|f| f.1 == Action::Rewritten).count() >= 4, "{files:?}");
+    for threads in [2, 4, 8] {
+        assert!(run(threads) == (one.clone(), files.clone()), "{threads} workers");
+    }
+}

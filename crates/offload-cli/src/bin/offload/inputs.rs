@@ -118,6 +118,7 @@ pub fn gather_package_archives(paths: &[String]) {
 }
 
 /// A file, package member or folder that could not be read.
+#[derive(Clone)]
 pub struct Problem {
     pub file: String,
     pub severity: Severity,
@@ -201,6 +202,112 @@ pub fn each(path: &str, progress: bool, visit: &mut dyn FnMut(&Item<'_>)) -> Vec
     problems
 }
 
+/// What [`each_parallel`] found for one path of the command line: what
+/// `scan` returned for each of its items, and what could not be read, in
+/// the order [`each`] gives them.
+pub struct Found<R> {
+    pub results: Vec<R>,
+    pub problems: Vec<Problem>,
+}
+
+/// One file to read for [`each_parallel`]: the path it was found under
+/// (index into the command line's paths), and the file, or why the folder
+/// could not be listed there.
+enum Job {
+    File { path: usize, file: String, in_folder: bool },
+    Unlisted { path: usize, problem: Problem },
+}
+
+/// [`each`] for several paths, with the files (of all paths, and of the
+/// folders below them) spread over every core: each worker opens one file
+/// and walks it (a package's members one after another, each within that
+/// walk's own decompression budget), calling `scan` for each item. What
+/// `scan` returns comes back per path and in the order [`each`] visits,
+/// whatever order the workers finished in, so the output does not depend
+/// on timing. Memory: one file mapped and one member decompressed per
+/// worker (one worker per core), plus what `scan` itself holds.
+pub fn each_parallel<R: Send>(
+    paths: &[String],
+    progress: bool,
+    scan: &(dyn Fn(&Item<'_>) -> R + Sync),
+) -> Vec<Found<R>> {
+    let mut jobs = Vec::new();
+    for (path, name) in paths.iter().enumerate() {
+        if name != "-" && Path::new(name).is_dir() {
+            for file in package::dir::files(Path::new(name)) {
+                jobs.push(match file {
+                    Err(e) => Job::Unlisted {
+                        path,
+                        problem: Problem {
+                            file: e.path.display().to_string(),
+                            severity: Severity::Error,
+                            location: String::new(),
+                            message: offload_io::error_text(&e.error),
+                            io: true,
+                        },
+                    },
+                    Ok(file) => Job::File { path, file: file.to_string_lossy().into_owned(), in_folder: true },
+                });
+            }
+        } else {
+            jobs.push(Job::File { path, file: name.clone(), in_folder: false });
+        }
+    }
+    // One file alone: its members are counted, as `each` does; else files.
+    let single = matches!(&jobs[..], [Job::File { in_folder: false, .. }]);
+    let label =
+        if paths.len() == 1 { paths.first().cloned().unwrap_or_default() } else { format!("{} paths", paths.len()) };
+    let bar = std::sync::Mutex::new(Progress::new(&label, progress && !single));
+    let done = std::sync::atomic::AtomicU64::new(0);
+    let outcomes = offload_io::for_each_item(&jobs, 0, |_, job| {
+        let mut results = Vec::new();
+        let mut problems = Vec::new();
+        match job {
+            Job::Unlisted { problem, .. } => problems.push(problem.clone()),
+            Job::File { file, in_folder, .. } => {
+                let opened =
+                    if *in_folder { offload_io::Input::open_regular(file) } else { offload_io::Input::open(file) };
+                match opened {
+                    Err(e) => problems.push(unreadable(file, &e)),
+                    Ok(input) if *in_folder && !package::interesting(head(input.bytes())) => {}
+                    Ok(input) => {
+                        let members = single.then(|| Progress::new(file, progress));
+                        one(file, &input, members, &mut |item| results.push(scan(item)), &mut problems);
+                    }
+                }
+            }
+        }
+        let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        if let Ok(mut bar) = bar.lock() {
+            bar.tick(n, Some(jobs.len() as u64), "files");
+        }
+        (results, problems)
+    });
+    let mut found: Vec<Found<R>> = paths.iter().map(|_| Found { results: Vec::new(), problems: Vec::new() }).collect();
+    for (job, outcome) in jobs.iter().zip(outcomes) {
+        let (path, file) = match job {
+            Job::File { path, file, .. } => (*path, file.as_str()),
+            Job::Unlisted { path, problem } => (*path, problem.file.as_str()),
+        };
+        let Some(slot) = found.get_mut(path) else { continue };
+        match outcome {
+            Some((results, problems)) => {
+                slot.results.extend(results);
+                slot.problems.extend(problems);
+            }
+            // A worker panicked: said, never silently dropped.
+            None => slot.problems.push(Problem {
+                file: file.to_string(),
+                severity: Severity::Error,
+                location: String::new(),
+                message: "internal error while reading this file".into(),
+                io: false,
+            }),
+        }
+    }
+    found
+}
+
 fn head(bytes: &[u8]) -> &[u8] {
     bytes.get(..bytes.len().min(HEAD_LEN)).unwrap_or_default()
 }
@@ -270,12 +377,20 @@ pub fn display_name(path: &str) -> String {
     std::path::Path::new(path).file_name().map_or_else(|| path.to_string(), |n| n.to_string_lossy().into_owned())
 }
 
+/// The lines [`print_diagnostics`] prints, for a worker thread to hand
+/// back.
+pub fn diagnostics_text(argv0: &str, path: &str, inv: &offload_inspect::Inventory) -> String {
+    let mut text = String::new();
+    for d in &inv.diagnostics {
+        let at = d.offset.map(|o| format!(" (offset {o:#x})")).unwrap_or_default();
+        text.push_str(&format!("{argv0}: {}: {path}: {}{at}: {}\n", d.severity.name(), d.location, d.message));
+    }
+    text
+}
+
 /// Prints the scan's diagnostics (list, select, extract) with their
 /// severity: an error found while scanning makes `list` exit 1, and the
 /// message must say why.
 pub fn print_diagnostics(argv0: &str, path: &str, inv: &offload_inspect::Inventory) {
-    for d in &inv.diagnostics {
-        let at = d.offset.map(|o| format!(" (offset {o:#x})")).unwrap_or_default();
-        eprintln!("{argv0}: {}: {path}: {}{at}: {}", d.severity.name(), d.location, d.message);
-    }
+    eprint!("{}", diagnostics_text(argv0, path, inv));
 }

@@ -68,6 +68,20 @@ struct Unreadable {
     error: String,
 }
 
+/// What one item gave, made on a worker thread and printed on the main one.
+#[derive(Default)]
+struct ItemKernels {
+    /// Diagnostics and errors, one per line, to print to standard error.
+    messages: String,
+    objects: usize,
+    status: u8,
+    rows: Vec<(String, Option<String>, KernelRow)>,
+    unreadable: Vec<Unreadable>,
+    /// Fat binaries nothing in which loads on `--gpu` (printed per file,
+    /// identical errors collapsed, once every item of the file is in).
+    failed: crate::commands::select::FailedUnits,
+}
+
 #[derive(Serialize)]
 struct Document<'a> {
     kernels: Vec<JsonRow<'a>>,
@@ -87,50 +101,25 @@ impl KernelsArgs {
         let mut status = 0;
         let mut all: Vec<(String, Option<String>, KernelRow)> = Vec::new();
         let mut unreadable = Vec::new();
-        for path in &self.files {
-            let mut found = 0;
+        // Files are read on every core; what each item gives is printed and
+        // kept here in the order of the command line (inputs::each_parallel).
+        let found = inputs::each_parallel(&self.files, !self.json, &|item| self.item(argv0, item));
+        for (path, found) in self.files.iter().zip(found) {
+            let mut objects = 0;
             let mut failed = crate::commands::select::FailedUnits::default();
-            let problems = inputs::each(path, !self.json, &mut |item| {
-                let inv = item.scan(&Options::default());
-                inputs::print_diagnostics(argv0, item.file, &inv);
-                found += inv.objects.len();
-                if inv.has_errors() {
-                    status = 1;
-                }
-                let chosen = self.gpu.as_ref().map(|gpu| {
-                    let runtime = crate::cli::runtime(self.kind, Some(gpu));
-                    let sel = kpack_select(&inv, gpu, runtime, SearchOrder::FallThrough);
-                    if failed.add(item.file, &inv, &sel) {
-                        status = 1;
-                    }
-                    sel.chosen
-                });
-                let found = kernels(&inv, 0);
-                for o in &found {
-                    if let Err(e) = &o.result
-                        && chosen.as_ref().is_none_or(|c| c.contains(&o.object))
-                    {
-                        let location = inv.objects.get(o.object).map(|x| x.location.to_string()).unwrap_or_default();
-                        eprintln!("{argv0}: error: {}: {location}: kernels not read: {e}", item.file);
-                        unreadable.push(Unreadable { file: item.file.to_string(), location, error: e.clone() });
-                        status = 1;
-                    }
-                }
-                for r in rows(&inv, &found) {
-                    if chosen.as_ref().is_some_and(|c| !c.contains(&r.object))
-                        || !target_matches(&r.target, &self.target)
-                    {
-                        continue;
-                    }
-                    let uri = inv.objects.get(r.object).and_then(|o| item.record(r.object, o).uri);
-                    all.push((item.file.to_string(), uri, r));
-                }
-            });
+            for outcome in found.results {
+                eprint!("{}", outcome.messages);
+                objects += outcome.objects;
+                status |= outcome.status;
+                all.extend(outcome.rows);
+                unreadable.extend(outcome.unreadable);
+                failed.absorb(outcome.failed);
+            }
             if let Some(gpu) = &self.gpu {
                 failed.print(argv0, gpu, crate::cli::runtime(self.kind, Some(gpu)));
             }
-            status |= inputs::report(argv0, &problems);
-            if found == 0 && !inputs::has_errors(&problems) {
+            status |= inputs::report(argv0, &found.problems);
+            if objects == 0 && !inputs::has_errors(&found.problems) {
                 eprintln!("{argv0}: error: {path}: no offload code objects found");
                 status = 1;
             }
@@ -156,6 +145,46 @@ impl KernelsArgs {
             print!("{}", self.table(&all));
         }
         status
+    }
+
+    /// The kernels of one item, with the messages to print for it (on a
+    /// worker thread: nothing is printed here).
+    fn item(&self, argv0: &str, item: &inputs::Item<'_>) -> ItemKernels {
+        use std::fmt::Write;
+        let mut out = ItemKernels::default();
+        let inv = item.scan(&Options::default());
+        out.messages = inputs::diagnostics_text(argv0, item.file, &inv);
+        out.objects = inv.objects.len();
+        if inv.has_errors() {
+            out.status = 1;
+        }
+        let chosen = self.gpu.as_ref().map(|gpu| {
+            let runtime = crate::cli::runtime(self.kind, Some(gpu));
+            let sel = kpack_select(&inv, gpu, runtime, SearchOrder::FallThrough);
+            if out.failed.add(item.file, &inv, &sel) {
+                out.status = 1;
+            }
+            sel.chosen
+        });
+        let found = kernels(&inv, 0);
+        for o in &found {
+            if let Err(e) = &o.result
+                && chosen.as_ref().is_none_or(|c| c.contains(&o.object))
+            {
+                let location = inv.objects.get(o.object).map(|x| x.location.to_string()).unwrap_or_default();
+                let _ = writeln!(out.messages, "{argv0}: error: {}: {location}: kernels not read: {e}", item.file);
+                out.unreadable.push(Unreadable { file: item.file.to_string(), location, error: e.clone() });
+                out.status = 1;
+            }
+        }
+        for r in rows(&inv, &found) {
+            if chosen.as_ref().is_some_and(|c| !c.contains(&r.object)) || !target_matches(&r.target, &self.target) {
+                continue;
+            }
+            let uri = inv.objects.get(r.object).and_then(|o| item.record(r.object, o).uri);
+            out.rows.push((item.file.to_string(), uri, r));
+        }
+        out
     }
 
     fn table(&self, all: &[(String, Option<String>, KernelRow)]) -> String {

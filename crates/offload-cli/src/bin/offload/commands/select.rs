@@ -160,6 +160,16 @@ impl FailedUnits {
         !sel.failed_units.is_empty()
     }
 
+    /// Adds what another item's list holds (kept in the order first seen).
+    pub(crate) fn absorb(&mut self, other: FailedUnits) {
+        for (key, locs) in other.groups {
+            match self.groups.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, mine)) => mine.extend(locs),
+                None => self.groups.push((key, locs)),
+            }
+        }
+    }
+
     /// Prints one error line per file and message, and empties the list.
     pub(crate) fn print(&mut self, argv0: &str, gpu: &Gpu, runtime: Runtime) {
         let rt = runtime.name();
