@@ -484,3 +484,66 @@ fn openmp_images_in_an_object_and_a_dll_are_read() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("OpenMP offload images"), "{:?}", out);
 }
+
+/// Writes a zip (a wheel) of `files` ((name in the wheel, fixture)).
+fn wheel(path: &Path, files: &[(&str, &str)]) {
+    use std::io::Write;
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
+    for (name, fixture) in files {
+        zip.start_file(*name, zip::write::SimpleFileOptions::default()).unwrap();
+        zip.write_all(&std::fs::read(pe(fixture)).unwrap()).unwrap();
+    }
+    zip.finish().unwrap();
+}
+
+/// `check` on a wheel given as it is (issue 29): the imports of its DLLs
+/// are looked up in the wheel's own tree, each in its importer's folder,
+/// then in the `--path` folders; what is nowhere is missing (exit 1).
+#[test]
+fn check_follows_imports_inside_a_wheel_without_unpacking_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let whl = tmp.path().join("demo-1.0-py3-none-win_amd64.whl");
+    wheel(&whl, &[("demo/app.exe", "app.exe"), ("demo/HIP_Kernels.dll", "hip_kernels.dll")]);
+    let (code, report) = check(&["--gpu", "gfx90a", whl.to_str().unwrap()]);
+    assert_eq!(code, 1, "{report}");
+    assert_eq!(missing(&report), ["amdhip64_6.dll"]);
+    let needed_by: Vec<&str> =
+        report["missing"][0]["needed_by"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert_eq!(needed_by, ["demo-1.0-py3-none-win_amd64.whl", "demo/HIP_Kernels.dll"]);
+    let libs: Vec<(&str, &str, &str)> =
+        report["libraries"].as_array().unwrap().iter().map(|l| (s(l, "name"), s(l, "path"), s(l, "via"))).collect();
+    assert!(libs.contains(&("hip_kernels.dll", "demo/HIP_Kernels.dll", "app_folder")), "{libs:?}");
+    // The runtime given through --path (standing in for PATH) is found.
+    let (code, report) = check(&["--gpu", "gfx90a", "--path", pe("").to_str().unwrap(), whl.to_str().unwrap()]);
+    assert_eq!(code, 0, "{report}");
+    // In another folder of the wheel the DLL is not the app folder's.
+    let split = tmp.path().join("split-1.0-py3-none-win_amd64.whl");
+    wheel(&split, &[("demo/app.exe", "app.exe"), ("other/hip_kernels.dll", "hip_kernels.dll")]);
+    let (code, report) = check(&["--gpu", "gfx90a", split.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    let mut names = missing(&report);
+    names.sort();
+    assert_eq!(names, ["amdhip64_6.dll", "hip_kernels.dll"]);
+    // --no-deps checks the code only.
+    let (code, report) = check(&["--gpu", "gfx90a", "--no-deps", whl.to_str().unwrap()]);
+    assert_eq!(code, 0, "{report}");
+}
+
+/// NVIDIA's cuRAND wheels, win_amd64 and Linux, checked as downloaded:
+/// every import resolves (KERNEL32.dll is a system DLL; the Linux
+/// library's DT_NEEDED are this system's glibc and libgcc).
+#[test]
+fn check_on_the_curand_wheels_as_downloaded() {
+    let Some((_, win)) = corpus() else { return };
+    let linux_dir = win.parent().unwrap().parent().unwrap().join("curand-linux");
+    let linux = std::fs::read_dir(&linux_dir).unwrap().filter_map(Result::ok).map(|e| e.path()).next().unwrap();
+    let (code, report) = check(&["--gpu", "sm_89", win.to_str().unwrap()]);
+    assert_eq!(code, 0, "{report}");
+    let libs: Vec<(&str, &str)> =
+        report["libraries"].as_array().unwrap().iter().map(|l| (s(l, "name"), s(l, "via"))).collect();
+    assert_eq!(libs, [("KERNEL32.dll", "system")]);
+    let (code, report) = check(&["--gpu", "sm_89", linux.to_str().unwrap()]);
+    assert_eq!(code, 0, "{report}");
+    let names: Vec<&str> = report["libraries"].as_array().unwrap().iter().map(|l| s(l, "name")).collect();
+    assert!(names.contains(&"libc.so.6"), "{names:?}");
+}
