@@ -333,7 +333,10 @@ impl<'a> Scanner<'a> {
             } else if rest.starts_with(&OB_MAGIC) {
                 self.offload_binaries(base, rest, loc, depth, &mut ob_unit)
             } else {
-                if (known || !spans.is_empty()) && !(other_after && !spans.is_empty()) {
+                // Before any payload: damage in a known section; after
+                // one: damage unless other data may follow.
+                let damaged = if spans.is_empty() { known } else { !other_after };
+                if damaged {
                     let at = self.offset_of(base, rest);
                     let msg = format!(
                         "{} bytes at region offset {pos:#x} are neither a bundle, a compressed bundle nor an OffloadBinary",

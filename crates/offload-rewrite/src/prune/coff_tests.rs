@@ -154,3 +154,32 @@ fn a_hip_rdc_fat_object_loses_its_dropped_sections() {
     assert!(names.contains(&b"__CLANG_OFFLOAD_BUNDLE__hip-amdgcn-amd-amdhsa--gfx90a".to_vec()));
     assert!(!names.iter().any(|n| n.ends_with(b"gfx1100")));
 }
+
+/// Hostile objects: every 32-bit field of the headers, section table and
+/// symbol table of a HIP and a CUDA object set to 0, all-ones and 2^31, one
+/// at a time; planning, writing and checking either mode gives a result
+/// or an error, never a panic, and whatever passes its check is written.
+#[test]
+fn damaged_objects_give_errors_not_panics() {
+    for data in [&fixture!("hip.obj")[..], fixture!("cuda_rdc.obj")] {
+        let v = ObjectView::read(data).unwrap();
+        let symbols = v.symbol_table as usize..data.len().min(v.symbol_table as usize + 18 * 40);
+        let offsets = (0..0x200usize).step_by(2).chain(symbols.step_by(2));
+        for at in offsets {
+            for value in [0u32, u32::MAX, 1 << 31] {
+                let mut bad = data.to_vec();
+                let Some(field) = bad.get_mut(at..at + 4) else { continue };
+                field.copy_from_slice(&value.to_le_bytes());
+                let Ok((input, pruned)) = plan_file(&bad, &Rules { allow_empty: true, ..keep("sm_80") }) else {
+                    continue;
+                };
+                let out = zero_output_plan(&bad, &input, &pruned).to_vec();
+                let _ = verify_file(&out, &bad, &input, &pruned);
+                if let Ok(Some(cut)) = plan_file_cut(&bad, &input, &pruned) {
+                    let out = cut.output_plan(&bad, &pruned).to_vec();
+                    let _ = cut.verify(&out, &bad, &pruned);
+                }
+            }
+        }
+    }
+}
