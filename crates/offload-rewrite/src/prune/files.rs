@@ -69,7 +69,9 @@ pub struct PeInput {
 
 impl Input {
     /// Whether the output has the input's size, every byte outside the
-    /// rewritten units unchanged (in a PE image, but its checksum).
+    /// rewritten units unchanged (in a PE image, but its checksum, and a
+    /// signed image ends before its dropped certificate table; in a COFF
+    /// object or `.lib`, but the section checksums).
     pub fn in_place(&self) -> bool {
         matches!(self, Input::Hip(_) | Input::Cuda | Input::Archive { .. } | Input::Pe(_) | Input::Coff(_))
     }
