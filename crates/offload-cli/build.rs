@@ -104,6 +104,8 @@ fn groups() -> Vec<Group> {
                     "llvm-dis",
                     "llvm-objdump",
                     "ld.lld",
+                    "lld-link",
+                    "llvm-lib",
                 ],
             ),
         },

@@ -262,7 +262,12 @@ impl<'a> Scanner<'a> {
             } else if is_offload_section(name) || sniff(bytes) {
                 // Sections may overlap; the same bytes are listed once.
                 if self.seen_before(base, bytes, &sloc).is_none() {
-                    self.region(base, bytes, &sloc, depth, is_offload_section(name));
+                    // lld-link 22 links `.llvm.offloading` (the OpenMP
+                    // images) and `.llvm.rodata.offloading` (their entry
+                    // names) into one `.llvm` section of a PE image: the
+                    // names follow the images (docs/formats/pe.md §7).
+                    let names_after = name == ".llvm" && file.format() == object::BinaryFormat::Pe;
+                    self.region_then(base, bytes, &sloc, depth, is_offload_section(name), names_after);
                 }
             }
         }
@@ -306,6 +311,12 @@ impl<'a> Scanner<'a> {
     /// Walks payloads placed back to back in `data`, skipping zero padding.
     /// In a `known` region, bytes that are no payload are an error.
     fn region(&mut self, base: &Base, data: &[u8], loc: &Location, depth: usize, known: bool) {
+        self.region_then(base, data, loc, depth, known, false);
+    }
+
+    /// [`Self::region`]; `other_after`: bytes that are no payload after
+    /// the last payload are other data of the section, not damage.
+    fn region_then(&mut self, base: &Base, data: &[u8], loc: &Location, depth: usize, known: bool, other_after: bool) {
         let mut pos = 0usize;
         let mut spans = Vec::new();
         let mut ob_unit = None;
@@ -322,7 +333,10 @@ impl<'a> Scanner<'a> {
             } else if rest.starts_with(&OB_MAGIC) {
                 self.offload_binaries(base, rest, loc, depth, &mut ob_unit)
             } else {
-                if known || !spans.is_empty() {
+                // Before any payload: damage in a known section; after
+                // one: damage unless other data may follow.
+                let damaged = if spans.is_empty() { known } else { !other_after };
+                if damaged {
                     let at = self.offset_of(base, rest);
                     let msg = format!(
                         "{} bytes at region offset {pos:#x} are neither a bundle, a compressed bundle nor an OffloadBinary",

@@ -302,3 +302,248 @@ fn verify_checks_the_hip_registration_records_of_a_dll() {
     let (code, text) = verify(&other, "other.dll");
     assert_eq!(code, 0, "{text}");
 }
+
+/// Prunes `input` keeping `keep` in `mode` into `dir`; the output path.
+fn pruned(dir: &Path, input: &Path, keep: &[&str], mode: &str) -> PathBuf {
+    let output = dir.join(format!("{mode}-{}", input.file_name().unwrap().to_str().unwrap()));
+    let mut args = vec!["prune"];
+    for k in keep {
+        args.extend(["--keep", k]);
+    }
+    args.extend(["--mode", mode, input.to_str().unwrap(), "-o", output.to_str().unwrap()]);
+    let out = offload(&args);
+    assert!(out.status.success(), "prune {mode} {input:?}: {}", String::from_utf8_lossy(&out.stderr));
+    output
+}
+
+/// COFF objects (issue 29): `prune` keeps exactly the target asked for in
+/// both modes, zero mode keeps the size, cut mode shrinks the object; a
+/// `.lib` archive of two objects prunes member by member in zero mode.
+#[test]
+fn prune_keeps_the_target_of_built_coff_objects_in_both_modes() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (obj, keep, kept) in [
+        ("hip.obj", "gfx90a", "hipv4-amdgcn-amd-amdhsa--gfx90a"),
+        ("cuda.obj", "sm_89", "cuda-elf-sm_89"),
+        ("cuda_rdc.obj", "sm_89", "cuda-elf-sm_89"),
+    ] {
+        let size = std::fs::metadata(pe(obj)).unwrap().len();
+        for mode in ["zero", "cut"] {
+            let output = pruned(tmp.path(), &pe(obj), &[keep], mode);
+            assert_eq!(device_ids(&output), [kept], "{mode} {obj}");
+            let new_size = std::fs::metadata(&output).unwrap().len();
+            if mode == "zero" {
+                assert_eq!(new_size, size, "{obj}");
+            } else {
+                assert!(new_size < size, "{obj}: {size} -> {new_size}");
+            }
+            let out = offload(&["verify", output.to_str().unwrap()]);
+            assert!(out.status.success(), "verify {mode} {obj}: {}", String::from_utf8_lossy(&out.stdout));
+        }
+    }
+    let lib = pruned(tmp.path(), &pe("kernels.lib"), &["sm_89", "gfx90a"], "zero");
+    assert_eq!(device_ids(&lib), ["cuda-elf-sm_89", "hipv4-amdgcn-amd-amdhsa--gfx90a"]);
+    assert_eq!(std::fs::metadata(&lib).unwrap().len(), std::fs::metadata(pe("kernels.lib")).unwrap().len());
+}
+
+/// A pruned object still links: `lld-link` makes a DLL of each output
+/// (zero and cut mode), which holds exactly the kept code object.
+#[test]
+#[cfg_attr(
+    not(has_llvm22),
+    ignore = "needs LLVM 22 (clang, lld-link, llvm-lib): run scripts/install-reference-llvm.sh"
+)]
+fn pruned_coff_objects_link_into_dlls_that_hold_the_kept_code() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = Path::new("/usr/lib/llvm-22/bin");
+    let run = |tool: &str, args: &[&str]| {
+        let out = std::process::Command::new(bin.join(tool)).args(args).current_dir(tmp.path()).output().unwrap();
+        assert!(out.status.success(), "{tool} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    std::fs::write(tmp.path().join("crt.c"), "int _fltused = 0;\nint atexit(void (*f)(void)) { (void)f; return 0; }\n")
+        .unwrap();
+    run("clang", &["--target=x86_64-pc-windows-msvc", "-c", "crt.c", "-o", "crt.obj"]);
+    for (dll, exports) in [
+        (
+            "amdhip64_6",
+            "__hipPopCallConfiguration __hipRegisterFatBinary __hipRegisterFunction __hipUnregisterFatBinary hipLaunchKernel",
+        ),
+        (
+            "cudart64_12",
+            "__cudaPopCallConfiguration __cudaRegisterFatBinary __cudaRegisterFatBinaryEnd __cudaRegisterFunction __cudaUnregisterFatBinary cudaLaunchKernel",
+        ),
+    ] {
+        let def = format!("LIBRARY {dll}.dll\nEXPORTS\n{}\n", exports.replace(' ', "\n"));
+        std::fs::write(tmp.path().join(format!("{dll}.def")), def).unwrap();
+        run("llvm-lib", &[&format!("/def:{dll}.def"), "/machine:x64", &format!("/out:{dll}.lib")]);
+    }
+    for (obj, keep, kept, runtime) in [
+        ("hip.obj", "gfx90a", "hipv4-amdgcn-amd-amdhsa--gfx90a", "amdhip64_6.lib"),
+        ("cuda.obj", "sm_80", "cuda-elf-sm_80", "cudart64_12.lib"),
+    ] {
+        for mode in ["zero", "cut"] {
+            let output = pruned(tmp.path(), &pe(obj), &[keep], mode);
+            let dll = format!("{mode}-{obj}.dll");
+            run(
+                "lld-link",
+                &[
+                    "/dll",
+                    "/noentry",
+                    "/nodefaultlib",
+                    output.to_str().unwrap(),
+                    "crt.obj",
+                    runtime,
+                    &format!("/out:{dll}"),
+                ],
+            );
+            assert_eq!(device_ids(&tmp.path().join(&dll)), [kept], "{mode} {obj}");
+        }
+    }
+}
+
+/// A signed DLL (a certificate table appended, as signing tools do) loses
+/// its signature in both modes, with a warning on stderr: the signature
+/// covered bytes prune changed (docs/guide/windows.md#signed-images).
+#[test]
+fn pruning_a_signed_dll_drops_its_certificate_table_and_warns() {
+    use offload_format::coff::pe::{self as pe_format, PeImage};
+    let tmp = tempfile::tempdir().unwrap();
+    let mut data = std::fs::read(pe("hip_kernels.dll")).unwrap();
+    let image = PeImage::parse(&data).unwrap();
+    let (dir, sum_at) = (image.directories_offset + 8 * pe_format::DIR_SECURITY, image.checksum_offset);
+    let at = data.len();
+    let cert = [&64u32.to_le_bytes()[..], &0x0200u16.to_le_bytes(), &2u16.to_le_bytes(), &[0xab; 56]].concat();
+    data.extend_from_slice(&cert);
+    data[dir..dir + 4].copy_from_slice(&(at as u32).to_le_bytes());
+    data[dir + 4..dir + 8].copy_from_slice(&64u32.to_le_bytes());
+    let sum = pe_format::checksum(&data, sum_at);
+    data[sum_at..sum_at + 4].copy_from_slice(&sum.to_le_bytes());
+    let signed = tmp.path().join("signed.dll");
+    std::fs::write(&signed, &data).unwrap();
+    for mode in ["zero", "cut"] {
+        let output = tmp.path().join(format!("{mode}.dll"));
+        let out = offload(&[
+            "prune",
+            "--keep",
+            "gfx90a",
+            "--mode",
+            mode,
+            signed.to_str().unwrap(),
+            "-o",
+            output.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{mode}: {}", String::from_utf8_lossy(&out.stderr));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains("Authenticode signature") && stderr.contains("64 bytes"), "{mode}: {stderr}");
+        let written = std::fs::read(&output).unwrap();
+        let image = PeImage::parse(&written).unwrap();
+        let d = image.directories[pe_format::DIR_SECURITY];
+        assert_eq!((d.rva, d.size), (0, 0), "{mode}");
+        assert!(!written.windows(8).any(|w| w == [0xab; 8]), "{mode}: the certificate bytes are gone");
+        assert_eq!(image.checksum, pe_format::checksum(&written, image.checksum_offset), "{mode}");
+        if mode == "zero" {
+            assert_eq!(written.len(), at);
+        }
+        assert_eq!(device_ids(&output), ["hipv4-amdgcn-amd-amdhsa--gfx90a"]);
+    }
+}
+
+/// OpenMP offload images in COFF (issue 29): the object's
+/// `.llvm.offloading` and the linked DLL's `.llvm` section list the two
+/// OpenMP images; extract writes them, kernels reads their kernel; prune
+/// refuses the DLL with its reason, not "no device code".
+#[test]
+fn openmp_images_in_an_object_and_a_dll_are_read() {
+    for name in ["omp_kernel.obj", "omp_kernel.dll"] {
+        let records = list_json(&pe(name));
+        let mut targets: Vec<(String, String)> =
+            records.iter().map(|r| (s(r, "offload_kind").to_string(), s(r, "target_id").to_string())).collect();
+        targets.sort();
+        assert_eq!(targets, [("openmp".into(), "gfx1100".into()), ("openmp".into(), "gfx90a".into())], "{name}");
+        let out = offload(&["verify", pe(name).to_str().unwrap()]);
+        assert!(out.status.success(), "verify {name}: {}", String::from_utf8_lossy(&out.stdout));
+        let tmp = tempfile::tempdir().unwrap();
+        let files = extracted(&pe(name), tmp.path());
+        assert_eq!(files.len(), 2, "{name}");
+        // Objects carry bitcode for the device link; the DLL code objects.
+        let magic: &[u8] = if name.ends_with(".obj") { b"BC\xc0\xde" } else { b"\x7fELF" };
+        assert!(files.iter().all(|(_, bytes)| bytes.starts_with(magic)), "{name}");
+    }
+    let out = offload(&["kernels", pe("omp_kernel.dll").to_str().unwrap()]);
+    assert!(out.status.success(), "kernels: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).matches("_scale_").count(), 2);
+    let tmp = tempfile::tempdir().unwrap();
+    let out = offload(&[
+        "prune",
+        "--keep",
+        "gfx90a",
+        pe("omp_kernel.dll").to_str().unwrap(),
+        "-o",
+        tmp.path().join("o.dll").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("OpenMP offload images"), "{:?}", out);
+}
+
+/// Writes a zip (a wheel) of `files` ((name in the wheel, fixture)).
+fn wheel(path: &Path, files: &[(&str, &str)]) {
+    use std::io::Write;
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
+    for (name, fixture) in files {
+        zip.start_file(*name, zip::write::SimpleFileOptions::default()).unwrap();
+        zip.write_all(&std::fs::read(pe(fixture)).unwrap()).unwrap();
+    }
+    zip.finish().unwrap();
+}
+
+/// `check` on a wheel given as it is (issue 29): the imports of its DLLs
+/// are looked up in the wheel's own tree, each in its importer's folder,
+/// then in the `--path` folders; what is nowhere is missing (exit 1).
+#[test]
+fn check_follows_imports_inside_a_wheel_without_unpacking_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let whl = tmp.path().join("demo-1.0-py3-none-win_amd64.whl");
+    wheel(&whl, &[("demo/app.exe", "app.exe"), ("demo/HIP_Kernels.dll", "hip_kernels.dll")]);
+    let (code, report) = check(&["--gpu", "gfx90a", whl.to_str().unwrap()]);
+    assert_eq!(code, 1, "{report}");
+    assert_eq!(missing(&report), ["amdhip64_6.dll"]);
+    let needed_by: Vec<&str> =
+        report["missing"][0]["needed_by"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert_eq!(needed_by, ["demo-1.0-py3-none-win_amd64.whl", "demo/HIP_Kernels.dll"]);
+    let libs: Vec<(&str, &str, &str)> =
+        report["libraries"].as_array().unwrap().iter().map(|l| (s(l, "name"), s(l, "path"), s(l, "via"))).collect();
+    assert!(libs.contains(&("hip_kernels.dll", "demo/HIP_Kernels.dll", "app_folder")), "{libs:?}");
+    // The runtime given through --path (standing in for PATH) is found.
+    let (code, report) = check(&["--gpu", "gfx90a", "--path", pe("").to_str().unwrap(), whl.to_str().unwrap()]);
+    assert_eq!(code, 0, "{report}");
+    // In another folder of the wheel the DLL is not the app folder's.
+    let split = tmp.path().join("split-1.0-py3-none-win_amd64.whl");
+    wheel(&split, &[("demo/app.exe", "app.exe"), ("other/hip_kernels.dll", "hip_kernels.dll")]);
+    let (code, report) = check(&["--gpu", "gfx90a", split.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    let mut names = missing(&report);
+    names.sort();
+    assert_eq!(names, ["amdhip64_6.dll", "hip_kernels.dll"]);
+    // --no-deps checks the code only.
+    let (code, report) = check(&["--gpu", "gfx90a", "--no-deps", whl.to_str().unwrap()]);
+    assert_eq!(code, 0, "{report}");
+}
+
+/// NVIDIA's cuRAND wheels, win_amd64 and Linux, checked as downloaded:
+/// every import resolves (KERNEL32.dll is a system DLL; the Linux
+/// library's DT_NEEDED are this system's glibc and libgcc).
+#[test]
+fn check_on_the_curand_wheels_as_downloaded() {
+    let Some((_, win)) = corpus() else { return };
+    let linux_dir = win.parent().unwrap().parent().unwrap().join("curand-linux");
+    let linux = std::fs::read_dir(&linux_dir).unwrap().filter_map(Result::ok).map(|e| e.path()).next().unwrap();
+    let (code, report) = check(&["--gpu", "sm_89", win.to_str().unwrap()]);
+    assert_eq!(code, 0, "{report}");
+    let libs: Vec<(&str, &str)> =
+        report["libraries"].as_array().unwrap().iter().map(|l| (s(l, "name"), s(l, "via"))).collect();
+    assert_eq!(libs, [("KERNEL32.dll", "system")]);
+    let (code, report) = check(&["--gpu", "sm_89", linux.to_str().unwrap()]);
+    assert_eq!(code, 0, "{report}");
+    let names: Vec<&str> = report["libraries"].as_array().unwrap().iter().map(|l| s(l, "name")).collect();
+    assert!(names.contains(&"libc.so.6"), "{names:?}");
+}

@@ -17,6 +17,8 @@
 //! relocations are refused.
 
 pub mod pe;
+mod view;
+pub use view::{ObjectSection, ObjectSymbol, ObjectView, SectionChecksum, is_object};
 
 use crate::bytes::{u16_le, u32_le};
 use crate::elf::NewSection;

@@ -18,6 +18,7 @@
 pub mod deps;
 pub mod dynamic;
 pub mod ldcache;
+pub mod package;
 pub mod windows;
 
 #[cfg(test)]

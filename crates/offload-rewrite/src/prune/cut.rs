@@ -163,15 +163,30 @@ pub(crate) struct Packed<'s> {
 
 /// Where each unit of `packed` lands: new offsets in the section.
 pub(crate) fn packed_offsets(packed: &Packed) -> Vec<u64> {
-    let unit_align = unit_alignment(packed.addr, packed.old_offsets);
+    pack_units(packed.addr, packed.old_offsets, packed.new_sizes)
+}
+
+/// Where units of `new_sizes` bytes, which lay at `old_offsets` in a
+/// section at address `addr` (0 in an object), land when packed from the
+/// section start at the alignment [`unit_alignment`] keeps.
+pub(crate) fn pack_units(addr: u64, old_offsets: &[u64], new_sizes: &[u64]) -> Vec<u64> {
+    let unit_align = unit_alignment(addr, old_offsets);
     let mut at = 0u64;
-    let mut offsets = Vec::with_capacity(packed.new_sizes.len());
-    for &size in packed.new_sizes {
+    let mut offsets = Vec::with_capacity(new_sizes.len());
+    for &size in new_sizes {
         at = at.next_multiple_of(unit_align);
         offsets.push(at);
         at += size;
     }
     offsets
+}
+
+/// A file offset after some ranges of the file shrank: `cuts` holds
+/// (offset, old size, new size) per range; `at` moves down by what was
+/// cut from the ranges ending at or before it (PE images, COFF objects).
+pub(crate) fn shifted(cuts: &[(u64, u64, u64)], at: u64) -> u64 {
+    let cut: u64 = cuts.iter().filter(|&&(off, old, _)| off + old <= at).map(|&(_, old, new)| old - new).sum();
+    at - cut
 }
 
 /// Plans the cut of `data` (mapped as `map`, pruned as `pruned`): HIP's

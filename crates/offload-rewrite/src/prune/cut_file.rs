@@ -19,6 +19,8 @@ pub enum FileCut {
     Archive(ArchiveCut),
     /// A PE image (`super::pe`).
     Pe(super::pe::PeCut),
+    /// A COFF object (`super::coff`).
+    Coff(super::coff::CoffCut),
 }
 
 /// Whether `data` is a relocatable ELF object (`ET_REL`).
@@ -34,6 +36,7 @@ pub fn plan_file_cut(data: &[u8], input: &Input, pruned: &Pruned) -> Result<Opti
         Input::Cuda if is_relocatable(data) => Ok(Some(FileCut::Object(plan_object_cut(data, 0, &pruned.units)?))),
         Input::Archive { .. } => Ok(Some(FileCut::Archive(plan_archive_cut(data, pruned)?))),
         Input::Pe(pe) => Ok(Some(FileCut::Pe(super::pe::plan_pe_cut(data, pe, pruned)?))),
+        Input::Coff(_) => Ok(Some(FileCut::Coff(super::coff::plan_coff_cut(data, 0, &pruned.units)?))),
         _ => Ok(None),
     }
 }
@@ -45,6 +48,7 @@ impl FileCut {
             FileCut::Object(cut) => cut.output_plan(data, 0, &pruned.units),
             FileCut::Archive(cut) => cut.output_plan(data, pruned),
             FileCut::Pe(cut) => cut.output_plan(data, pruned),
+            FileCut::Coff(cut) => cut.output_plan(data, 0, &pruned.units),
         }
     }
 
@@ -54,6 +58,7 @@ impl FileCut {
             FileCut::Object(cut) => cut.unit_offset(k),
             FileCut::Archive(cut) => cut.unit_offset(k),
             FileCut::Pe(cut) => cut.unit_offsets.get(k).copied(),
+            FileCut::Coff(cut) => cut.unit_offset(k),
         }
     }
 
@@ -63,6 +68,7 @@ impl FileCut {
             FileCut::Object(cut) => verify_object_cut(output, 0, input, 0, &pruned.units, cut),
             FileCut::Archive(cut) => verify_archive_cut(output, input, pruned, cut),
             FileCut::Pe(cut) => cut.verify(output, input, pruned),
+            FileCut::Coff(cut) => cut.verify(output, 0, input, 0, &pruned.units),
         }
     }
 }

@@ -40,6 +40,9 @@ pub enum Input {
         /// Members with device code `prune` does not rewrite yet (OpenMP
         /// `.llvm.offloading`), copied unchanged.
         untouched: Vec<String>,
+        /// The section checksums of COFF members (`.lib` archives), at
+        /// archive offsets, rewritten with their sections.
+        coff: super::coff::CoffInput,
     },
     /// A raw bundle or compressed bundle file.
     Bundle,
@@ -48,6 +51,9 @@ pub enum Input {
     /// A PE image (Windows DLL or executable) with CUDA or HIP fat
     /// binary sections ([`super::pe`]).
     Pe(PeInput),
+    /// A COFF object (`.obj`) with CUDA or HIP fat binary sections
+    /// ([`super::coff`]).
+    Coff(super::coff::CoffInput),
 }
 
 /// What zero mode needs to know of a PE input.
@@ -56,13 +62,18 @@ pub struct PeInput {
     /// File offset of the optional header's checksum field, when the
     /// input's checksum is set (and so is recomputed).
     pub checksum: Option<usize>,
+    /// The Authenticode certificate table the output drops (a rewritten
+    /// image no longer matches its signature).
+    pub certificate: Option<super::pe::Certificate>,
 }
 
 impl Input {
     /// Whether the output has the input's size, every byte outside the
-    /// rewritten units unchanged (in a PE image, but its checksum).
+    /// rewritten units unchanged (in a PE image, but its checksum, and a
+    /// signed image ends before its dropped certificate table; in a COFF
+    /// object or `.lib`, but the section checksums).
     pub fn in_place(&self) -> bool {
-        matches!(self, Input::Hip(_) | Input::Cuda | Input::Archive { .. } | Input::Pe(_))
+        matches!(self, Input::Hip(_) | Input::Cuda | Input::Archive { .. } | Input::Pe(_) | Input::Coff(_))
     }
 
     /// A short name for reports.
@@ -75,6 +86,7 @@ impl Input {
             Input::Bundle => "offload bundle file",
             Input::FatObject => "fat object",
             Input::Pe(_) => "PE image",
+            Input::Coff(_) => "COFF object",
         }
     }
 }
@@ -106,8 +118,9 @@ fn unsupported(what: String) -> PruneError {
 pub fn plan_file<'a>(data: &'a [u8], rules: &Rules) -> Result<(Input, Pruned<'a>), PruneError> {
     let pruned = |units: Vec<UnitChange<'a>>| Pruned { units, unreferenced: Vec::new() };
     if data.starts_with(b"!<arch>\n") || data.starts_with(b"!<thin>\n") {
-        let (members, untouched, units) = plan_archive(data, rules)?;
-        return Ok((Input::Archive { members, untouched }, pruned(units)));
+        let (members, untouched, units, checksums) = plan_archive(data, rules)?;
+        let coff = super::coff::CoffInput { checksums };
+        return Ok((Input::Archive { members, untouched, coff }, pruned(units)));
     }
     if data.starts_with(&offload_format::cuda::FATBIN_MAGIC_BYTES) {
         return Ok((Input::Fatbin, pruned(cuda::plan_region(data, 0, rules, false)?)));
@@ -118,6 +131,15 @@ pub fn plan_file<'a>(data: &'a [u8], rules: &Rules) -> Result<(Input, Pruned<'a>
     }
     if offload_format::coff::pe::is_pe(data) {
         return super::pe::plan_pe(data, rules);
+    }
+    if offload_format::coff::is_object(data) {
+        return match plan_coff(data, rules)? {
+            Some((input, units)) => Ok((input, pruned(units))),
+            None => Err(unsupported(
+                "no device code to prune in this COFF object: no .hip_fatbin, .nv_fatbin, __nv_relfatbin or __CLANG_OFFLOAD_BUNDLE__ section (OpenMP's .llvm.offloading is pruned in the linked image, not in objects)"
+                    .into(),
+            )),
+        };
     }
     let file = ElfFile::parse(data).map_err(|e| {
         if data.starts_with(b"\x7fELF") {
@@ -145,9 +167,10 @@ pub fn plan_file<'a>(data: &'a [u8], rules: &Rules) -> Result<(Input, Pruned<'a>
     ))
 }
 
-/// How many members had device code, the members left untouched, and the
-/// units of every member with device code, at their offsets in the archive.
-type ArchivePlan<'a> = (usize, Vec<String>, Vec<UnitChange<'a>>);
+/// How many members had device code, the members left untouched, the
+/// units of every member with device code, at their offsets in the
+/// archive, and the section checksums of COFF members there.
+type ArchivePlan<'a> = (usize, Vec<String>, Vec<UnitChange<'a>>, Vec<(u64, u64, u64)>);
 
 /// Plans every member of an archive.
 fn plan_archive<'a>(data: &'a [u8], rules: &Rules) -> Result<ArchivePlan<'a>, PruneError> {
@@ -159,6 +182,7 @@ fn plan_archive<'a>(data: &'a [u8], rules: &Rules) -> Result<ArchivePlan<'a>, Pr
     let mut units = Vec::new();
     let mut members = 0;
     let mut untouched = Vec::new();
+    let mut checksums = Vec::new();
     for member in archive.members() {
         let member = member.map_err(bad)?;
         let name = String::from_utf8_lossy(member.name()).into_owned();
@@ -176,8 +200,11 @@ fn plan_archive<'a>(data: &'a [u8], rules: &Rules) -> Result<ArchivePlan<'a>, Pr
             change.unit.offset += offset;
         }
         units.extend(found);
+        if offload_format::coff::is_object(bytes) {
+            checksums.extend(super::coff::member_checksums(bytes, offset));
+        }
     }
-    Ok((members, untouched, units))
+    Ok((members, untouched, units, checksums))
 }
 
 /// Whether an ELF file has an `.llvm.offloading` section (OpenMP or new
@@ -195,6 +222,9 @@ fn plan_member<'a>(data: &'a [u8], rules: &Rules) -> Result<Option<Vec<UnitChang
         // after it; the bundle's own table says where its entries end.
         let units = layout::fatbin::walk(data, 0)?;
         return Ok(Some(plan_units(data, &units, rules, true)?));
+    }
+    if offload_format::coff::is_object(data) {
+        return Ok(plan_coff(data, rules)?.map(|(_, units)| units));
     }
     if !data.starts_with(b"\x7fELF") {
         return Ok(None);
@@ -221,7 +251,8 @@ fn plan_member<'a>(data: &'a [u8], rules: &Rules) -> Result<Option<Vec<UnitChang
 /// followed by zeros up to the input's size (an archive member).
 fn plan_fat_object<'a>(data: &'a [u8], rules: &Rules, in_place: bool) -> Result<Vec<UnitChange<'a>>, PruneError> {
     let fail = |reason: String| PruneError::Unit { offset: 0, reason };
-    let sections = fat_object::bundles(data, fat_object::Format::Elf).map_err(|e| fail(e.to_string()))?;
+    let format = object_format(data);
+    let sections = fat_object::bundles(data, format).map_err(|e| fail(e.to_string()))?;
     let infos: Vec<super::EntryInfo> = sections
         .iter()
         .map(|s| super::EntryInfo { id: String::from_utf8_lossy(s.id).into_owned(), size: s.contents.len() as u64 })
@@ -246,7 +277,12 @@ fn plan_fat_object<'a>(data: &'a [u8], rules: &Rules, in_place: bool) -> Result<
             .map(|(s, _)| [binary::MAGIC.as_slice(), s.id].concat())
             .collect();
         let remove = |name: &[u8]| dropped.iter().any(|d| d.as_slice() == name);
-        let mut rewritten = elf::rewrite(data, &remove, Vec::new()).map_err(|e| fail(e.to_string()))?;
+        let mut rewritten = match format {
+            fat_object::Format::Coff => {
+                offload_format::coff::rewrite(data, &remove, Vec::new()).map_err(|e| fail(e.to_string()))?
+            }
+            _ => elf::rewrite(data, &remove, Vec::new()).map_err(|e| fail(e.to_string()))?,
+        };
         change.new_used = rewritten.len();
         if in_place {
             if change.new_used > len {
@@ -260,8 +296,77 @@ fn plan_fat_object<'a>(data: &'a [u8], rules: &Rules, in_place: bool) -> Result<
 }
 
 mod verify;
-pub(crate) use verify::check_unit;
 pub use verify::verify_file;
+pub(crate) use verify::{check_unit, verify_in_place};
+
+/// The container format of a fat object (`-type=o`): ELF or COFF.
+pub(crate) fn object_format(data: &[u8]) -> fat_object::Format {
+    if offload_format::coff::is_object(data) { fat_object::Format::Coff } else { fat_object::Format::Elf }
+}
+
+/// A COFF object: a fat object (bundle sections), planned as on ELF, or
+/// an object with fat binary sections ([`super::coff`]); `None` when it
+/// holds neither. A fat object reads as [`Input::FatObject`].
+fn plan_coff<'a>(data: &'a [u8], rules: &Rules) -> Result<Option<(Input, Vec<UnitChange<'a>>)>, PruneError> {
+    let bundled = fat_object::bundles(data, fat_object::Format::Coff).is_ok_and(|b| !b.is_empty());
+    if bundled {
+        return Ok(Some((Input::FatObject, plan_fat_object(data, rules, false)?)));
+    }
+    Ok(super::coff::plan_object(data, rules)?.map(|(coff, units)| (Input::Coff(coff), units)))
+}
+
+/// One section holding fat binaries: its file range and whether they are
+/// CUDA's (else clang offload bundles).
+pub(crate) struct FatRegion {
+    /// File offset of the section's bytes.
+    pub offset: u64,
+    /// Their length.
+    pub len: u64,
+    /// CUDA fat binaries.
+    pub cuda: bool,
+}
+
+/// Plans zero mode on every fat binary of `regions` (sections of `data`,
+/// sorted here by offset; overlapping ones are refused): the one loop of
+/// PE images and COFF objects.
+pub(crate) fn plan_regions<'a>(
+    data: &'a [u8],
+    regions: &mut [FatRegion],
+    rules: &Rules,
+) -> Result<Vec<UnitChange<'a>>, PruneError> {
+    regions.sort_by_key(|r| r.offset);
+    let mut units = Vec::new();
+    let mut end = 0u64;
+    for r in regions.iter() {
+        if r.offset < end {
+            return Err(PruneError::Unit { offset: r.offset, reason: "fat binary sections overlap".into() });
+        }
+        end = r.offset.saturating_add(r.len);
+        let region = usize::try_from(r.offset)
+            .ok()
+            .zip(usize::try_from(end).ok())
+            .and_then(|(a, b)| data.get(a..b))
+            .ok_or(PruneError::Unit { offset: r.offset, reason: "lies past the end of the file".into() })?;
+        if r.cuda {
+            units.extend(cuda::plan_region(region, r.offset, rules, true)?);
+        } else {
+            let found = layout::fatbin::walk(region, r.offset)?;
+            units.extend(plan_units(data, &found, rules, true)?);
+        }
+    }
+    Ok(units)
+}
+
+/// The zero-mode output of any input: [`Pruned::output_plan`], with the
+/// fields outside the fat binaries that depend on their bytes rewritten
+/// (a PE image's checksum, a COFF object's section checksums).
+pub fn zero_output_plan<'a>(data: &'a [u8], input: &Input, pruned: &Pruned<'a>) -> offload_format::plan::Plan<'a> {
+    match input {
+        Input::Pe(pe) => super::pe::output_plan(data, pe, pruned),
+        Input::Coff(coff) | Input::Archive { coff, .. } => super::coff::output_plan(data, coff, pruned),
+        _ => pruned.output_plan(data),
+    }
+}
 
 #[cfg(test)]
 mod tests;

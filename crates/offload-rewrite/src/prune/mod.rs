@@ -15,6 +15,7 @@
 mod check;
 mod check_cut;
 mod check_object;
+pub mod coff;
 pub mod cuda;
 pub mod cut;
 pub mod cut_archive;

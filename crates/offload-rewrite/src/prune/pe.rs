@@ -9,7 +9,8 @@
 //! Every registration record (`.hipFatB`, `.nvFatBi`) that points into a
 //! fat binary section must point at the start of a fat binary, or the
 //! image is refused. An Authenticode signature, if any, no longer matches
-//! after any change; it is kept as it was (see the docs page).
+//! after any change: the certificate table is dropped (it ends the file)
+//! and data directory 4 zeroed; the command line warns.
 //!
 //! Cut mode ([`plan_pe_cut`]) keeps every RVA: the fat binaries stay at
 //! their addresses and only the raw data of the fat binary sections ends
@@ -18,12 +19,11 @@
 //! zeros zero mode would have written), and the raw data of every later
 //! section, the overlay and the certificate table move down in the file.
 
-use super::files::check_unit;
+use super::files::{FatRegion, check_unit, plan_regions};
 use super::files::{Input, PeInput};
-use super::{PruneError, Pruned, UnitChange, cuda, plan_units};
+use super::{PruneError, Pruned, UnitChange};
 use offload_format::coff::pe::{self, Checksum, PeImage, PeSection};
 use offload_format::plan::{Piece, Plan};
-use offload_inspect::layout;
 use std::borrow::Cow;
 
 /// Section names (cut to 8 bytes in images) that hold CUDA fat binaries.
@@ -53,28 +53,68 @@ pub fn plan_pe<'a>(data: &'a [u8], rules: &super::Rules) -> Result<(Input, Prune
     let image = parse(data)?;
     let mut fat: Vec<&PeSection> = image.sections.iter().filter(|s| is_fat(s) && s.raw_size > 0).collect();
     if fat.is_empty() {
+        let openmp = image
+            .section(b".llvm")
+            .is_some_and(|s| image.section_data(s).starts_with(&offload_format::offload_binary::MAGIC));
+        if openmp {
+            return Err(refuse(
+                "OpenMP offload images (section .llvm) are listed but not pruned in PE images: their registration table (__tgt_device_image records, base-relocated) is not rewritten yet".into(),
+            ));
+        }
         return Err(refuse("no device code to prune: no .nv_fatb or .hip_fat section in this PE image".into()));
     }
     fat.sort_by_key(|s| s.raw_offset);
-    let mut units: Vec<UnitChange<'a>> = Vec::new();
-    let mut end = 0u64;
-    for s in &fat {
-        let start = u64::from(s.raw_offset);
-        if start < end {
-            return Err(PruneError::Unit { offset: start, reason: "fat binary sections overlap".into() });
-        }
-        end = start + u64::from(s.file_len());
-        let region = image.section_data(s);
-        if CUDA_SECTIONS.contains(&s.name()) {
-            units.extend(cuda::plan_region(region, start, rules, true)?);
-        } else {
-            let found = layout::fatbin::walk(region, start)?;
-            units.extend(plan_units(data, &found, rules, true)?);
-        }
-    }
+    let mut regions: Vec<FatRegion> = fat
+        .iter()
+        .map(|s| FatRegion {
+            offset: u64::from(s.raw_offset),
+            len: u64::from(s.file_len()),
+            cuda: CUDA_SECTIONS.contains(&s.name()),
+        })
+        .collect();
+    let units = plan_regions(data, &mut regions, rules)?;
     check_records(&image, &fat, &units)?;
     let checksum = (image.checksum != 0).then_some(image.checksum_offset);
-    Ok((Input::Pe(PeInput { checksum }), Pruned { units, unreferenced: Vec::new() }))
+    let certificate = certificate(&image)?;
+    Ok((Input::Pe(PeInput { checksum, certificate }), Pruned { units, unreferenced: Vec::new() }))
+}
+
+/// An Authenticode certificate table (data directory 4, whose "RVA" is a
+/// file offset), dropped from every rewritten image: the signature covers
+/// the bytes `prune` changes (docs/formats/pe.md §5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Certificate {
+    /// File offset of the table.
+    pub offset: u64,
+    /// Its size.
+    pub size: u64,
+    /// File offset of data directory 4 (8 bytes, zeroed in the output).
+    pub directory: u64,
+}
+
+/// The certificate table of `image`, when it has one; it must end the
+/// file (where signing tools append it), or it cannot be dropped.
+fn certificate(image: &PeImage) -> Result<Option<Certificate>, PruneError> {
+    let Some(d) = image.directory(pe::DIR_SECURITY).filter(|d| d.size != 0) else { return Ok(None) };
+    let (offset, size) = (u64::from(d.rva), u64::from(d.size));
+    let len = image.data.len() as u64;
+    let last_section = image.sections.iter().map(|s| u64::from(s.raw_offset) + u64::from(s.file_len())).max();
+    if offset + size != len || last_section.is_some_and(|end| offset < end) {
+        return Err(refuse(format!(
+            "the Authenticode certificate table (offset {offset:#x}, {size} bytes) does not end the file after the sections; it cannot be dropped, and a rewritten image must not keep it"
+        )));
+    }
+    let directory = (image.directories_offset + 8 * pe::DIR_SECURITY) as u64;
+    Ok(Some(Certificate { offset, size, directory }))
+}
+
+/// `plan` without the certificate table (which ends it, at `offset` of
+/// the output) and with data directory 4 zeroed.
+fn without_certificate<'a>(plan: Plan<'a>, cert: Option<Certificate>, offset: u64) -> Plan<'a> {
+    match cert {
+        Some(c) => patch(truncated(&plan, offset), c.directory, &[0; 8]),
+        None => plan,
+    }
 }
 
 /// Every registration record pointing into a fat binary section points
@@ -154,6 +194,7 @@ pub fn patch<'a>(plan: Plan<'a>, at: u64, bytes: &[u8]) -> Plan<'a> {
 /// recomputed when the input had one.
 pub fn output_plan<'a>(data: &'a [u8], pe: &PeInput, pruned: &Pruned<'a>) -> Plan<'a> {
     let plan = pruned.output_plan(data);
+    let plan = without_certificate(plan, pe.certificate, pe.certificate.map_or(0, |c| c.offset));
     match pe.checksum {
         Some(field) => {
             let sum = plan_checksum(&plan, field);
@@ -173,18 +214,22 @@ fn fail(msg: String) -> PruneError {
 /// zeros, the checksum right (or still zero), and the image still parses
 /// with the same sections.
 pub fn verify_zero(output: &[u8], input: &[u8], pe: &PeInput, pruned: &Pruned) -> Result<(), PruneError> {
-    if output.len() != input.len() {
-        return Err(fail(format!("it is {} bytes, the input {}", output.len(), input.len())));
+    let end = pe.certificate.map_or(input.len(), |c| c.offset as usize);
+    if output.len() != end {
+        return Err(fail(format!("it is {} bytes, {end} expected", output.len())));
     }
-    let skip = pe.checksum.map(|f| (f, f + 4));
+    let mut skips: Vec<(usize, usize)> = pe.checksum.map(|f| (f, f + 4)).into_iter().collect();
+    skips.extend(pe.certificate.map(|c| (c.directory as usize, c.directory as usize + 8)));
+    skips.sort_unstable();
     let same = |from: usize, to: usize| -> bool {
-        match skip {
-            Some((a, b)) if a < to && b > from => {
-                output.get(from..a.max(from)) == input.get(from..a.max(from))
-                    && output.get(b.min(to)..to) == input.get(b.min(to)..to)
+        let mut at = from;
+        for &(a, b) in skips.iter().filter(|&&(a, b)| a < to && b > from) {
+            if output.get(at..a.max(at)) != input.get(at..a.max(at)) {
+                return false;
             }
-            _ => output.get(from..to) == input.get(from..to),
+            at = b.min(to);
         }
+        output.get(at..to) == input.get(at..to)
     };
     let mut from = 0usize;
     for change in &pruned.units {
@@ -200,10 +245,19 @@ pub fn verify_zero(output: &[u8], input: &[u8], pe: &PeInput, pruned: &Pruned) -
         }
         from = start + change.unit.extent as usize;
     }
-    if !same(from, input.len()) {
+    if !same(from, end) {
         return Err(fail(format!("bytes after {from:#x} changed")));
     }
     check_image(output, input, pe)
+}
+
+/// A dropped certificate table left no trace: data directory 4 is empty.
+fn check_no_certificate(new: &PeImage, cert: Option<Certificate>) -> Result<(), PruneError> {
+    let left = new.directories.get(pe::DIR_SECURITY).is_some_and(|d| d.rva != 0 || d.size != 0);
+    if cert.is_some() && left {
+        return Err(fail("its certificate table directory is still set".into()));
+    }
+    Ok(())
 }
 
 /// The output parses as a PE image with the input's section count, and
@@ -214,6 +268,7 @@ fn check_image(output: &[u8], input: &[u8], pe: &PeInput) -> Result<(), PruneErr
     if new.sections.len() != old.sections.len() || new.size_of_image != old.size_of_image {
         return Err(fail("its section table or SizeOfImage changed".into()));
     }
+    check_no_certificate(&new, pe.certificate)?;
     match pe.checksum {
         Some(field) if pe::checksum(output, field) != new.checksum => Err(fail("its PE checksum is wrong".into())),
         None if new.checksum != 0 => Err(fail("its PE checksum was zero and is not".into())),
@@ -247,12 +302,14 @@ pub struct PeCut {
     pub patches: Vec<(u64, Vec<u8>)>,
     /// Where the checksum field is, when it is recomputed.
     pub checksum: Option<usize>,
+    /// The certificate table dropped (it ends the input).
+    pub certificate: Option<Certificate>,
 }
 
 impl PeCut {
     /// Bytes the output is smaller than the input.
     pub fn saved(&self) -> u64 {
-        self.sections.iter().map(|&(_, old, new)| old - new).sum()
+        self.sections.iter().map(|&(_, old, new)| old - new).sum::<u64>() + self.certificate.map_or(0, |c| c.size)
     }
 }
 
@@ -270,12 +327,7 @@ fn alignment(offset: u64) -> u64 {
     a
 }
 
-/// The file offset after cutting `at`: moved down by the bytes cut from
-/// the fat sections that end at or before it.
-fn moved(sections: &[(u64, u64, u64)], at: u64) -> u64 {
-    let cut: u64 = sections.iter().filter(|&&(off, old, _)| off + old <= at).map(|&(_, old, new)| old - new).sum();
-    at - cut
-}
+use super::cut::shifted as moved;
 
 /// Plans `--mode cut` on a PE image pruned as `pruned` by [`plan_pe`].
 pub fn plan_pe_cut(data: &[u8], pe_input: &PeInput, pruned: &Pruned) -> Result<PeCut, PruneError> {
@@ -387,11 +439,8 @@ pub fn plan_pe_cut(data: &[u8], pe_input: &PeInput, pruned: &Pruned) -> Result<P
         let at = image.optional_offset as u64 - 20 + 8;
         patches.push((at, (new as u32).to_le_bytes().to_vec()));
     }
-    if let Some(d) = image.directory(pe::DIR_SECURITY) {
-        let new = moved(&sections, u64::from(d.rva));
-        let at = (image.directories_offset + 8 * pe::DIR_SECURITY) as u64;
-        patches.push((at, (new as u32).to_le_bytes().to_vec()));
-    }
+    // The certificate table is dropped (zeroed directory, output cut
+    // before it) rather than moved: it no longer matches.
     if let Some(d) = image.directory(pe::DIR_DEBUG) {
         let start = image.rva_to_offset(d.rva).ok_or_else(|| cut_refused("the debug directory is not in the file"))?;
         for e in 0..(d.size as usize / 28).min(64) {
@@ -404,11 +453,11 @@ pub fn plan_pe_cut(data: &[u8], pe_input: &PeInput, pruned: &Pruned) -> Result<P
         }
     }
     patches.sort();
-    Ok(PeCut { unit_offsets, sections, patches, checksum: pe_input.checksum })
+    Ok(PeCut { unit_offsets, sections, patches, checksum: pe_input.checksum, certificate: pe_input.certificate })
 }
 
 /// The first `n` bytes of `plan`.
-fn truncated<'a>(plan: &Plan<'a>, n: u64) -> Plan<'a> {
+pub(crate) fn truncated<'a>(plan: &Plan<'a>, n: u64) -> Plan<'a> {
     let mut out = Plan::new();
     let mut left = n;
     for piece in &plan.pieces {
@@ -462,6 +511,10 @@ impl PeCut {
             at = start + old;
         }
         copy(&mut plan, at, data.len() as u64);
+        let plan = match self.certificate {
+            Some(c) => without_certificate(plan, self.certificate, moved(&self.sections, c.offset)),
+            None => plan,
+        };
         match self.checksum {
             Some(field) => {
                 let sum = plan_checksum(&plan, field);
@@ -485,6 +538,7 @@ impl PeCut {
         if new.sections.len() != old.sections.len() || new.size_of_image != old.size_of_image {
             return Err(fail("its section table or SizeOfImage changed".into()));
         }
+        check_no_certificate(&new, self.certificate)?;
         for (n, o) in new.sections.iter().zip(&old.sections) {
             if n.name != o.name || n.virtual_address != o.virtual_address || n.virtual_size != o.virtual_size {
                 return Err(fail(format!("section {} moved in memory", String::from_utf8_lossy(o.name()))));

@@ -92,3 +92,68 @@ fn cut_mode_shrinks_the_dlls_and_passes_its_check() {
         assert!(cut.verify(&bad, dll, &pruned).is_err(), "{target}");
     }
 }
+
+/// `dll` with a certificate table appended and data directory 4 pointing
+/// at it, the checksum recomputed when it was set: what a signing tool
+/// leaves (a WIN_CERTIFICATE: length, revision 0x0200, type 2 = PKCS#7
+/// signed data, then the signature bytes, padded to 8).
+pub(crate) fn signed(dll: &[u8]) -> Vec<u8> {
+    let mut out = dll.to_vec();
+    let image = PeImage::parse(dll).unwrap();
+    let at = out.len().next_multiple_of(8);
+    out.resize(at, 0);
+    let blob = b"not a real PKCS#7 signature, but where one would be";
+    let len = (8 + blob.len()).next_multiple_of(8);
+    out.extend_from_slice(&(len as u32).to_le_bytes());
+    out.extend_from_slice(&0x0200u16.to_le_bytes());
+    out.extend_from_slice(&2u16.to_le_bytes());
+    out.extend_from_slice(blob);
+    out.resize(at + len, 0);
+    let dir = image.directories_offset + 8 * pe::DIR_SECURITY;
+    out[dir..dir + 4].copy_from_slice(&(at as u32).to_le_bytes());
+    out[dir + 4..dir + 8].copy_from_slice(&(len as u32).to_le_bytes());
+    if image.checksum != 0 {
+        let sum = pe::checksum(&out, image.checksum_offset);
+        out[image.checksum_offset..image.checksum_offset + 4].copy_from_slice(&sum.to_le_bytes());
+    }
+    out
+}
+
+#[test]
+fn a_signed_image_loses_its_certificate_table_in_both_modes() {
+    for (dll, target) in [(HIP_DLL, "gfx90a"), (CUDA_DLL, "sm_89")] {
+        let data = signed(dll);
+        let (input, pruned) = plan_file(&data, &keep(target)).unwrap();
+        let Input::Pe(pe) = &input else { panic!("{input:?}") };
+        let cert = pe.certificate.expect("the certificate table is found");
+        assert_eq!(cert.offset + cert.size, data.len() as u64);
+        // Zero mode: the input's bytes up to the certificate table, but
+        // for the fat binaries, the directory and the checksum.
+        let out = output_plan(&data, pe, &pruned).to_vec();
+        assert_eq!(out.len() as u64, cert.offset);
+        verify_file(&out, &data, &input, &pruned).unwrap();
+        let image = PeImage::parse(&out).unwrap();
+        let d = image.directories[pe::DIR_SECURITY];
+        assert_eq!((d.rva, d.size), (0, 0));
+        if pe.checksum.is_some() {
+            assert_eq!(image.checksum, pe::checksum(&out, image.checksum_offset));
+        }
+        // Keeping the table (the old behaviour) fails the check.
+        let kept_table = pruned.output_plan(&data).to_vec();
+        assert!(verify_file(&kept_table, &data, &input, &pruned).is_err());
+        // Cut mode drops it too.
+        let cut = plan_pe_cut(&data, pe, &pruned).unwrap();
+        let out = cut.output_plan(&data, &pruned).to_vec();
+        cut.verify(&out, &data, &pruned).unwrap();
+        assert_eq!(PeImage::parse(&out).unwrap().directories[pe::DIR_SECURITY].size, 0);
+        assert!((out.len() as u64) < cert.offset);
+    }
+}
+
+#[test]
+fn a_certificate_table_before_the_end_is_refused() {
+    let mut data = signed(HIP_DLL);
+    data.extend_from_slice(&[0; 16]);
+    let err = plan_file(&data, &keep("gfx90a")).unwrap_err();
+    assert!(err.to_string().contains("certificate table"), "{err}");
+}

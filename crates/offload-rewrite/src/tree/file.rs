@@ -175,7 +175,7 @@ fn smallest(data: &[u8], kind: &Input, pruned: &Pruned) -> Result<(Vec<u8>, Mode
         Err(e) => return zero(data, kind, pruned, format!("zero: cut refused ({e})")),
     }
     if !kind.in_place() {
-        let out = pruned.output_plan(data).to_vec();
+        let out = files::zero_output_plan(data, kind, pruned).to_vec();
         files::verify_file(&out, data, kind, pruned)?;
         return Ok((
             out,
@@ -205,7 +205,7 @@ fn smallest(data: &[u8], kind: &Input, pruned: &Pruned) -> Result<(Vec<u8>, Mode
 }
 
 fn zero(data: &[u8], kind: &Input, pruned: &Pruned, reason: String) -> Result<(Vec<u8>, Mode, String), PruneError> {
-    let out = pruned.output_plan(data).to_vec();
+    let out = files::zero_output_plan(data, kind, pruned).to_vec();
     files::verify_file(&out, data, kind, pruned)?;
     Ok((out, Mode::Zero, reason))
 }

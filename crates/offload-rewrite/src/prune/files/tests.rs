@@ -80,13 +80,13 @@ fn raw_files_shrink_and_archives_keep_their_size() {
     let data = fixture("objects/lib.a");
     let rules = Rules { drop: vec!["gfx908".into()], ..Default::default() };
     let (input, pruned) = plan_file(&data, &rules).unwrap();
-    assert_eq!(input, Input::Archive { members: 3, untouched: Vec::new() });
+    assert_eq!(input, Input::Archive { members: 3, untouched: Vec::new(), coff: Default::default() });
     assert_eq!(pruned.output_plan(&data).len(), data.len() as u64);
     assert_eq!(pruned.changed(), 1);
     // A member of OpenMP/new-driver images is reported, not rewritten.
     let data = fixture("inspect/libfat.a");
     let (input, _) = plan_file(&data, &Rules { keep: vec!["gfx906".into()], ..Default::default() }).unwrap();
-    assert_eq!(input, Input::Archive { members: 1, untouched: vec!["newdrv.o".into()] });
+    assert_eq!(input, Input::Archive { members: 1, untouched: vec!["newdrv.o".into()], coff: Default::default() });
 }
 
 #[test]

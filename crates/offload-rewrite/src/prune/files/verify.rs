@@ -31,7 +31,7 @@ fn cuda_entries(data: &[u8]) -> Result<Vec<&[u8]>, PruneError> {
 
 /// A fat object's bundle sections as (entry ID, contents).
 fn sections(data: &[u8]) -> Result<Vec<Pair<'_>>, PruneError> {
-    let list = fat_object::bundles(data, fat_object::Format::Elf).map_err(|e| fail(e.to_string()))?;
+    let list = fat_object::bundles(data, super::object_format(data)).map_err(|e| fail(e.to_string()))?;
     Ok(list.into_iter().map(|s| (s.id, s.contents)).collect())
 }
 
@@ -70,9 +70,31 @@ pub fn verify_file(output: &[u8], input: &[u8], kind: &Input, pruned: &Pruned) -
     if let Input::Pe(pe) = kind {
         return crate::prune::pe::verify_zero(output, input, pe, pruned);
     }
-    if kind.in_place() && output.len() != input.len() {
+    if let Input::Coff(coff) = kind {
+        return crate::prune::coff::verify_zero(output, input, coff, pruned);
+    }
+    if let Input::Archive { coff, .. } = kind {
+        return crate::prune::coff::verify_checksummed(output, input, coff, pruned);
+    }
+    if kind.in_place() {
+        return verify_in_place(output, input, pruned);
+    }
+    verify_rewritten(output, input, kind, pruned)
+}
+
+/// The check of an in-place output: the input's length, every byte
+/// outside the rewritten units the input's, each unit holding exactly its
+/// kept entries followed by zeros.
+pub(crate) fn verify_in_place(output: &[u8], input: &[u8], pruned: &Pruned) -> Result<(), PruneError> {
+    if output.len() != input.len() {
         return Err(fail(format!("it is {} bytes, the input {}", output.len(), input.len())));
     }
+    verify_rewritten(output, input, &Input::Cuda, pruned)
+}
+
+/// Walks the units of `pruned` through `output` (each rewritten unit as
+/// long as its replacement), comparing everything between them.
+fn verify_rewritten(output: &[u8], input: &[u8], kind: &Input, pruned: &Pruned) -> Result<(), PruneError> {
     let (mut from, mut to) = (0usize, 0usize);
     for change in &pruned.units {
         let Some(rep) = &change.replacement else { continue };

@@ -10,6 +10,7 @@ use crate::inputs;
 use crate::output::{self, Colors, Paint};
 use clap::Args;
 use offload_host::check::deps::{self, Closure, Search, Via};
+use offload_host::check::package;
 use offload_host::check::windows::{self, WinSearch};
 use offload_host::check::{FileCheck, Role, Summary, dynamic, judge};
 use offload_host::gpus::{self, Environment, Probe};
@@ -190,13 +191,22 @@ struct Findings {
     /// Dependencies already checked (real paths).
     seen: HashSet<PathBuf>,
     scan_errors: bool,
+    /// The programs and libraries among the members of the package being
+    /// scanned (path in the package, imports), when imports are followed.
+    members: Option<Vec<(String, package::Image)>>,
 }
 
 impl Findings {
     /// Scans and judges every item of `path` (a file, package or folder).
     fn scan(&mut self, argv0: &str, path: &str, gpus: &[Gpu], dep: Option<(Vec<String>, &'static str)>, json: bool) {
         let mut items = Vec::new();
+        let members = &mut self.members;
         let problems = inputs::each(path, !json, &mut |item| {
+            if let (Some(list), Some(member)) = (members.as_mut(), item.member())
+                && let Some(image) = package::read_image(item.bytes)
+            {
+                list.push((member.to_string(), image));
+            }
             let inv = item.scan(&Options::default());
             crate::inputs::print_diagnostics(argv0, item.file, &inv);
             for gpu in gpus {
@@ -260,6 +270,44 @@ impl Findings {
 }
 
 impl Findings {
+    /// A package file (a wheel, a tarball, a `.deb`) scanned and, unless
+    /// `no_deps`, the imports of its programs and libraries followed
+    /// inside it (`offload_host::check::package`): a DLL's in its own
+    /// folder of the package, then the `--path` folders; an ELF object's
+    /// through its `$ORIGIN` run paths, then this system's libraries.
+    fn package(&mut self, argv0: &str, path: &str, gpus: &[Gpu], deps: Option<(&Search, &WinSearch)>, json: bool) {
+        self.members = deps.map(|_| Vec::new());
+        self.scan(argv0, path, gpus, None, json);
+        let (Some(members), Some((search, win))) = (self.members.take(), deps) else { return };
+        let resolved = package::resolve(&members, search, win);
+        let file = inputs::display_name(path);
+        for found in resolved.found {
+            let needed_by = vec![file.clone(), found.by];
+            if self.libraries.iter().any(|l| l.name.eq_ignore_ascii_case(&found.name) && l.path == found.path) {
+                continue;
+            }
+            self.libraries.push(LibraryRecord { name: found.name, path: found.path, via: found.via.name(), needed_by });
+        }
+        for m in resolved.missing {
+            if !m.pe {
+                // A Linux wheel's libraries often come from other packages
+                // (a ROCm or CUDA install): noted, not a failure.
+                self.problems.push(inputs::Problem {
+                    file: path.to_string(),
+                    severity: offload_inspect::Severity::Warning,
+                    location: format!("member {}", m.by),
+                    message: format!(
+                        "needs {}, found neither in the package (its $ORIGIN run paths) nor on this system",
+                        m.name
+                    ),
+                    io: false,
+                });
+            } else if !self.missing.iter().any(|r| r.name.eq_ignore_ascii_case(&m.name)) {
+                self.missing.push(MissingRecord { name: m.name, needed_by: vec![file.clone(), m.by] });
+            }
+        }
+    }
+
     /// The imports of every PE image below the folder `dir` (already
     /// scanned as a folder), each image's own folder being its application
     /// folder: missing DLLs are reported, DLLs found outside the folder
@@ -310,6 +358,18 @@ fn is_pe_program(path: &str) -> bool {
         return false;
     }
     offload_io::Input::open_regular(path).is_ok_and(|input| windows::is_pe(input.bytes()))
+}
+
+/// Whether `path` is a package file (a wheel or other zip, a tarball, a
+/// `.deb`) whose members are walked.
+fn is_package(path: &str) -> bool {
+    if path == "-" || Path::new(path).is_dir() {
+        return false;
+    }
+    offload_io::Input::open_regular(path).is_ok_and(|input| {
+        let bytes = input.bytes();
+        offload_inspect::package::detect(&bytes[..bytes.len().min(4096)]).is_some()
+    })
 }
 
 /// Whether `path` is a program or shared library for a CPU (whose
@@ -378,6 +438,9 @@ fn run(argv0: &str, args: &CheckArgs, colors: Colors) -> u8 {
         } else if !args.no_deps && is_program(path) {
             let closure = deps::closure(Path::new(path), &search).map_err(|e| e.to_string());
             f.program(argv0, path, &gpus, closure, args.json);
+        } else if is_package(path) {
+            let deps = (!args.no_deps).then_some((&search, &win));
+            f.package(argv0, path, &gpus, deps, args.json);
         } else {
             f.scan(argv0, path, &gpus, None, args.json);
             if !args.no_deps && Path::new(path).is_dir() {

@@ -371,11 +371,9 @@ fn run(argv0: &str, args: &PruneArgs) -> u8 {
     let plan = match (&cut, &file_cut) {
         (Some((_, c)), _) => c.output_plan(data, &pruned),
         (None, Some(c)) => c.output_plan(data, &pruned),
-        // A PE image's checksum is recomputed when it had one.
-        (None, None) => match &kind {
-            Input::Pe(pe) => prune::pe::output_plan(data, pe, &pruned),
-            _ => pruned.output_plan(data),
-        },
+        // A PE image's checksum and a COFF object's section checksums
+        // are recomputed.
+        (None, None) => files::zero_output_plan(data, &kind, &pruned),
     };
     let written = Written {
         cut: cut.as_ref().map(|(_, c)| c),
@@ -424,6 +422,12 @@ fn run(argv0: &str, args: &PruneArgs) -> u8 {
     keep_mode(path, out_path);
     if cut.is_some() {
         warn_cut(out_path);
+    }
+    if let Input::Pe(prune::files::PeInput { certificate: Some(c), .. }) = &kind {
+        eprintln!(
+            "warning: {out_path}: the Authenticode signature of {path} ({} bytes of certificate table) was removed: pruning changes the signed bytes; sign the output again if Windows must verify it",
+            c.size
+        );
     }
     // With `-o -` the pruned file is standard output: no report there.
     if out_path != "-" {
