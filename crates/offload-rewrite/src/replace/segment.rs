@@ -80,7 +80,7 @@ pub(super) struct Moved<'a> {
 
 /// The program headers (one reader for the crate: [`segments::read`]).
 pub(super) fn read_phdrs(data: &[u8]) -> Result<Vec<Segment>, String> {
-    segments::read(data).map(|(_, table)| table)
+    segments::read(data).map(|(_, table)| table).map_err(|e| e.to_string())
 }
 
 /// Small edits to the input, by file offset.
