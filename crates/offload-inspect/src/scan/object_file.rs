@@ -12,7 +12,8 @@ use std::collections::{HashMap, HashSet};
 /// A parsed host object file.
 pub(super) enum HostFile<'d> {
     Elf(ElfFile<'d>),
-    Other(object::File<'d>),
+    /// Boxed: `object::File` is several times the size of `ElfFile`.
+    Other(Box<object::File<'d>>),
 }
 
 /// One section as the scan lists it.
@@ -43,7 +44,7 @@ impl<'d> HostFile<'d> {
         if elf::has_ident(data) {
             ElfFile::parse(data).map(HostFile::Elf).map_err(|e| e.to_string())
         } else {
-            object::File::parse(data).map(HostFile::Other).map_err(|e| e.to_string())
+            object::File::parse(data).map(|f| HostFile::Other(Box::new(f))).map_err(|e| e.to_string())
         }
     }
 
@@ -154,7 +155,8 @@ impl<'d> HostFile<'d> {
     /// files, and for images without such a table (linked `/FIXED`: never
     /// moved).
     pub(super) fn pe_base_relocations(&self, data: &[u8]) -> Option<HashSet<u64>> {
-        let HostFile::Other(object::File::Pe64(pe)) = self else { return None };
+        let HostFile::Other(file) = self else { return None };
+        let object::File::Pe64(pe) = &**file else { return None };
         let base = pe.relative_address_base();
         let mut blocks = pe.data_directories().relocation_blocks(data, &pe.section_table()).ok()??;
         let mut out = HashSet::new();
