@@ -9,7 +9,7 @@ use super::deep;
 use super::id::{canonical_target_id, split_entry_id};
 use super::{Bytes, CodeObject, Diagnostic, Format, Inventory, Location, Options, Payload, Severity, Step, Unit};
 use object::read::archive::ArchiveFile;
-use object::{Object, ObjectSection};
+use object_file::HostFile;
 use offload_format::bundle::binary::MAGIC as BUNDLE_MAGIC;
 use offload_format::bundle::compressed::{self, MAGIC as CCOB_MAGIC};
 use offload_format::offload_binary::{self, Binaries, MAGIC as OB_MAGIC};
@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 mod cuda;
 pub(crate) mod kpack;
+mod object_file;
 mod pe_records;
 mod records;
 
@@ -174,12 +175,13 @@ impl<'a> Scanner<'a> {
         if offload_format::kpack::archive::has_magic(data) {
             return self.kpack_archive(base, data, loc);
         }
+        if offload_format::elf::has_ident(data) {
+            return self.object(base, data, loc, depth);
+        }
         match object::FileKind::parse(data) {
             Ok(object::FileKind::Archive) => self.archive(base, data, name, loc, depth),
             Ok(
-                object::FileKind::Elf32
-                | object::FileKind::Elf64
-                | object::FileKind::Coff
+                object::FileKind::Coff
                 | object::FileKind::CoffBig
                 | object::FileKind::MachO32
                 | object::FileKind::MachO64
@@ -224,21 +226,17 @@ impl<'a> Scanner<'a> {
 
     fn object(&mut self, base: &Base, data: &[u8], loc: &Location, depth: usize) {
         let at = self.offset_of(base, data);
-        let file = match object::File::parse(data) {
+        let file = match HostFile::parse(data) {
             Ok(f) => f,
             Err(e) => return self.diag(Severity::Error, at, loc, format!("malformed object file: {e}")),
         };
         let mut bundle_unit = None;
         let mut bundle_sections: Vec<(&[u8], &[u8])> = Vec::new();
         for section in file.sections() {
-            let Ok(name) = section.name() else { continue };
-            let display = match section.segment_name() {
-                Ok(Some(seg)) => format!("{seg},{name}"),
-                _ => name.to_string(),
-            };
-            let sloc = loc.with(Step::Section(display));
+            let name = section.name;
+            let sloc = loc.with(Step::Section(section.display));
             let known = is_offload_section(name) || name.starts_with("__CLANG_OFFLOAD_BUNDLE__");
-            let bytes = match section.data() {
+            let bytes = match section.data {
                 Ok(b) => b,
                 Err(e) => {
                     if known {

@@ -220,6 +220,34 @@ fn wrapper_records(data: &[u8]) -> Vec<usize> {
     (first..data.len()).step_by(24).take_while(|&at| data[at..].starts_with(&[0xb1, 0x43, 0x62, 0x46])).collect()
 }
 
+/// In a relocatable object the record's address field is 0 and an
+/// `R_X86_64_64` relocation (`.rela.nvFatBinSegment`) names the fat
+/// binary: the scan follows it through the ELF reader's relocations. An
+/// addend moved past the fat binary's start makes the record point at
+/// nothing.
+#[test]
+fn a_relocatable_records_relocation_is_followed() {
+    let data = std::fs::read(dir().join("obj_sm80.o")).unwrap();
+    let out = offload(&["verify", dir().join("obj_sm80.o").to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("points at no fat binary"), "{text}");
+    // The one entry: r_offset 8 (the record's address field), symbol 0x11
+    // (.nv_fatbin's section symbol), R_X86_64_64, addend 0.
+    let mut entry = 8u64.to_le_bytes().to_vec();
+    entry.extend_from_slice(&0x11_0000_0001u64.to_le_bytes());
+    entry.extend_from_slice(&0u64.to_le_bytes());
+    let at = data.windows(24).position(|w| w == entry).expect("the .rela.nvFatBinSegment entry");
+    let mut patched = data.clone();
+    patched[at + 16..at + 24].copy_from_slice(&8u64.to_le_bytes());
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("obj_sm80.o");
+    std::fs::write(&p, &patched).unwrap();
+    let out = offload(&["verify", p.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("CUDA registration record at 0x0 points at no fat binary"), "{text}");
+}
+
 #[test]
 fn a_registration_record_pointing_at_no_fat_binary_is_an_error() {
     let data = std::fs::read(dir().join("libsmall.so")).unwrap();

@@ -9,9 +9,8 @@
 //! the wrong type is an error naming it; nothing indexes unchecked.
 
 use crate::elf::symbols::{symbol_bytes, symtab};
-use crate::elf::{EM_AMDGPU, ElfFile};
+use crate::elf::{EM_AMDGPU, ElfError, ElfFile};
 use crate::msgpack::{self, Value};
-use std::fmt;
 
 /// `SHT_NOTE`.
 const SHT_NOTE: u32 = 7;
@@ -21,19 +20,28 @@ pub const NT_AMDGPU_METADATA: u32 = 32;
 pub const KERNEL_DESCRIPTOR_SIZE: u64 = 64;
 
 /// Why the kernels of a code object cannot be read.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KernelError(pub String);
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum KernelError {
+    /// The code object is not an ELF file the reader can take apart.
+    #[error("{0}")]
+    Elf(#[source] ElfError),
+    /// The AMDGPU metadata note is not MessagePack.
+    #[error("AMDGPU metadata: {0}")]
+    Msgpack(#[source] msgpack::Error),
+    /// The notes, metadata or descriptors do not say what they must (why).
+    #[error("{0}")]
+    Invalid(String),
+}
 
-impl fmt::Display for KernelError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+impl From<ElfError> for KernelError {
+    fn from(e: ElfError) -> Self {
+        KernelError::Elf(e)
     }
 }
 
-impl std::error::Error for KernelError {}
-
 fn err(msg: impl Into<String>) -> KernelError {
-    KernelError(msg.into())
+    KernelError::Invalid(msg.into())
 }
 
 /// The fields of a kernel descriptor that the metadata also states.
@@ -119,7 +127,7 @@ pub fn metadata_notes<'a>(elf: &ElfFile<'a>) -> Result<Vec<&'a [u8]>, KernelErro
         if sh.sh_type != SHT_NOTE {
             continue;
         }
-        let data = elf.section_data(i).map_err(|e| err(e.to_string()))?;
+        let data = elf.section_data(i)?;
         let mut at = 0usize;
         while at < data.len() {
             let field = |o: usize| crate::bytes::u32_le(data, at + o);
@@ -155,7 +163,7 @@ fn align4(v: u64) -> u64 {
 /// EM_AMDGPU). An object without a metadata note gives no kernels and no
 /// version (code object v2 and older keep theirs elsewhere).
 pub fn read(data: &[u8]) -> Result<CodeObjectKernels, KernelError> {
-    let elf = ElfFile::parse(data).map_err(|e| err(e.to_string()))?;
+    let elf = ElfFile::parse(data)?;
     if elf.header.machine != EM_AMDGPU {
         return Err(err(format!("not an AMDGPU code object (e_machine {})", elf.header.machine)));
     }
@@ -170,7 +178,7 @@ pub fn read(data: &[u8]) -> Result<CodeObjectKernels, KernelError> {
     let Some(note) = notes.first() else {
         return Ok(out);
     };
-    let (root, _) = msgpack::read(note).map_err(|e| err(format!("AMDGPU metadata: {e}")))?;
+    let (root, _) = msgpack::read(note).map_err(KernelError::Msgpack)?;
     if root.as_map().is_none() {
         return Err(err(format!("AMDGPU metadata: the root is a {}, not a map", root.type_name())));
     }
@@ -188,7 +196,7 @@ pub fn read(data: &[u8]) -> Result<CodeObjectKernels, KernelError> {
         return Ok(out);
     };
     let list = list.as_array().ok_or_else(|| err("AMDGPU metadata: amdhsa.kernels is not an array"))?;
-    let symbols = symtab(&elf).map_err(|e| err(e.to_string()))?;
+    let symbols = symtab(&elf)?;
     for (i, entry) in list.iter().enumerate() {
         let mut k = kernel(entry).map_err(|e| err(format!("AMDGPU metadata: kernel {i}: {e}")))?;
         let sym = symbols.iter().find(|s| s.name == k.symbol.as_bytes() && s.shndx != 0);

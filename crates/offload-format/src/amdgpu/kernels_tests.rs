@@ -76,7 +76,7 @@ fn damaged_notes_are_errors_not_panics() {
     let (off, size) = note_range(SCALE906);
     let mut data = SCALE906.to_vec();
     data[off + 4..off + 8].copy_from_slice(&u32::MAX.to_le_bytes());
-    assert!(read(&data).unwrap_err().0.contains("runs past the section"));
+    assert!(read(&data).unwrap_err().to_string().contains("runs past the section"));
     let mut errors = 0;
     for i in off..off + size {
         for v in [0u8, 0x7f, 0xc1, 0xdc, 0xff] {
@@ -95,7 +95,7 @@ fn damaged_notes_are_errors_not_panics() {
 fn not_amdgpu_is_an_error() {
     let host =
         include_bytes!(concat!(env!("CARGO_MANIFEST_DIR"), "/../offload-cli/tests/fixtures/objects/host-x86_64.o"));
-    assert!(read(host).unwrap_err().0.contains("not an AMDGPU"));
+    assert!(read(host).unwrap_err().to_string().contains("not an AMDGPU"));
 }
 
 /// Keys of one kernel as `llvm-readelf --notes` prints them.

@@ -117,7 +117,7 @@ pub enum MemberError {
     Bundle(#[from] super::BundleError),
     /// A compressed bundle that does not decompress (the reason).
     #[error("Failed to decompress code object: {0}")]
-    Decompress(String),
+    Decompress(#[source] super::compressed::CompressedError),
     /// The host object to write (its size in bytes) cannot be allocated.
     #[error("the host object ({0} bytes) does not fit in memory")]
     HostTooLarge(u64),
@@ -169,7 +169,7 @@ pub fn member_bytes(raw: &[u8]) -> Result<Cow<'_, [u8]>, MemberError> {
     super::compressed::read_single_blob(raw)
         .and_then(|blob| super::compressed::decompress(&blob))
         .map(Cow::Owned)
-        .map_err(|e| MemberError::Decompress(e.to_string()))
+        .map_err(MemberError::Decompress)
 }
 
 /// One bundle of a member: its stored ID and its payload (`None`: the

@@ -64,15 +64,14 @@ impl Format {
 /// 64 bits), judged by its header alone: the test LLVM's archive writer
 /// and our scanner use before opening a file as an object.
 pub fn looks_like_object(data: &[u8]) -> bool {
-    matches!(
-        object::FileKind::parse(data),
-        Ok(object::FileKind::Elf32
-            | object::FileKind::Elf64
-            | object::FileKind::Coff
-            | object::FileKind::CoffBig
-            | object::FileKind::MachO32
-            | object::FileKind::MachO64)
-    )
+    elf::has_ident(data)
+        || matches!(
+            object::FileKind::parse(data),
+            Ok(object::FileKind::Coff
+                | object::FileKind::CoffBig
+                | object::FileKind::MachO32
+                | object::FileKind::MachO64)
+        )
 }
 
 /// Whether `data` is an object file, which makes LLVM's bundler use the

@@ -11,9 +11,8 @@
 
 use super::Cubin;
 use crate::bytes::{u16_le, u32_le};
-use crate::elf::ElfFile;
 use crate::elf::symbols::{STT_FUNC, symtab};
-use std::fmt;
+use crate::elf::{ElfError, ElfFile};
 
 /// `EIFMT_NVAL`: no value (the two bytes after the attribute are ignored).
 pub const EIFMT_NVAL: u8 = 1;
@@ -50,19 +49,34 @@ pub const EIATTR_REGCOUNT: u8 = 0x2f;
 pub const UNKNOWN_STACK: u32 = u32::MAX;
 
 /// Why the `.nv.info` of a cubin cannot be read.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NvInfoError(pub String);
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NvInfoError {
+    /// The cubin is not an ELF file the reader can take apart.
+    #[error("{0}")]
+    Elf(#[source] ElfError),
+    /// The records of one `.nv.info` section (named) cannot be read.
+    #[error("{section}: {source}")]
+    Section {
+        /// `.nv.info` or `.nv.info.<kernel>`.
+        section: String,
+        /// What is wrong with its records.
+        #[source]
+        source: Box<NvInfoError>,
+    },
+    /// The file or its records are not what they must be (why).
+    #[error("{0}")]
+    Invalid(String),
+}
 
-impl fmt::Display for NvInfoError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+impl From<ElfError> for NvInfoError {
+    fn from(e: ElfError) -> Self {
+        NvInfoError::Elf(e)
     }
 }
 
-impl std::error::Error for NvInfoError {}
-
 fn err(msg: impl Into<String>) -> NvInfoError {
-    NvInfoError(msg.into())
+    NvInfoError::Invalid(msg.into())
 }
 
 /// One EIATTR record.
@@ -174,20 +188,25 @@ fn payload_words<const N: usize>(r: &Record<'_>) -> Option<[u32; N]> {
 /// EM_CUDA).
 pub fn read(data: &[u8]) -> Result<CubinKernels, NvInfoError> {
     let cubin = Cubin::parse(data).ok_or_else(|| err("not a cubin"))?;
-    let elf = ElfFile::parse(data).map_err(|e| err(e.to_string()))?;
-    let symbols = symtab(&elf).map_err(|e| err(e.to_string()))?;
+    let elf = ElfFile::parse(data)?;
+    let symbols = symtab(&elf)?;
     let mut out = CubinKernels { sm: cubin.sm(), ..CubinKernels::default() };
     let mut global = Vec::new();
     let mut sizes: Vec<(&[u8], u64)> = Vec::new();
     for i in 0..elf.sections.len() {
-        let name = elf.section_name(i).map_err(|e| err(e.to_string()))?;
+        let name = elf.section_name(i)?;
         let size = elf.sections.get(i).map_or(0, |s| s.size);
         if name == b".nv.info" {
-            let data = elf.section_data(i).map_err(|e| err(e.to_string()))?;
-            global.extend(records(data).map_err(|e| err(format!(".nv.info: {e}")))?);
+            let data = elf.section_data(i)?;
+            global.extend(
+                records(data).map_err(|e| NvInfoError::Section { section: ".nv.info".into(), source: Box::new(e) })?,
+            );
         } else if let Some(kernel) = name.strip_prefix(b".nv.info.") {
-            let data = elf.section_data(i).map_err(|e| err(e.to_string()))?;
-            let recs = records(data).map_err(|e| err(format!("{}: {e}", String::from_utf8_lossy(name))))?;
+            let data = elf.section_data(i)?;
+            let recs = records(data).map_err(|e| NvInfoError::Section {
+                section: String::from_utf8_lossy(name).into_owned(),
+                source: Box::new(e),
+            })?;
             out.kernels.push(kernel_from(kernel, &recs));
         } else if let Some((bank, b"")) = constant_bank(name) {
             out.constant_banks.push((bank, size));

@@ -47,10 +47,10 @@ fn damaged_records_are_errors_not_panics() {
     let (off, _) = sections[0];
     let mut data = RES_SM80.to_vec();
     data[off + 2..off + 4].copy_from_slice(&0xfff0u16.to_le_bytes());
-    assert!(read(&data).unwrap_err().0.contains("past the section"));
+    assert!(read(&data).unwrap_err().to_string().contains("past the section"));
     let mut data = RES_SM80.to_vec();
     data[off] = 9;
-    assert!(read(&data).unwrap_err().0.contains("unknown format"));
+    assert!(read(&data).unwrap_err().to_string().contains("unknown format"));
     assert!(records(&[4, 0x2f, 8]).is_err());
     for (off, size) in sections {
         for i in off..off + size {

@@ -10,6 +10,7 @@
 
 mod codec;
 mod model;
+pub mod relocations;
 pub mod rewrite;
 pub mod segments;
 mod strtab;
@@ -148,6 +149,13 @@ pub(crate) fn malformed(msg: impl Into<String>) -> ElfError {
 /// Whether `data` starts with the ELF magic.
 pub fn is_elf(data: &[u8]) -> bool {
     data.starts_with(b"\x7fELF")
+}
+
+/// Whether `data` starts with an ELF identification of a known class: the
+/// magic, `EI_CLASS` 1 or 2, and the 16 identification bytes present. The
+/// scan sends such files to [`ElfFile`], other object files elsewhere.
+pub fn has_ident(data: &[u8]) -> bool {
+    data.len() >= 16 && is_elf(data) && matches!(data[4], 1 | 2)
 }
 
 /// The fields of the ELF header that llvm-objcopy carries over.

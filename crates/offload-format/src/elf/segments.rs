@@ -29,24 +29,54 @@ pub struct Segment {
     pub align: u64,
 }
 
-use crate::bytes::array as le;
+use crate::bytes::{ReadError, array as le, require};
+
+/// Why the program header table cannot be read. The messages are the ones
+/// the rewriters have always printed; truncation carries the failed read
+/// as its source.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SegmentsError {
+    /// The ELF header fields locating the table are cut off.
+    #[error("truncated ELF header")]
+    Header(#[source] ReadError),
+    /// `e_phnum` is `PN_XNUM`: the real count is elsewhere.
+    #[error("the program header count is extended (PN_XNUM)")]
+    Extended,
+    /// `e_phentsize` is not the ELF64 entry size (the value found).
+    #[error("e_phentsize is {0}, not {PHDR_SIZE}")]
+    EntrySize(u16),
+    /// `e_phoff` does not fit in an address of this machine.
+    #[error("e_phoff is past the end of the file")]
+    Offset,
+    /// The table runs past the end of the file.
+    #[error("the program header table ({count} entries at {phoff:#x}) runs past the end")]
+    Table {
+        /// `e_phnum`.
+        count: u16,
+        /// `e_phoff`.
+        phoff: u64,
+        /// The failed read.
+        #[source]
+        source: ReadError,
+    },
+}
 
 /// `e_phoff`, `e_phnum` and the table, or why not.
-pub fn read(data: &[u8]) -> Result<(u64, Vec<Segment>), String> {
-    let phoff = le::<8>(data, 32).map(u64::from_le_bytes).ok_or("truncated ELF header")?;
-    let entsize = le::<2>(data, 54).map(u16::from_le_bytes).ok_or("truncated ELF header")?;
-    let count = le::<2>(data, 56).map(u16::from_le_bytes).ok_or("truncated ELF header")?;
+pub fn read(data: &[u8]) -> Result<(u64, Vec<Segment>), SegmentsError> {
+    let header = |at: u64, len: u64, what| require(data, at, len, what).map_err(SegmentsError::Header);
+    let phoff = le::<8>(header(32, 8, "e_phoff")?, 0).map_or(0, u64::from_le_bytes);
+    let entsize = le::<2>(header(54, 2, "e_phentsize")?, 0).map_or(0, u16::from_le_bytes);
+    let count = le::<2>(header(56, 2, "e_phnum")?, 0).map_or(0, u16::from_le_bytes);
     if count == 0xffff {
-        return Err("the program header count is extended (PN_XNUM)".into());
+        return Err(SegmentsError::Extended);
     }
     if count > 0 && u64::from(entsize) != PHDR_SIZE {
-        return Err(format!("e_phentsize is {entsize}, not {PHDR_SIZE}"));
+        return Err(SegmentsError::EntrySize(entsize));
     }
-    let start = usize::try_from(phoff).map_err(|_| "e_phoff is past the end of the file")?;
-    let table = start
-        .checked_add(usize::from(count) * PHDR_SIZE as usize)
-        .and_then(|end| data.get(start..end))
-        .ok_or_else(|| format!("the program header table ({count} entries at {phoff:#x}) runs past the end"))?;
+    usize::try_from(phoff).map_err(|_| SegmentsError::Offset)?;
+    let table = require(data, phoff, u64::from(count) * PHDR_SIZE, "program header table")
+        .map_err(|source| SegmentsError::Table { count, phoff, source })?;
     let segments = table
         .chunks_exact(PHDR_SIZE as usize)
         .map(|e| {

@@ -60,10 +60,8 @@ fn member_symbols(buf: &[u8], f: &mut dyn FnMut(&[u8]) -> io::Result<()>) -> io:
 }
 
 fn is_64_bit(buf: &[u8]) -> bool {
-    matches!(
-        object::FileKind::parse(buf),
-        Ok(object::FileKind::Elf64 | object::FileKind::MachO64 | object::FileKind::MachOFat64)
-    )
+    (crate::elf::has_ident(buf) && buf.get(4) == Some(&2))
+        || matches!(object::FileKind::parse(buf), Ok(object::FileKind::MachO64 | object::FileKind::MachOFat64))
 }
 
 fn coff_machine(buf: &[u8]) -> Option<u16> {

@@ -15,9 +15,9 @@
 //! except those decoded from bitcode.
 
 use super::{MAGIC, SHT_LLVM_OFFLOADING, bitcode};
+use crate::elf::ElfFile;
 use object::read::archive::ArchiveFile;
-use object::read::elf::{FileHeader, SectionHeader};
-use object::{Endianness, Object, ObjectSection};
+use object::{Object, ObjectSection};
 use std::borrow::Cow;
 
 /// Where a package was found.
@@ -199,12 +199,8 @@ fn scan_into<'a>(
     match file_kind(data) {
         FileKind::OffloadBinary => out.push(package(Cow::Borrowed(data), Origin::Raw)),
         FileKind::Elf => {
-            let found = if data[4] == 1 {
-                elf_sections::<object::elf::FileHeader32<Endianness>>(data)
-            } else {
-                elf_sections::<object::elf::FileHeader64<Endianness>>(data)
-            };
-            let found = found.map_err(|reason| ContainerError::Object { identifier: identifier.into(), reason })?;
+            let found = elf_sections(data)
+                .map_err(|reason| ContainerError::Object { identifier: identifier.into(), reason })?;
             for (index, name, file_offset, bytes) in found {
                 out.push(package(Cow::Borrowed(bytes), Origin::ElfSection { index, name, file_offset }));
             }
@@ -257,19 +253,16 @@ fn scan_into<'a>(
 
 type ElfFound<'a> = Vec<(usize, String, u64, &'a [u8])>;
 
-fn elf_sections<'a, Elf: FileHeader<Endian = Endianness>>(data: &'a [u8]) -> Result<ElfFound<'a>, String> {
-    let header = Elf::parse(data).map_err(|e| e.to_string())?;
-    let endian = header.endian().map_err(|e| e.to_string())?;
-    let sections = header.sections(endian, data).map_err(|e| e.to_string())?;
+fn elf_sections(data: &[u8]) -> Result<ElfFound<'_>, String> {
+    let file = ElfFile::parse(data).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
-    for (index, section) in sections.enumerate() {
-        if section.sh_type(endian).0 != SHT_LLVM_OFFLOADING {
+    for (index, section) in file.sections.iter().enumerate() {
+        if section.sh_type != SHT_LLVM_OFFLOADING {
             continue;
         }
-        let bytes = section.data(endian, data).map_err(|e| e.to_string())?;
-        let name = sections.section_name(endian, section).map(|n| String::from_utf8_lossy(n).into_owned());
-        let file_offset: u64 = section.sh_offset(endian).into();
-        out.push((index.0, name.unwrap_or_default(), file_offset, bytes));
+        let bytes = file.section_data(index).map_err(|e| e.to_string())?;
+        let name = file.section_name(index).map(|n| String::from_utf8_lossy(n).into_owned());
+        out.push((index, name.unwrap_or_default(), section.offset, bytes));
     }
     Ok(out)
 }

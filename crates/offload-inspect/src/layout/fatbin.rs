@@ -63,7 +63,9 @@ pub fn skip_zeros(data: &[u8]) -> usize {
 /// Bytes a binary bundle occupies at the start of `rest`.
 fn bundle_len(rest: &[u8], at: u64) -> Result<u64, LayoutError> {
     let bad = |reason: String| LayoutError::BadFatBinary { offset: at, reason };
-    match binary::read_table(rest, rest.len() as u64).map_err(|e| bad(e.to_string()))? {
+    match binary::read_table(rest, rest.len() as u64)
+        .map_err(|source| LayoutError::BundleHeader { offset: at, source })?
+    {
         binary::Table::Complete(entries) => {
             let header = 32 + entries.iter().map(|e| 24 + e.id.len() as u64).sum::<u64>();
             // read_table checked every offset + size against `rest`.
@@ -78,7 +80,7 @@ fn bundle_len(rest: &[u8], at: u64) -> Result<u64, LayoutError> {
 /// taken to run to the end of the section.
 fn compressed_len(rest: &[u8], at: u64) -> Result<(u64, u16), LayoutError> {
     let bad = |reason: String| LayoutError::BadFatBinary { offset: at, reason };
-    let blob = compressed::read_blob(rest).map_err(|e| bad(e.to_string()))?;
+    let blob = compressed::read_blob(rest).map_err(|source| LayoutError::CompressedHeader { offset: at, source })?;
     let version = blob.header.version;
     if blob.header.total_size.is_some() {
         return Ok((blob.len as u64, version));

@@ -61,6 +61,24 @@ pub enum LayoutError {
         /// What is wrong.
         reason: String,
     },
+    /// A bundle in `.hip_fatbin` whose header cannot be read.
+    #[error("fat binary at offset {offset:#x}: {source}")]
+    BundleHeader {
+        /// Its file offset.
+        offset: u64,
+        /// The bundle reader's error.
+        #[source]
+        source: offload_format::bundle::BundleError,
+    },
+    /// A compressed bundle in `.hip_fatbin` whose header cannot be read.
+    #[error("fat binary at offset {offset:#x}: {source}")]
+    CompressedHeader {
+        /// Its file offset.
+        offset: u64,
+        /// The compressed-bundle reader's error.
+        #[source]
+        source: offload_format::bundle::compressed::CompressedError,
+    },
     /// `.hipFatBinSegment` is not a whole number of records (its size).
     #[error(".hipFatBinSegment is {0} bytes, not a whole number of 24-byte wrapper records")]
     RecordSize(u64),

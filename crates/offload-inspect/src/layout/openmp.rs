@@ -22,7 +22,7 @@
 //! storages as HIP wrappers ([`Storage`]: RELA, RELR or absolute).
 
 use super::pointers::{self, Found};
-use super::{Storage, segments, skip_zeros};
+use super::{LayoutError, Storage, segments, skip_zeros};
 use offload_format::bytes::u64_le;
 use offload_format::elf::{EM_X86_64, ET_EXEC, ET_REL, SHF_EXECINSTR};
 use offload_format::elf::{ElfFile, SHF_ALLOC, SHT_NOBITS, SHT_PROGBITS};
@@ -80,7 +80,7 @@ pub enum OpenMpError {
     },
     /// The relocation sections cannot be read (why).
     #[error("relocations: {0}")]
-    Relocations(String),
+    Relocations(#[source] LayoutError),
     /// A registration table this reader does not fully understand.
     #[error("image table at address {addr:#x}: {reason}")]
     Table {
@@ -360,8 +360,7 @@ impl OpenMpMap {
             images,
             descriptors: Vec::new(),
         };
-        let relocs =
-            pointers::relocations(&file, false, 0, &|_| true).map_err(|e| OpenMpError::Relocations(e.to_string()))?;
+        let relocs = pointers::relocations(&file, false, 0, &|_| true).map_err(OpenMpError::Relocations)?;
         let resolver = Resolver { file: &file, spans: Spans::new(&file), relocs };
         // clang 19 brackets the image inside each OffloadBinary; newer
         // wrappers bracket the whole buffer when it is not an

@@ -6,9 +6,9 @@
 //! the ELF header tables of stored cubins; `verify` (deep) decodes every
 //! entry and checks it against its header.
 
+use super::object_file::HostFile;
 use super::{Base, Scanner};
 use crate::{CodeObject, CudaEntry, Format, Location, Payload, Severity, Step};
-use object::{Object, ObjectSection, ObjectSymbol};
 use offload_format::cuda::{self, Child, Codec, Entry, EntryKind, FatBinary};
 use std::collections::{HashMap, HashSet};
 
@@ -396,40 +396,20 @@ impl Scanner<'_> {
     /// executable or shared library, fat binaries of `.nv_fatbin` that no
     /// record points at are marked unregistered: the runtime never loads
     /// them (cuRAND's first fat binary is one).
-    pub(super) fn cuda_wrappers(&mut self, base: &Base, file: &object::File, data: &[u8], loc: &Location) {
+    pub(super) fn cuda_wrappers(&mut self, base: &Base, file: &HostFile, data: &[u8], loc: &Location) {
         let Some(object_at) = self.offset_of(base, data) else { return };
-        let Some((section, name)) = WRAPPER_SECTIONS.iter().find_map(|&name| Some((file.section_by_name(name)?, name)))
+        let Some((section, name)) = WRAPPER_SECTIONS.iter().find_map(|&name| Some((file.record_section(name)?, name)))
         else {
             return;
         };
         let sloc = loc.with(Step::Section(name.into()));
-        let Ok(records) = section.data() else {
+        let Some(records) = section.data else {
             return self.diag(Severity::Error, Some(object_at), &sloc, "section data cannot be read".into());
         };
         let starts: HashSet<u64> = self.inv.objects.iter().filter_map(|o| o.cuda?.fatbin).collect();
-        let relocatable = file.kind() == object::ObjectKind::Relocatable;
-        let relocations: HashMap<u64, (Option<u64>, Option<i64>)> = if relocatable {
-            section
-                .relocations()
-                .map(|(offset, r)| {
-                    let target = match r.target() {
-                        object::RelocationTarget::Section(i) => Some(i),
-                        object::RelocationTarget::Symbol(i) => {
-                            file.symbol_by_index(i).ok().and_then(|s| s.section_index())
-                        }
-                        _ => None,
-                    };
-                    let start =
-                        target.and_then(|i| file.section_by_index(i).ok()).and_then(|s| s.file_range()).map(|r| r.0);
-                    // COFF keeps the addend in the field itself (read below).
-                    let addend = if r.has_implicit_addend() { None } else { Some(r.addend()) };
-                    (offset, (start, addend))
-                })
-                .collect()
-        } else {
-            HashMap::new()
-        };
-        let rebased = pe_base_relocations(file, data);
+        let relocatable = file.relocatable();
+        let relocations = &section.relocations;
+        let rebased = file.pe_base_relocations(data);
         let mut registered = HashSet::new();
         for w in cuda::wrapper::wrappers(records) {
             let at = self.offset_of(base, records).map(|o| o + w.offset as u64);
@@ -446,9 +426,9 @@ impl Scanner<'_> {
                     .get(&(w.offset as u64 + 8))
                     .and_then(|&(start, addend)| start?.checked_add_signed(addend.unwrap_or(w.address.cast_signed())))
             } else {
-                file_offset(file, w.address)
+                file.file_offset(w.address)
             };
-            let field = section.address().wrapping_add(w.offset as u64 + 8);
+            let field = section.address.wrapping_add(w.offset as u64 + 8);
             if let Some(rebased) = &rebased
                 && !rebased.contains(&field)
             {
@@ -484,34 +464,4 @@ impl Scanner<'_> {
             }
         }
     }
-}
-
-/// In a PE image with a base relocation table, the addresses (image base
-/// included) of the 64-bit fields the loader adjusts when it maps the image
-/// elsewhere (`IMAGE_REL_BASED_DIR64`). `None` for other files, and for
-/// images without such a table (linked `/FIXED`: never moved).
-fn pe_base_relocations(file: &object::File, data: &[u8]) -> Option<HashSet<u64>> {
-    let object::File::Pe64(pe) = file else { return None };
-    let base = pe.relative_address_base();
-    let mut blocks = pe.data_directories().relocation_blocks(data, &pe.section_table()).ok()??;
-    let mut out = HashSet::new();
-    // A malformed table ends the walk; what was read so far stands.
-    while let Ok(Some(block)) = blocks.next() {
-        for r in block {
-            if r.typ == object::pe::IMAGE_REL_BASED_DIR64 {
-                out.insert(base.wrapping_add(u64::from(r.virtual_address)));
-            }
-        }
-    }
-    Some(out)
-}
-
-/// The file offset (within the object) of a link-time address, through the
-/// section holding it.
-fn file_offset(file: &object::File, address: u64) -> Option<u64> {
-    file.sections().find_map(|s| {
-        let (start, size) = s.file_range()?;
-        let delta = address.checked_sub(s.address())?;
-        (delta < size.min(s.size())).then_some(start + delta)
-    })
 }

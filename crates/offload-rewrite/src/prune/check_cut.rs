@@ -43,8 +43,8 @@ pub(crate) fn verify_layout(output: &[u8], input: &[u8], cut: &CutPlan) -> Resul
     if output.len() as u64 != expected {
         return Err(fail(format!("it is {} bytes, {expected} planned", output.len())));
     }
-    let (_, old_segments) = segments::read(input).map_err(fail)?;
-    let (phoff, new_segments) = segments::read(output).map_err(fail)?;
+    let (_, old_segments) = segments::read(input).map_err(|e| fail(e.to_string()))?;
+    let (phoff, new_segments) = segments::read(output).map_err(|e| fail(e.to_string()))?;
     check_segments(&old_segments, &new_segments, phoff, output.len() as u64)?;
     check_sections(output, input, &new_segments, cut)
 }

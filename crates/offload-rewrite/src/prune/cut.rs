@@ -237,11 +237,11 @@ pub(crate) fn cut_section(data: &[u8], packed: &Packed, pointer_patches: Vec<Pat
             "a relocatable object (.o) is cut by prune::cut_file, not as a linked binary ({name})"
         )));
     }
-    let file = ElfFile::parse(data).map_err(|e| refuse(e.to_string()))?;
+    let file = ElfFile::parse(data).map_err(PruneError::CutElf)?;
     if !matches!(file.header.e_type, 2 | 3) {
         return Err(refuse(format!("ELF type {} is neither an executable nor a shared object", file.header.e_type)));
     }
-    let (_, old) = segments::read(data).map_err(refuse)?;
+    let (_, old) = segments::read(data).map_err(PruneError::CutSegments)?;
     // The output's PT_LOADs must be sorted, congruent and apart: so must
     // the input's, or the cut would only carry the damage over.
     segments::check_loads(&old, data.len() as u64).map_err(|e| refuse(format!("the input's {e}")))?;

@@ -90,7 +90,7 @@ fn refusal(data: &[u8]) -> String {
     let map = FileMap::read(data).unwrap();
     let pruned = plan(data, &map, &keep(&["gfx906"])).unwrap();
     let e = plan_cut(data, &map, &pruned).unwrap_err();
-    assert!(matches!(e, PruneError::CutRefused(_)), "{e}");
+    assert!(matches!(e, PruneError::CutRefused(_) | PruneError::CutElf(_) | PruneError::CutSegments(_)), "{e}");
     e.to_string()
 }
 

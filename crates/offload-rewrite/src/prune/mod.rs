@@ -32,6 +32,8 @@ pub use cut::{Cut, CutPlan, plan_cut};
 pub use offload_inspect::keep::{EntryInfo, Rules, TargetError, parse_target};
 
 use offload_format::bundle::{binary, compressed};
+use offload_format::elf::ElfError;
+use offload_format::elf::segments::SegmentsError;
 use offload_format::plan::Plan;
 use offload_inspect::layout::{FatBinary, FileMap, LayoutError, Target, UnitKind};
 use std::num::NonZeroU64;
@@ -98,6 +100,12 @@ pub enum PruneError {
     /// `--mode cut` cannot rewrite this file safely (why); zero mode can.
     #[error("cannot cut this file: {0}; --mode zero prunes it without moving anything")]
     CutRefused(String),
+    /// `--mode cut` cannot read the file's ELF headers (the reader's error).
+    #[error("cannot cut this file: {0}; --mode zero prunes it without moving anything")]
+    CutElf(#[source] ElfError),
+    /// `--mode cut` cannot read the program header table (the reader's error).
+    #[error("cannot cut this file: {0}; --mode zero prunes it without moving anything")]
+    CutSegments(#[source] SegmentsError),
     /// An input `prune` does not handle (what it is, or why not).
     #[error("{0}")]
     Unsupported(String),

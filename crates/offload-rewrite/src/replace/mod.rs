@@ -33,6 +33,8 @@ pub use check::verify;
 pub use object::{ObjectCheck, check_object};
 
 use crate::prune::{PruneError, entry_infos as entry_infos_of};
+use offload_format::elf::ElfError;
+use offload_format::elf::segments::SegmentsError;
 use offload_format::plan::Plan;
 use offload_format::target_id::TargetId;
 use offload_format::triple::Triple;
@@ -135,6 +137,12 @@ pub enum ReplaceError {
     /// The ELF layout cannot take a new segment (why).
     #[error("cannot move the fat binary section to a new segment: {0}")]
     Segments(String),
+    /// The file is not ELF the mover can read (the reader's error).
+    #[error("cannot move the fat binary section to a new segment: {0}")]
+    SegmentsElf(#[source] ElfError),
+    /// The program header table cannot be read (the reader's error).
+    #[error("cannot move the fat binary section to a new segment: {0}")]
+    SegmentTable(#[source] SegmentsError),
     /// An archive that cannot be read (why).
     #[error("{0}")]
     Archive(String),

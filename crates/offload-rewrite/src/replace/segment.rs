@@ -80,7 +80,7 @@ pub(super) struct Moved<'a> {
 
 /// The program headers (one reader for the crate: [`segments::read`]).
 pub(super) fn read_phdrs(data: &[u8]) -> Result<Vec<Segment>, String> {
-    segments::read(data).map(|(_, table)| table)
+    segments::read(data).map(|(_, table)| table).map_err(|e| e.to_string())
 }
 
 /// Small edits to the input, by file offset.
@@ -125,11 +125,11 @@ pub(super) fn move_fatbin<'a>(
 ) -> Result<Moved<'a>, ReplaceError> {
     let refuse = |why: String| ReplaceError::Segments(why);
     let (fat_name, wrapper_name) = (map.section.name(), map.section.wrapper_section());
-    let elf = ElfFile::parse(data).map_err(|e| refuse(e.to_string()))?;
+    let elf = ElfFile::parse(data).map_err(ReplaceError::SegmentsElf)?;
     if !matches!(elf.header.e_type, 2 | 3) {
         return Err(refuse("only executables and shared libraries have segments".into()));
     }
-    let phdrs = read_phdrs(data).map_err(refuse)?;
+    let phdrs = segments::read(data).map_err(ReplaceError::SegmentTable)?.1;
     // The rewrite keeps every segment: they must be sound to begin with.
     segments_sound(data).map_err(|e| refuse(format!("the input's program headers: {e}")))?;
     let loads: Vec<&Segment> = phdrs.iter().filter(|p| p.kind == PT_LOAD).collect();
