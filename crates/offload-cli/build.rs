@@ -1,4 +1,4 @@
-//! Probes for the external tools the integration tests use (LLVM 14 and 19,
+//! Probes for the external tools the integration tests use (LLVM 14, 19 and 22,
 //! the OpenMP runtimes, NVIDIA's CUDA tools, comgr, hipcc, the real ROCm
 //! corpus) and sets one `has_<tool>` cfg for each group found. The binaries
 //! do not use these cfgs; a test that needs a tool carries
@@ -54,6 +54,7 @@ fn groups() -> Vec<Group> {
     let llvm14 = env_path("OFFLOAD_LLVM14_BIN", "/usr/lib/llvm-14/bin");
     let llvm22 = env_path("OFFLOAD_LLVM22_BIN", "/usr/lib/llvm-22/bin");
     let omp19 = env_path("OFFLOAD_OMP19_LIB", "/opt/omp19/lib");
+    let omp22 = env_path("OFFLOAD_OMP22_LIB", "/opt/omp22/lib");
     let cuda_bin = env_path("OFFLOAD_CUDA_BIN", "/opt/cuda-wheels/nvidia/cu13/bin");
     let clang_cuda = env_path("OFFLOAD_CLANG_CUDA_ROOT", "/opt/cuda-wheels/clang-cuda-root");
     let hipcc = env_path("OFFLOAD_HIPCC", "/usr/bin/hipcc");
@@ -129,6 +130,15 @@ fn groups() -> Vec<Group> {
             required_by: llvm,
             install: reference,
             files: in_dir(&omp19, &["libomp.so", "libomptarget.so", "libomptarget.devicertl.a"]),
+        },
+        Group {
+            cfg: "has_omp22",
+            required_by: llvm,
+            install: "scripts/install-omp22.sh",
+            files: in_dir(
+                &omp22,
+                &["libomp.so", "libomp.so.5", "libomptarget.so", "libomptarget.so.22.1", "libLLVMOffload.so.22.1"],
+            ),
         },
         Group {
             cfg: "has_comgr",

@@ -523,8 +523,28 @@ fn disassemble(llvm: &Path, file: &Path) -> String {
     String::from_utf8_lossy(&out.stdout).lines().filter(|l| !l.starts_with("; ModuleID")).collect::<Vec<_>>().join("\n")
 }
 
+/// An OffloadBinary holding one x86-64 image, as clang-linker-wrapper
+/// hands it to the wrapping step.
+fn offload_binary() -> Vec<u8> {
+    offload_format::offload_binary::write(&offload_format::offload_binary::Image {
+        offload_kind: OffloadKind::OpenMp,
+        strings: vec![(b"triple", b"x86_64-pc-linux-gnu"), (b"arch", b"generic")],
+        image: b"\x7fELF device image",
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+/// [`offload_binary`] with the image size field replaced.
+fn lying_offload_binary(size: u64) -> Vec<u8> {
+    let mut b = offload_binary();
+    let entry = u64::from_le_bytes(b[16..24].try_into().unwrap()) as usize;
+    b[entry + 32..entry + 40].copy_from_slice(&size.to_le_bytes());
+    b
+}
+
 /// Every kind, several object formats and image sets (none, empty, all
-/// zero, text with NULs, random bytes, several): same exit status and
+/// zero, text with NULs, random bytes, an OffloadBinary, several): same exit status and
 /// messages, and the same module once both are read back by LLVM 22.
 #[test]
 #[cfg_attr(not(has_llvm22), ignore = "needs LLVM 22: run scripts/install-reference-llvm.sh")]
@@ -548,6 +568,9 @@ fn wrapper_modules_equal_llvm_22() {
         ("z", vec![0; 9]),
         ("n", b"x\0y\0".to_vec()),
         ("r", random),
+        ("ob", offload_binary()),
+        ("ol", lying_offload_binary(1 << 40)),
+        ("ow", lying_offload_binary(u64::MAX - 100)),
     ] {
         std::fs::write(d.join(name), bytes).unwrap();
     }
@@ -561,7 +584,21 @@ fn wrapper_modules_equal_llvm_22() {
         Some("i386-pc-linux-gnu"),
         Some("aarch64-unknown-linux-gnu"),
     ];
-    let sets: [&[&str]; 7] = [&["a"], &["e"], &["z"], &["n"], &["r"], &["a", "b", "r"], &["e", "a"]];
+    // "ob": LLVM 22 hands libomptarget the image inside an OffloadBinary;
+    // "ol", "ow": one whose image size runs past its end, or wraps.
+    let sets: [&[&str]; 11] = [
+        &["a"],
+        &["e"],
+        &["z"],
+        &["n"],
+        &["r"],
+        &["ob"],
+        &["ol"],
+        &["ow"],
+        &["a", "b", "r"],
+        &["e", "a"],
+        &["ob", "a", "ob"],
+    ];
     let mut compared = 0;
     for kind in ["openmp", "cuda", "hip"] {
         for triple in triples {
@@ -592,7 +629,7 @@ fn wrapper_modules_equal_llvm_22() {
         }
     }
     // openmp: every set; cuda and hip: the single-image sets.
-    assert_eq!(compared, triples.len() * (7 + 2 * 5));
+    assert_eq!(compared, triples.len() * (11 + 2 * 8));
 }
 
 /// Command-line errors: same messages and exit status as LLVM 22's, and
@@ -765,4 +802,165 @@ fn clang_22_builds_openmp_objects_through_ours() {
         let (a, b) = (std::fs::read(d.join("theirs.o")).unwrap(), std::fs::read(d.join("ours.o")).unwrap());
         assert!(a == b, "{targets:?}: the objects differ");
     }
+}
+
+/// LLVM 22's OpenMP runtime folder (`OFFLOAD_OMP22_LIB`, or /opt/omp22/lib
+/// where scripts/install-omp22.sh puts it). Its tests are ignored without
+/// `has_omp22`; inside one, a missing file is a failure.
+fn omp22_lib() -> PathBuf {
+    let dir = std::env::var_os("OFFLOAD_OMP22_LIB").map_or_else(|| PathBuf::from("/opt/omp22/lib"), PathBuf::from);
+    for f in ["libomp.so", "libomp.so.5", "libomptarget.so", "libomptarget.so.22.1", "libLLVMOffload.so.22.1"] {
+        assert!(dir.join(f).exists(), "{} is missing: run scripts/install-omp22.sh", dir.join(f).display());
+    }
+    dir
+}
+
+/// An OpenMP program whose one target region must run on a device.
+const OMP_PROGRAM: &str = r#"#include <stdio.h>
+int main(void) {
+  const int n = 1000;
+  long sum = 0;
+  int squares[16];
+#pragma omp target map(tofrom: sum, squares)
+  {
+    for (int i = 1; i <= n; ++i)
+      sum += i;
+    for (int i = 0; i < 16; ++i)
+      squares[i] = i * i;
+  }
+  printf("sum=%ld square15=%d\n", sum, squares[15]);
+  return sum == 500500 && squares[15] == 225 ? 0 : 1;
+}
+"#;
+
+/// A `-B` folder whose drop-ins log their command line to `log` and run
+/// ours, so that a test can tell which of them clang ran.
+fn logging_tools(dir: &Path, log: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = dir.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    for (name, exe) in [
+        ("llvm-offload-binary", BINARY),
+        ("clang-offload-packager", PACKAGER),
+        ("clang-offload-bundler", BUNDLER),
+        ("llvm-offload-wrapper", WRAPPER),
+    ] {
+        let script = bin.join(name);
+        std::fs::write(
+            &script,
+            format!("#!/bin/sh\nprintf '%s\\n' \"{name} $*\" >> '{}'\nexec '{exe}' \"$@\"\n", log.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    bin
+}
+
+/// Runs an OpenMP program with LLVM 22's runtime, offloading mandatory;
+/// returns its stdout after checking that the kernel ran on device 0.
+fn run_on_libomptarget_22(exe: &Path, omp: &Path) -> String {
+    let run = Command::new(exe)
+        .env("LD_LIBRARY_PATH", omp)
+        .env("OMP_TARGET_OFFLOAD", "MANDATORY")
+        .env("LIBOMPTARGET_INFO", "-1")
+        .output()
+        .unwrap_or_else(|e| panic!("{}: {e}", exe.display()));
+    let (out, err) = (String::from_utf8_lossy(&run.stdout).into_owned(), stderr(&run));
+    assert!(run.status.success(), "{} failed:\n{out}\n{err}", exe.display());
+    assert!(
+        err.contains("device 0 info: Launching kernel __omp_offloading_"),
+        "{}: no kernel ran:\n{err}",
+        exe.display()
+    );
+    out
+}
+
+/// clang 22 builds and links an OpenMP program offloading to the x86-64
+/// host device with our `llvm-offload-binary` (through `-B`), and LLVM 22's
+/// libomptarget runs its kernel: same output, and the same executable
+/// bytes, as with LLVM 22's own tool.
+#[test]
+#[cfg_attr(
+    not(all(has_llvm22, has_omp22)),
+    ignore = "needs LLVM 22 and its OpenMP runtime: run scripts/install-reference-llvm.sh and scripts/install-omp22.sh"
+)]
+fn clang_22_openmp_program_runs_on_libomptarget_22_through_ours() {
+    let llvm = Path::new(LLVM22);
+    let omp = omp22_lib();
+    let dir = tmp();
+    let d = dir.path();
+    let log = d.join("tools.log");
+    let bin = logging_tools(d, &log);
+    std::fs::write(d.join("t.c"), OMP_PROGRAM).unwrap();
+    let build = |ours: bool, exe: &str| {
+        let mut cmd = Command::new(llvm.join("clang"));
+        cmd.current_dir(d).env_remove("OFFLOAD_LLVM_VERSION");
+        if ours {
+            cmd.arg(format!("-B{}", bin.display()));
+        }
+        cmd.args(["-fopenmp", "-fopenmp-targets=x86_64-pc-linux-gnu"]).arg(format!("-L{}", omp.display()));
+        ok(&cmd.args(["t.c", "-o", exe]).output().unwrap());
+    };
+    build(false, "theirs");
+    assert!(!log.exists(), "LLVM's own build ran ours");
+    build(true, "ours");
+    let logged = std::fs::read_to_string(&log).expect("clang did not run our llvm-offload-binary");
+    assert!(
+        logged.lines().any(|l| l.starts_with("llvm-offload-binary ")
+            && l.contains("triple=x86_64-pc-linux-gnu")
+            && l.contains("kind=openmp")),
+        "{logged}"
+    );
+    let theirs = run_on_libomptarget_22(&d.join("theirs"), &omp);
+    let ours = run_on_libomptarget_22(&d.join("ours"), &omp);
+    assert_eq!(theirs, "sum=500500 square15=225\n");
+    assert_eq!(ours, theirs);
+    assert!(std::fs::read(d.join("ours")).unwrap() == std::fs::read(d.join("theirs")).unwrap(), "the programs differ");
+}
+
+/// The registration module of `llvm-offload-wrapper --kind=openmp` works
+/// as LLVM 22's: the x86-64 device image, linked as a shared object and
+/// packed by `llvm-offload-binary`, is wrapped and linked into the host
+/// program by hand (what clang-linker-wrapper does in-process), once with
+/// LLVM 22's two tools and once with ours; libomptarget 22 registers the
+/// image and runs the kernel in both.
+#[test]
+#[cfg_attr(
+    not(all(has_llvm22, has_omp22)),
+    ignore = "needs LLVM 22 and its OpenMP runtime: run scripts/install-reference-llvm.sh and scripts/install-omp22.sh"
+)]
+fn openmp_program_registered_by_our_wrapper_runs_on_libomptarget_22() {
+    let llvm = Path::new(LLVM22);
+    let omp = omp22_lib();
+    let dir = tmp();
+    let d = dir.path();
+    std::fs::write(d.join("t.c"), OMP_PROGRAM).unwrap();
+    let clang = |args: &[&str]| {
+        ok(&Command::new(llvm.join("clang")).current_dir(d).args(args).output().unwrap());
+    };
+    let lib = format!("-L{}", omp.display());
+    let offload = ["-fopenmp", "-fopenmp-targets=x86_64-pc-linux-gnu"];
+    clang(&[&offload[..], &["--offload-device-only", "-c", "t.c", "-o", "device.o"]].concat());
+    clang(&["-shared", "-Wl,-Bsymbolic", "device.o", "-o", "device.so", &lib, "-lomp", "-lomptarget"]);
+    clang(&[&offload[..], &["--offload-host-only", "-c", "t.c", "-o", "host.o"]].concat());
+    let mut outputs = Vec::new();
+    for (who, packer, wrapper) in [
+        ("theirs", llvm.join("llvm-offload-binary"), llvm.join("llvm-offload-wrapper")),
+        ("ours", PathBuf::from(BINARY), PathBuf::from(WRAPPER)),
+    ] {
+        let (image, module) = (format!("{who}.bin"), format!("{who}.bc"));
+        let image_arg = "--image=file=device.so,triple=x86_64-pc-linux-gnu,arch=generic,kind=openmp";
+        ok(&Command::new(&packer).current_dir(d).args(["-o", &image, image_arg]).output().unwrap());
+        ok(&Command::new(&wrapper)
+            .current_dir(d)
+            .args(["--kind=openmp", "--triple=x86_64-pc-linux-gnu", &image, "-o", &module])
+            .output()
+            .unwrap());
+        clang(&["-fopenmp", "host.o", &module, &lib, "-lomptarget", "-o", who]);
+        outputs.push(run_on_libomptarget_22(&d.join(who), &omp));
+    }
+    assert_eq!(outputs[0], "sum=500500 square15=225\n");
+    assert_eq!(outputs[1], outputs[0]);
+    assert!(std::fs::read(d.join("ours.bin")).unwrap() == std::fs::read(d.join("theirs.bin")).unwrap());
+    assert_eq!(disassemble(llvm, &d.join("ours.bc")), disassemble(llvm, &d.join("theirs.bc")));
 }

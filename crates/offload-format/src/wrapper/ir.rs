@@ -791,6 +791,30 @@ impl<'a> Module<'a> {
         base: ConstId,
         indices: &[ConstId],
     ) -> Result<ConstId, IrError> {
+        self.gep_with(inbounds, true, source, base, indices)
+    }
+
+    /// [`Module::gep`] marked `inbounds` only when asked: LLVM 22's
+    /// constant folder no longer infers it (a GEP inside a global array
+    /// stays plain in LLVM 22's `llvm-offload-wrapper` modules).
+    pub fn gep_as_given(
+        &mut self,
+        inbounds: bool,
+        source: TypeId,
+        base: ConstId,
+        indices: &[ConstId],
+    ) -> Result<ConstId, IrError> {
+        self.gep_with(inbounds, false, source, base, indices)
+    }
+
+    fn gep_with(
+        &mut self,
+        inbounds: bool,
+        infer: bool,
+        source: TypeId,
+        base: ConstId,
+        indices: &[ConstId],
+    ) -> Result<ConstId, IrError> {
         let base_ty = self.const_type(base).ok_or(IrError::BadId)?;
         let addrspace = match self.ty(base_ty) {
             Some(Type::Pointer { pointee, addrspace }) if *pointee == source => *addrspace,
@@ -831,7 +855,8 @@ impl<'a> Module<'a> {
         };
         let rest_zero = indices[1..].iter().all(|&i| self.const_index(i) == Some(0));
         let first = self.const_index(indices[0]);
-        let inbounds = inbounds || (on_global && in_range && (first == Some(0) || (first == Some(1) && rest_zero)));
+        let inbounds =
+            inbounds || (infer && on_global && in_range && (first == Some(0) || (first == Some(1) && rest_zero)));
         let ty = self.ptr_type_in(cur, addrspace);
         Ok(self.push_const(Const::Gep { ty, inbounds, source, base, indices: indices.to_vec() }))
     }

@@ -73,9 +73,41 @@ pub enum WrapError {
     /// CUDA or HIP with other than one image (LLVM 22's message).
     #[error("CUDA / HIP offloading uses a single fatbinary or offload bundle")]
     SingleImage,
+    /// An OpenMP image that starts with the OffloadBinary magic but is too
+    /// short to hold the fields LLVM 22 reads from it (LLVM would read past
+    /// the buffer).
+    #[error("image {index} starts like an OffloadBinary but ends before its entry's image offset and size")]
+    TruncatedOffloadBinary {
+        /// The image's position among the inputs, from 0.
+        index: usize,
+    },
     /// The module could not be built (a bug in the builder).
     #[error("{0}")]
     Ir(#[from] super::ir::IrError),
+}
+
+/// Where the device image of an OpenMP input starts and ends within it, as
+/// LLVM 22's wrapper sets `__tgt_device_image`'s two pointers: the whole
+/// input, or, for an input that starts with the OffloadBinary magic, the
+/// image of its first entry (the header's entry offset at byte 16, the
+/// entry's image offset and size at bytes 24 and 32 of the entry), so that
+/// libomptarget is handed the image while the section keeps the whole
+/// binary for the tools (docs/tools/llvm-offload-wrapper.md). The offsets
+/// are taken as written, as LLVM takes them; `None` when the input is too
+/// short to hold them, where LLVM would read past its buffer.
+fn openmp_image_range(bytes: &[u8]) -> Option<(u64, u64)> {
+    if !bytes.starts_with(&crate::offload_binary::MAGIC) {
+        return Some((0, bytes.len() as u64));
+    }
+    let u64_at = |at: u64| -> Option<u64> {
+        let at = usize::try_from(at).ok()?;
+        let field = bytes.get(at..at.checked_add(8)?)?;
+        Some(u64::from_le_bytes(field.try_into().ok()?))
+    };
+    let entry = u64_at(16)?;
+    let offset = u64_at(entry.checked_add(24)?)?;
+    let size = u64_at(entry.checked_add(32)?)?;
+    Some((offset, offset.wrapping_add(size)))
 }
 
 /// The object file format LLVM picks by default for a triple (the part of
@@ -270,15 +302,18 @@ impl<'a> Builder<'a> {
                 align: Some(8),
                 ..internal_const(&name, ty, data)
             });
-            let begin = self.m.global_addr(g)?;
-            // `&image[len]`: LLVM 22 keeps it as (0, len), and folds an
-            // empty image's end to the image itself.
-            let end = if bytes.is_empty() {
-                begin
-            } else {
-                let len = self.m.int(self.i64, bytes.len() as u64);
-                self.m.gep(false, ty, begin, &[zero, len])?
+            let base = self.m.global_addr(g)?;
+            // `&image[n]`: LLVM 22 keeps it as a plain (0, n), never
+            // `inbounds`, and folds n = 0 to the image itself.
+            let (from, to) = openmp_image_range(bytes).ok_or(WrapError::TruncatedOffloadBinary { index: i })?;
+            let mut at = |n: u64| -> Result<ConstId, WrapError> {
+                if n == 0 {
+                    return Ok(base);
+                }
+                let index = self.m.int(self.i64, n);
+                Ok(self.m.gep_as_given(false, ty, base, &[zero, index])?)
             };
+            let (begin, end) = (at(from)?, at(to)?);
             inits.push(self.m.aggregate(image_ty, &[begin, end, start, stop]));
         }
         let images_ty = self.m.array_type(image_ty, images.len() as u64);
@@ -695,6 +730,38 @@ mod tests {
             matches!(phi.as_ref(), Inst::Phi { incoming, .. } if incoming[1] == (Value::Inst(count as u32), BlockId(9)))
         );
         assert!(matches!(f.more_blocks[8].insts[0], Inst::Gep { .. }));
+    }
+
+    /// An OffloadBinary input hands libomptarget its first entry's image;
+    /// anything else is handed whole, and a binary too short for the
+    /// fields LLVM reads is refused.
+    #[test]
+    fn openmp_images_inside_offload_binaries() {
+        let img = crate::offload_binary::Image {
+            offload_kind: crate::offload_binary::OffloadKind::OpenMp,
+            strings: vec![(b"triple", b"x86_64-pc-linux-gnu"), (b"arch", b"generic")],
+            image: b"\x7fELF-device-image",
+            ..Default::default()
+        };
+        let bin = crate::offload_binary::write(&img).unwrap();
+        let at = bin.windows(img.image.len()).position(|w| w == img.image).unwrap() as u64;
+        assert!(at > 0);
+        assert_eq!(openmp_image_range(&bin), Some((at, at + img.image.len() as u64)));
+        assert_eq!(openmp_image_range(b"plain image"), Some((0, 11)));
+        assert_eq!(openmp_image_range(b""), Some((0, 0)));
+        for cut in [4, 23, 24, 71] {
+            assert_eq!(openmp_image_range(&bin[..cut]), None, "{cut}");
+        }
+        // Offsets are taken as written (LLVM 22 does not check them).
+        let mut lying = bin.clone();
+        let entry = u64::from_le_bytes(bin[16..24].try_into().unwrap()) as usize;
+        lying[entry + 32..entry + 40].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert_eq!(openmp_image_range(&lying), Some((at, at.wrapping_add(u64::MAX))));
+        lying[16..24].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert_eq!(openmp_image_range(&lying), None);
+        let err = build(Kind::OpenMp, DEFAULT_TRIPLE, &[b"ok", &bin[..30]]).err();
+        assert_eq!(err, Some(WrapError::TruncatedOffloadBinary { index: 1 }));
+        assert!(build(Kind::OpenMp, DEFAULT_TRIPLE, &[&bin, &bin[..72]]).is_ok());
     }
 
     #[test]
