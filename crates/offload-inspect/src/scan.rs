@@ -264,7 +264,7 @@ impl<'a> Scanner<'a> {
                     // images) and `.llvm.rodata.offloading` (their entry
                     // names) into one `.llvm` section of a PE image: the
                     // names follow the images (docs/formats/pe.md §7).
-                    let names_after = name == ".llvm" && file.format() == object::BinaryFormat::Pe;
+                    let names_after = name == ".llvm" && file.is_pe();
                     self.region_then(base, bytes, &sloc, depth, is_offload_section(name), names_after);
                 }
             }

@@ -48,6 +48,12 @@ impl<'d> HostFile<'d> {
         }
     }
 
+    /// Whether this is a linked PE image (where the linker cuts section
+    /// names to eight characters).
+    pub(super) fn is_pe(&self) -> bool {
+        matches!(self, HostFile::Other(f) if f.format() == object::BinaryFormat::Pe)
+    }
+
     /// The sections in file order (ELF's null section left out).
     pub(super) fn sections(&self) -> Vec<SectionView<'d>> {
         match self {
