@@ -127,7 +127,11 @@ fn walk(data: &[u8]) -> Result<Layout, PruneError> {
         kind,
         ArchiveKind::Gnu | ArchiveKind::Gnu64 | ArchiveKind::Bsd | ArchiveKind::Bsd64 | ArchiveKind::Unknown
     ) {
-        return Err(refuse(format!("a {kind:?} archive")));
+        let name = match kind {
+            ArchiveKind::Coff => "COFF (Windows .lib)".to_string(),
+            other => format!("{other:?}"),
+        };
+        return Err(refuse(format!("a {name} archive")));
     }
     let mut symbol_table = None;
     if let Some(symbols) = archive.symbols().map_err(bad)? {

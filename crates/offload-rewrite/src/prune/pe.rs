@@ -336,6 +336,19 @@ pub fn plan_pe_cut(data: &[u8], pe_input: &PeInput, pruned: &Pruned) -> Result<P
         return Err(cut_refused(format!("the file alignment {:#x} is not a power of two", image.file_alignment)));
     }
     let fa = u64::from(image.file_alignment);
+    // Moving file bytes is only defined when no two sections share them: a
+    // section lying inside a fat binary section would lose its bytes to the
+    // cut (found by fuzzing, fuzz target `pe_image`).
+    let mut ranges: Vec<(u64, u64)> = image
+        .sections
+        .iter()
+        .filter(|s| s.raw_size > 0)
+        .map(|s| (u64::from(s.raw_offset), u64::from(s.raw_offset) + u64::from(s.raw_size)))
+        .collect();
+    ranges.sort_unstable();
+    if ranges.windows(2).any(|w| w[1].0 < w[0].1) {
+        return Err(cut_refused("two sections share file bytes"));
+    }
     let mut fat: Vec<&PeSection> = image.sections.iter().filter(|s| is_fat(s) && s.raw_size > 0).collect();
     fat.sort_by_key(|s| s.raw_offset);
     let mut unit_offsets = vec![0u64; pruned.units.len()];

@@ -157,3 +157,20 @@ fn a_certificate_table_before_the_end_is_refused() {
     let err = plan_file(&data, &keep("gfx90a")).unwrap_err();
     assert!(err.to_string().contains("certificate table"), "{err}");
 }
+
+#[test]
+fn a_section_lying_inside_a_fat_binary_section_refuses_the_cut() {
+    // Found by the `pe_image` fuzz target: a section whose file bytes lie
+    // inside `.hip_fat` would lose them to the cut. The planner refuses;
+    // zero mode (which moves nothing) still applies.
+    let image = offload_format::coff::pe::PeImage::parse(HIP_DLL).unwrap();
+    let fat = image.sections.iter().find(|s| s.name.starts_with(b".hip_fat")).unwrap();
+    let other = image.sections.iter().find(|s| !s.name.starts_with(b".hip") && s.raw_size > 0).unwrap();
+    let mut dll = HIP_DLL.to_vec();
+    let inside = fat.raw_offset + fat.raw_size / 2;
+    dll[other.header_offset + 20..other.header_offset + 24].copy_from_slice(&inside.to_le_bytes());
+    let (input, pruned) = plan_file(&dll, &keep("gfx90a")).unwrap();
+    let Input::Pe(pe) = &input else { panic!() };
+    let err = plan_pe_cut(&dll, pe, &pruned).err().expect("the cut is refused");
+    assert!(err.to_string().contains("two sections share file bytes"), "{err}");
+}

@@ -52,7 +52,7 @@ const SENTINEL: &[u8] = b"pre-existing output: a failed run must leave this file
 
 /// A run longer than this is a hang (debug binaries on a loaded 2-core
 /// machine take milliseconds per case).
-const TIMEOUT: Duration = Duration::from_secs(30);
+const TIMEOUT: Duration = Duration::from_secs(90);
 
 /// Address space for a child: a trivial run of a debug binary needs about
 /// 16 MiB (measured with prlimit: 8 MiB aborts, 16 MiB runs); the limit

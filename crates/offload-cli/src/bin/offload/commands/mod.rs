@@ -80,16 +80,21 @@ impl Sub {
         }
     }
 
-    /// Makes the xnack mode of each `--gpu` that leaves it out explicit, as
-    /// a process would run on that GPU (`Gpu::settle`: `HSA_XNACK`, else
-    /// the driver's default for the chip), so that `select`, `extract`,
-    /// `check` and `kernels` answer alike; the note that says what was
-    /// taken is printed where it matters (`cli::note_settled`;
+    /// Makes the xnack mode of each `--gpu` that leaves it out explicit when
+    /// `HSA_XNACK` sets it for every process (`Gpu::settle`). Without it a
+    /// GPU named without its mode is matched as comgr and AMD's kpack
+    /// loader match such an ISA name (code fixing xnack matches neither
+    /// setting), and the note says so and how to name the mode; the driver's
+    /// default is not guessed, since the oracles answer otherwise. Notes are
+    /// printed where they matter (`cli::note_settled`;
     /// docs/reference/selection-rules.md).
     pub fn settle_gpus(&mut self) {
         let env = offload_host::gpus::Environment::from_process();
+        let forced = std::env::var_os("HSA_XNACK").is_some();
         let mut settle = |g: &mut Gpu| {
-            let (settled, note) = g.settle(|p| offload_host::gpus::default_xnack(p, &env));
+            let (settled, note) = g.settle(|p| {
+                if forced { offload_host::gpus::default_xnack(p, &env) } else { Err("HSA_XNACK is not set".into()) }
+            });
             *g = settled;
             if let Some(note) = note {
                 crate::cli::remember_settled(g, format!("--gpu {note}"));

@@ -508,7 +508,11 @@ fn choose_mode(
                     "note: {path}: cutting would remove only {saves} bytes (less than {minimum}); written in zero mode"
                 );
             }
-            Ok((None, None, false, format!("zero: cutting would save only {saves} bytes (under {minimum})")))
+            let reason = match saves {
+                0 => "zero: nothing to cut".to_string(),
+                _ => format!("zero: cutting would save only {saves} bytes (under {minimum})"),
+            };
+            Ok((None, None, false, reason))
         }
         Err(e) if strict => Err(e.to_string()),
         Err(e) => refused(format!("cut refused ({e})")),
