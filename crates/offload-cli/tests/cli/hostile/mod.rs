@@ -1100,12 +1100,34 @@ fn assert_no_problems(totals: &Totals, runs: usize) {
     );
 }
 
+/// The runs per command and per file, for the campaign's record
+/// (docs/development.md).
+fn print_counts(jobs: &[Job]) {
+    let mut by_mode: BTreeMap<String, usize> = BTreeMap::new();
+    let mut by_base: BTreeMap<&str, usize> = BTreeMap::new();
+    for j in jobs {
+        let (bin, args, _) = j.mode.command();
+        let tool = Path::new(bin).file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let first = args.first().map(String::as_str).unwrap_or_default();
+        let verb = if tool == "offload" || first.starts_with('-') { format!("{tool} {first}") } else { tool };
+        *by_mode.entry(format!("{verb} (LLVM {})", j.mode.release())).or_default() += 1;
+        *by_base.entry(j.base.as_str()).or_default() += 1;
+    }
+    for (what, n) in by_mode {
+        eprintln!("runs by command: {n:>7}  {what}");
+    }
+    for (what, n) in by_base {
+        eprintln!("runs by file: {n:>7}  {what}");
+    }
+}
+
 #[test]
 fn hostile_inputs_end_in_success_or_a_clear_error() {
     // OFFLOAD_HOSTILE_FILTER=<text> runs only the files whose description
     // contains <text> (to reproduce one failure quickly).
     let filter = std::env::var("OFFLOAD_HOSTILE_FILTER").unwrap_or_default();
     let jobs: Vec<Job> = jobs().into_iter().filter(|j| j.base.contains(&filter)).collect();
+    print_counts(&jobs);
     let dev = fixture("objects/dev-gfx906.o");
     let t = run_all(&jobs, |job, work, logs| run_job(job, work, logs, &dev));
     let (ok, errors, threads) = (t.ok, t.errors, t.threads);
