@@ -23,7 +23,32 @@ pub(super) fn bases() -> Vec<(&'static str, Vec<u8>)> {
     vec![
         ("kpack archive (AMD)", fixture("installed/stage/.kpack/kpdemo_lib_gfx90a%3Axnack+.kpack")),
         ("kpack-split library (AMD)", fixture("installed/stage/lib/libkp_plain.so")),
+        ("kpack-split library, two archives (AMD)", fixture("installed/stage/lib/libkp_multi.so")),
     ]
+}
+
+/// AMD's archives of the split libraries, for `offload join --archives
+/// arch` in `work`.
+pub(super) fn place_archive(work: &std::path::Path) {
+    static ARCHIVES: std::sync::OnceLock<Vec<(std::ffi::OsString, Vec<u8>)>> = std::sync::OnceLock::new();
+    let archives = ARCHIVES.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../offload-format/tests/fixtures/kpack/installed/stage/.kpack");
+        let mut v: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (e.file_name(), std::fs::read(e.path()).unwrap())
+            })
+            .collect();
+        v.sort();
+        v
+    });
+    let to = work.join("arch");
+    std::fs::create_dir_all(&to).unwrap();
+    for (name, bytes) in archives {
+        std::fs::write(to.join(name), bytes).unwrap();
+    }
 }
 
 /// An archive with raw TOC pairs after the fixed header.
@@ -208,6 +233,6 @@ pub(super) fn crafted(v: &mut Vec<(&'static str, String, Vec<u8>, Vec<Mode>)>) {
         ("1,000 search paths", (0..1_000).map(|i| format!("../x{i}/@GFXARCH@@GFXARCH@.kpack")).collect()),
     ] {
         let split = offload_rewrite::kpack::split_binary(&fat, "lib/libkp_plain.so", &paths).unwrap().unwrap();
-        v.push(("kpack-split library", what.to_string(), split.host, vec![]));
+        v.push(("kpack-split library", what.to_string(), split.host, vec![Mode::Join]));
     }
 }

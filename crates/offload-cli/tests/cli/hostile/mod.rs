@@ -1,10 +1,16 @@
 //! The hostile-input corpus: damaged versions of small valid files of every
 //! format, run through every mode of every binary (the bundler's list,
-//! unbundle and object bundling, the packager's extraction, the wrapper,
-//! and the `offload` inspector's list, verify, extract and select, and
-//! `offload prune`: `hostile/prune.rs`; kpack archives and split
-//! libraries: `hostile/kpack.rs`). Each run must end in
-//! success (exit 0) or a clear error (exit 1 with `error:` on stderr): never
+//! unbundle and object bundling as LLVM 22 and listing as LLVM 19, the
+//! packager's extraction, `llvm-offload-binary`, both wrappers, and the
+//! `offload` inspector's list, verify, extract, select, kernels, size, diff
+//! and check, and `offload prune`: `hostile/prune.rs`; kpack archives and
+//! split libraries through `split --kpack` and `join`: `hostile/kpack.rs`).
+//! LLVM 22's formats are bases too: OffloadBinary versions 2 and 3 (zstd
+//! and zlib bodies), CCOB version 3, PE DLLs with `.nv_fatb` and
+//! `.hip_fat`, COFF objects. Each run must end in
+//! success (exit 0) or a clear error (exit 1 with `error:` on stderr;
+//! `diff` and `check` answer "no" with exit 1, and an unreadable input is
+//! their exit 2 with `error:`): never
 //! a panic (exit 101), an abort or another signal, a hang, or an allocation
 //! the input does not justify (the child runs under an address-space
 //! limit). A failed run must leave every pre-existing output byte for byte
@@ -46,6 +52,8 @@ const BUNDLER: &str = env!("CARGO_BIN_EXE_clang-offload-bundler");
 const PACKAGER: &str = env!("CARGO_BIN_EXE_clang-offload-packager");
 const WRAPPER: &str = env!("CARGO_BIN_EXE_clang-offload-wrapper");
 const OFFLOAD: &str = env!("CARGO_BIN_EXE_offload");
+const BINARY: &str = env!("CARGO_BIN_EXE_llvm-offload-binary");
+const WRAPPER22: &str = env!("CARGO_BIN_EXE_llvm-offload-wrapper");
 
 /// What a pre-existing output holds before each run.
 const SENTINEL: &[u8] = b"pre-existing output: a failed run must leave this file as it is\n";
@@ -108,19 +116,51 @@ enum Mode {
     Prune(&'static str),
     /// `offload split --kpack in -o out` (`hostile/kpack.rs`).
     SplitKpack,
+    /// `offload size in`.
+    InspectSize,
+    /// `offload diff in orig`, `orig` being the undamaged file (exit 1:
+    /// they differ; exit 2 with `error:`: an input could not be read).
+    InspectDiff,
+    /// `offload check --gpu gfx90a --no-deps in` (exit 1: a problem found).
+    InspectCheck,
+    /// `offload join --archives arch in -o out` (`arch`: AMD's archives).
+    Join,
+    /// `llvm-offload-binary in --image=kind=hip,file=x0 --image=kind=openmp`
+    /// (LLVM 22's packager: versions 2 and 3 of OffloadBinary).
+    ExtractLlvm22,
+    /// `llvm-offload-wrapper --kind=hip -o out.bc in`.
+    WrapLlvm22,
+    /// `clang-offload-bundler -list -type=T -input=in` following LLVM 19
+    /// (`OFFLOAD_LLVM_VERSION=19`; every other mode runs as LLVM 22).
+    ListLlvm19(&'static str),
 }
 
 /// The inspector's modes and how often each runs on a file's damages (every
 /// n-th: the inspector reads every format, so a sample keeps CI short).
-const INSPECTOR_MODES: [(Mode, usize); 5] = [
+const INSPECTOR_MODES: [(Mode, usize); 8] = [
     (Mode::InspectList, 4),
     (Mode::InspectVerify, 6),
     (Mode::InspectExtract, 8),
     (Mode::InspectSelect, 12),
     (Mode::InspectKernels, 6),
+    (Mode::InspectSize, 8),
+    (Mode::InspectDiff, 12),
+    (Mode::InspectCheck, 12),
 ];
 
 impl Mode {
+    /// The LLVM release the drop-ins follow (`OFFLOAD_LLVM_VERSION`).
+    fn release(self) -> &'static str {
+        if matches!(self, Mode::ListLlvm19(_)) { "19" } else { "22" }
+    }
+
+    /// Whether exit 1 is an answer ("they differ", "a problem found") that
+    /// need not come with `error:`, and exit 2 with `error:` an unreadable
+    /// input rather than a usage error.
+    fn answers(self) -> bool {
+        matches!(self, Mode::InspectDiff | Mode::InspectCheck)
+    }
+
     /// The binary, its arguments, and the outputs that exist before the run.
     fn command(self) -> (&'static str, Vec<String>, Vec<String>) {
         let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
@@ -167,6 +207,13 @@ impl Mode {
             Mode::InspectSelectCuda => (OFFLOAD, s(&["select", "--gpu", "sm_86", "in"]), vec![]),
             Mode::InspectKernels => (OFFLOAD, s(&["kernels", "in"]), vec![]),
             Mode::SplitKpack => (OFFLOAD, s(&["split", "--kpack", "in", "-o", "out"]), vec![]),
+            Mode::InspectSize => (OFFLOAD, s(&["size", "in"]), vec![]),
+            Mode::InspectDiff => (OFFLOAD, s(&["diff", "in", "orig"]), vec![]),
+            Mode::InspectCheck => (OFFLOAD, s(&["check", "--gpu", "gfx90a", "--no-deps", "in"]), vec![]),
+            Mode::Join => (OFFLOAD, s(&["join", "--archives", "arch", "in", "-o", "out"]), s(&["out"])),
+            Mode::ExtractLlvm22 => (BINARY, s(&["in", "--image=kind=hip,file=x0", "--image=kind=openmp"]), s(&["x0"])),
+            Mode::WrapLlvm22 => (WRAPPER22, s(&["--kind=hip", "-o", "out.bc", "in"]), s(&["out.bc"])),
+            Mode::ListLlvm19(t) => (BUNDLER, s(&["-list", &format!("-type={t}"), "-input=in"]), vec![]),
             Mode::Prune(mode) => {
                 (OFFLOAD, s(&["prune", "--keep", prune::KEEP, "--mode", mode, "in", "-o", "out"]), s(&["out"]))
             }
@@ -192,7 +239,11 @@ fn bases() -> Vec<Base> {
     let bundle_targets: &'static [&'static str] = &[HOST, G906, G908];
     let b = |name: &'static str, path: &str, modes: Vec<Mode>| Base { name, data: fixture(path), modes, thin: 1 };
     vec![
-        b("binary bundle", "bundler/spec-3-1.out", vec![Mode::List("bc"), Mode::Unbundle("bc", bundle_targets)]),
+        b(
+            "binary bundle",
+            "bundler/spec-3-1.out",
+            vec![Mode::List("bc"), Mode::Unbundle("bc", bundle_targets), Mode::ListLlvm19("bc")],
+        ),
         b("text bundle //", "bundler/text-i.out", vec![Mode::List("i"), Mode::Unbundle("i", &[HOST, G906, G90A])]),
         b("text bundle #", "bundler/text-d.out", vec![Mode::List("d"), Mode::Unbundle("d", &[HOST, G906])]),
         b(
@@ -203,7 +254,11 @@ fn bases() -> Vec<Base> {
         b("text bundle # (s)", "bundler/text-s.out", vec![Mode::List("s"), Mode::Unbundle("s", &[G906, G90A])]),
         b("CCOB v2 zstd", "bundler/ccob-l3.out", vec![Mode::List("bc"), Mode::Unbundle("bc", &[G906, G90A, HOST])]),
         b("CCOB v1 zlib", "bundler/ccob-v1-zlib.ccob", vec![Mode::List("bc"), Mode::Unbundle("bc", bundle_targets)]),
-        b("CCOB v3 zstd", "bundler/ccob-v3-zstd.ccob", vec![Mode::List("bc"), Mode::Unbundle("bc", bundle_targets)]),
+        b(
+            "CCOB v3 zstd",
+            "bundler/ccob-v3-zstd.ccob",
+            vec![Mode::List("bc"), Mode::Unbundle("bc", bundle_targets), Mode::ListLlvm19("bc")],
+        ),
         b("CCOB v2 text", "bundler/ccob-l9-text.out", vec![Mode::List("hipi"), Mode::Unbundle("hipi", &[HOST, G906])]),
         b(
             "ELF32 fat object",
@@ -220,7 +275,11 @@ fn bases() -> Vec<Base> {
             "objects/lib-gfx908.a",
             vec![Mode::Unbundle("a", &[G908, HOST]), Mode::UnbundleArchiveChecked(&[G906, G908])],
         ),
-        b("OffloadBinary", "packager/inputs/pkg.out", vec![Mode::Extract, Mode::ExtractDerived, Mode::ExtractArchive]),
+        b(
+            "OffloadBinary",
+            "packager/inputs/pkg.out",
+            vec![Mode::Extract, Mode::ExtractDerived, Mode::ExtractArchive, Mode::ExtractLlvm22],
+        ),
         b("OffloadBinary (small)", "packager/inputs/small.out", vec![Mode::Extract, Mode::ExtractDerived]),
         b("ELF with .llvm.offloading", "packager/inputs/host.o", vec![Mode::Extract, Mode::ExtractArchive]),
         b("bitcode with embedded objects", "packager/inputs/host.bc", vec![Mode::Extract]),
@@ -231,14 +290,57 @@ fn bases() -> Vec<Base> {
         b("CUDA object", "cuda/obj_sm80.o", vec![]),
         b("PE DLL (CUDA, lld-link)", "pe/cuda_kernels.dll", vec![Mode::InspectSelectCuda]),
         b("PE EXE (delay-load imports)", "pe/app.exe", vec![]),
+        Base { name: "PE DLL (HIP, .hip_fat)", data: fixture("pe/hip_kernels.dll"), modes: vec![], thin: 2 },
     ]
     .into_iter()
+    .chain(llvm22_bases())
     .chain(package_bases())
     // The HIP host binaries `offload prune` reads, through the inspector
     // (pruning them has its own test below).
     .chain(prune::bases().into_iter().map(|(name, data)| Base { name, data, modes: vec![], thin: 8 }))
-    .chain(kpack::bases().into_iter().map(|(name, data)| Base { name, data, modes: vec![], thin: 4 }))
+    .chain(kpack::bases().into_iter().map(|(name, data)| {
+        let modes = if name.contains("split library") { vec![Mode::Join] } else { vec![] };
+        Base { name, data, modes, thin: 4 }
+    }))
     .collect()
+}
+
+/// LLVM 22's formats (docs/formats/offload-binary.md, the bundler's CCOB
+/// version 3): OffloadBinary version 2 (several entries in one header, HIP
+/// kind 4) and version 3 (the body compressed with zstd or zlib), LLVM 22's
+/// own compressed bundle, package and HIP object, read by
+/// `llvm-offload-binary`, the bundler and the inspector.
+fn llvm22_bases() -> Vec<Base> {
+    use offload_format::offload_binary::{Compression, Image, ImageKind, OffloadKind, write_v2, write_v3};
+    let code = fixture("objects/dev-gfx906.o");
+    let img = |arch: &'static [u8]| Image {
+        image_kind: ImageKind::Object,
+        offload_kind: OffloadKind::Hip,
+        strings: vec![(&b"triple"[..], &b"amdgcn-amd-amdhsa"[..]), (&b"arch"[..], arch)],
+        image: &code,
+        ..Default::default()
+    };
+    let images = [img(b"gfx906"), img(b"gfx90a:xnack+"), img(b"gfx1100")];
+    let extract = || vec![Mode::ExtractLlvm22, Mode::Extract];
+    let llvm22 = |f: &str| {
+        fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../offload-format/tests/fixtures/llvm22").join(f))
+            .unwrap_or_else(|e| panic!("{f}: {e}"))
+    };
+    let base = |name, data, modes| Base { name, data, modes, thin: 1 };
+    let bundle22: &'static [&'static str] = &["host-x86_64-unknown-linux-gnu", "hip-amdgcn-amd-amdhsa--gfx90a"];
+    vec![
+        base("OffloadBinary v2 (3 HIP entries)", write_v2(&images).unwrap(), extract()),
+        base("OffloadBinary v3 zstd", write_v3(&images, Some(Compression::Zstd(3))).unwrap(), extract()),
+        base("OffloadBinary v3 zlib", write_v3(&images[..2], Some(Compression::Zlib(6))).unwrap(), extract()),
+        base("OffloadBinary v3 uncompressed", write_v3(&images[..1], None).unwrap(), extract()),
+        base("OffloadBinary v1 x4 (LLVM 22's llvm-offload-binary)", llvm22("pkg-all.out"), extract()),
+        base("ELF with .llvm.offloading (clang 22 HIP)", llvm22("hip-rdc.o"), extract()),
+        base(
+            "CCOB v3 (LLVM 22's bundler)",
+            llvm22("bundle-v3.ccob"),
+            vec![Mode::List("o"), Mode::Unbundle("o", bundle22), Mode::ListLlvm19("o")],
+        ),
+    ]
 }
 
 /// Small packages of every kind `offload` opens (the inspector's modes
@@ -769,11 +871,21 @@ struct Ended {
 }
 
 fn run_child(bin: &str, args: &[String], dir: &Path, logs: &Path, input_len: u64) -> Ended {
+    run_child_as(bin, args, dir, logs, input_len, "22")
+}
+
+/// [`run_child`] with `OFFLOAD_LLVM_VERSION=release` (and none of the
+/// bundler's other environment variables).
+fn run_child_as(bin: &str, args: &[String], dir: &Path, logs: &Path, input_len: u64, release: &str) -> Ended {
     let out = fs::File::create(logs.join("stdout")).unwrap();
     let err = fs::File::create(logs.join("stderr")).unwrap();
     let (as_limit, fsize) = (address_space_limit(input_len), file_size_limit(input_len));
     let mut cmd = Command::new(bin);
     cmd.args(args).current_dir(dir).stdin(Stdio::null()).stdout(out).stderr(err);
+    for var in ["COMPRESSED_BUNDLE_FORMAT_VERSION", "OFFLOAD_BUNDLER_COMPRESS", "OFFLOAD_BUNDLER_VERBOSE"] {
+        cmd.env_remove(var);
+    }
+    cmd.env("OFFLOAD_LLVM_VERSION", release);
     // SAFETY: only async-signal-safe calls (setrlimit, signal) between fork
     // and exec.
     unsafe {
@@ -839,11 +951,17 @@ fn run_job(job: &Job, work: &Path, logs: &Path, dev: &[u8]) -> Result<i32, Strin
     if matches!(job.mode, Mode::BundleObject) {
         fs::write(work.join("dev"), dev).unwrap();
     }
+    if matches!(job.mode, Mode::InspectDiff) {
+        fs::write(work.join("orig"), &job.data[..]).unwrap();
+    }
+    if matches!(job.mode, Mode::Join) {
+        kpack::place_archive(work);
+    }
     for o in &outputs {
         fs::write(work.join(o), SENTINEL).unwrap();
     }
     let before = listing(work);
-    let ended = run_child(bin, &args, work, logs, data.len() as u64);
+    let ended = run_child_as(bin, &args, work, logs, data.len() as u64, job.mode.release());
     let after = listing(work);
     let tool = Path::new(bin).file_name().unwrap().to_string_lossy();
     let what = job.what.clone().unwrap_or_else(|| job.damage.describe());
@@ -860,6 +978,15 @@ fn run_job(job: &Job, work: &Path, logs: &Path, dev: &[u8]) -> Result<i32, Strin
     }
     match ended.code {
         Some(0) => Ok(0),
+        Some(1) | Some(2) if job.mode.answers() => {
+            if ended.code == Some(2) && !ended.stderr.contains("error:") {
+                return Err(describe(format!("exit 2 without 'error:' on stderr: {:?}", ended.stderr)));
+            }
+            if after != before {
+                return Err(describe("a run that writes nothing changed files".into()));
+            }
+            Ok(1)
+        }
         Some(1) => {
             let verify = matches!(job.mode, Mode::InspectVerify);
             if !(ended.stderr.contains("error:") || (verify && ended.stdout_error)) {
@@ -893,14 +1020,20 @@ fn jobs() -> Vec<Job> {
         for &damage in all.iter().step_by(97) {
             jobs.push(Job { base: base.name.to_string(), data: data.clone(), damage, what: None, mode: Mode::Wrap });
         }
+        for &damage in all.iter().skip(48).step_by(97) {
+            let mode = Mode::WrapLlvm22;
+            jobs.push(Job { base: base.name.to_string(), data: data.clone(), damage, what: None, mode });
+        }
     }
     for (base, what, data, modes) in crafted() {
         let data = std::sync::Arc::new(data);
-        // `verify` decompresses everything: for the bombs that is minutes
-        // of debug-build work, not a finding.
+        // `verify` and `diff` decompress everything: for the bombs that is
+        // minutes of debug-build work, not a finding.
         let inspector = INSPECTOR_MODES.map(|(m, _)| m);
-        let inspector =
-            inspector.iter().copied().filter(|m| !(what.contains("bomb") && matches!(m, Mode::InspectVerify)));
+        let inspector = inspector
+            .iter()
+            .copied()
+            .filter(|m| !(what.contains("bomb") && matches!(m, Mode::InspectVerify | Mode::InspectDiff)));
         for mode in modes.into_iter().chain(inspector) {
             jobs.push(Job {
                 base: base.to_string(),
@@ -967,12 +1100,34 @@ fn assert_no_problems(totals: &Totals, runs: usize) {
     );
 }
 
+/// The runs per command and per file, for the campaign's record
+/// (docs/development.md).
+fn print_counts(jobs: &[Job]) {
+    let mut by_mode: BTreeMap<String, usize> = BTreeMap::new();
+    let mut by_base: BTreeMap<&str, usize> = BTreeMap::new();
+    for j in jobs {
+        let (bin, args, _) = j.mode.command();
+        let tool = Path::new(bin).file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let first = args.first().map(String::as_str).unwrap_or_default();
+        let verb = if tool == "offload" || first.starts_with('-') { format!("{tool} {first}") } else { tool };
+        *by_mode.entry(format!("{verb} (LLVM {})", j.mode.release())).or_default() += 1;
+        *by_base.entry(j.base.as_str()).or_default() += 1;
+    }
+    for (what, n) in by_mode {
+        eprintln!("runs by command: {n:>7}  {what}");
+    }
+    for (what, n) in by_base {
+        eprintln!("runs by file: {n:>7}  {what}");
+    }
+}
+
 #[test]
 fn hostile_inputs_end_in_success_or_a_clear_error() {
     // OFFLOAD_HOSTILE_FILTER=<text> runs only the files whose description
     // contains <text> (to reproduce one failure quickly).
     let filter = std::env::var("OFFLOAD_HOSTILE_FILTER").unwrap_or_default();
     let jobs: Vec<Job> = jobs().into_iter().filter(|j| j.base.contains(&filter)).collect();
+    print_counts(&jobs);
     let dev = fixture("objects/dev-gfx906.o");
     let t = run_all(&jobs, |job, work, logs| run_job(job, work, logs, &dev));
     let (ok, errors, threads) = (t.ok, t.errors, t.threads);
