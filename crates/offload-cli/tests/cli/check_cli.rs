@@ -94,9 +94,7 @@ fn folder_of_hip_libraries_names_exactly_those_lacking_the_gpu() {
     let v = report(&o);
     let all = set(&["gnu_rela.so", "lld_relr.so", "nopie_gnu", "rdc_ccob_lld.so", "tu1.o", "tu12_r.o"]);
     let f = failing(&v);
-    // gfx906 named without its xnack mode is checked in the driver's
-    // default mode, xnack off (docs/reference/selection-rules.md).
-    assert_eq!(f["gfx906:xnack-"], BTreeSet::new());
+    assert_eq!(f["gfx906"], BTreeSet::new());
     assert_eq!(f["gfx1030"], all);
     assert_eq!(f["gfx90a:xnack+"], BTreeSet::new());
     assert_eq!(v["ok"], false);
@@ -112,7 +110,7 @@ fn folder_of_hip_libraries_names_exactly_those_lacking_the_gpu() {
             (g["gpu"].as_str().unwrap(), g["failing_files"].as_u64().unwrap(), g["failing_units"].as_u64().unwrap())
         })
         .collect();
-    assert_eq!(per, [("gfx906:xnack-", 0, 0), ("gfx1030", 6, 10), ("gfx90a:xnack+", 0, 0)]);
+    assert_eq!(per, [("gfx906", 0, 0), ("gfx1030", 6, 10), ("gfx90a:xnack+", 0, 0)]);
     let unit = &v["files"][0]["units"][0];
     assert_eq!(unit["loads"][0]["object"], "hipv4-amdgcn-amd-amdhsa--gfx906");
     assert_eq!(unit["loads"][1]["object"], Value::Null);
@@ -121,7 +119,7 @@ fn folder_of_hip_libraries_names_exactly_those_lacking_the_gpu() {
     // The text: failures only, then one summary line per GPU.
     let o = offload(&["check", "--no-deps", "--gpu", "gfx906", "--gpu", "gfx1030", p(&dir)]);
     let out = text(&o.stdout);
-    assert!(out.contains("gfx906:xnack-: 6 GPU libraries, 10 fat binaries: all load\n"), "{out}");
+    assert!(out.contains("gfx906: 6 GPU libraries, 10 fat binaries: all load\n"), "{out}");
     assert!(
         out.contains(
             "gfx1030: 6 GPU libraries, 10 fat binaries: 6 libraries lack gfx1030 code: gnu_rela.so, lld_relr.so, \
@@ -375,10 +373,7 @@ fn real_wheels_name_exactly_the_members_lacking_the_gpu() {
             for gpu in ["gfx1030", "gfx1010"] {
                 let o = offload(&["check", "--json", "--gpu", gpu, p(&package)]);
                 let v = report(&o);
-                // gfx1010 named without its xnack mode is checked in the
-                // driver's default mode for GFX10.1, xnack on.
-                let key = if gpu == "gfx1010" { "gfx1010:xnack+" } else { gpu };
-                let ours = failing(&v).remove(key).unwrap();
+                let ours = failing(&v).remove(gpu).unwrap();
                 let want = expected_failing(&package, &listed, gpu);
                 assert_eq!(ours, want, "{} on {gpu}", package.display());
                 assert_eq!(

@@ -59,7 +59,8 @@ const WRAPPER22: &str = env!("CARGO_BIN_EXE_llvm-offload-wrapper");
 const SENTINEL: &[u8] = b"pre-existing output: a failed run must leave this file as it is\n";
 
 /// A run longer than this is a hang (debug binaries on a loaded 2-core
-/// machine take milliseconds per case).
+/// machine take milliseconds per case; the 200,000-entry bundle takes
+/// seconds, and far longer when other builds share the cores).
 const TIMEOUT: Duration = Duration::from_secs(90);
 
 /// Address space for a child: a trivial run of a debug binary needs about
