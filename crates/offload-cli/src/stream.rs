@@ -1,6 +1,6 @@
 //! Decompressing a compressed bundle on a second thread while the calling
-//! thread writes (and, when asked, hashes) each piece, so that memory stays
-//! constant and the writing overlaps the decompression.
+//! thread hashes and writes each piece, so that memory stays constant and
+//! the hash check overlaps the decompression.
 
 use offload_format::bundle::compressed::{Blob, BlobDecoder, CompressedError, Hasher};
 use std::sync::mpsc::{channel, sync_channel};
@@ -19,14 +19,9 @@ pub enum StreamError {
 
 /// Decompresses `blob` on a worker thread and hands every piece, with its
 /// offset in the uncompressed data, to `sink` on the calling thread.
-/// With `hash`, returns the truncated MD5 of the whole uncompressed data
-/// (the caller compares it with the stored hash); without, `None`, and the
-/// stream costs no more than decompressing and writing.
-pub fn for_each_chunk(
-    blob: &Blob,
-    hash: bool,
-    mut sink: impl FnMut(u64, &[u8]) -> Result<(), String>,
-) -> Result<Option<u64>, StreamError> {
+/// Returns the truncated MD5 of the whole uncompressed data; the caller
+/// compares it with the stored hash.
+pub fn for_each_chunk(blob: &Blob, mut sink: impl FnMut(u64, &[u8]) -> Result<(), String>) -> Result<u64, StreamError> {
     let (full_tx, full_rx) = sync_channel::<Result<Vec<u8>, CompressedError>>(2);
     let (empty_tx, empty_rx) = channel::<Vec<u8>>();
     // Charged on the calling thread, to its current decompression budget.
@@ -61,19 +56,17 @@ pub fn for_each_chunk(
                 }
             }
         });
-        let mut hasher = hash.then(Hasher::default);
+        let mut hasher = Hasher::default();
         let mut pos = 0u64;
         // Returning drops the receiver, which stops the worker.
         for piece in full_rx {
             let piece = piece.map_err(StreamError::Input)?;
-            if let Some(h) = &mut hasher {
-                h.update(&piece);
-            }
+            hasher.update(&piece);
             sink(pos, &piece).map_err(StreamError::Sink)?;
             pos += piece.len() as u64;
             let _ = empty_tx.send(piece);
         }
-        Ok(hasher.map(Hasher::finish))
+        Ok(hasher.finish())
     })
 }
 
@@ -100,17 +93,14 @@ mod tests {
         let c = compress(&data, &CompressOptions::default()).unwrap().bytes;
         let blob = read_blob(&c).unwrap();
         let mut seen = Vec::new();
-        for hash in [true, false] {
-            seen.clear();
-            let computed = for_each_chunk(&blob, hash, |pos, piece| {
-                assert_eq!(pos as usize, seen.len());
-                seen.extend_from_slice(piece);
-                Ok(())
-            })
-            .unwrap();
-            assert_eq!(seen, data);
-            assert_eq!(computed, hash.then(|| truncated_md5(&data)));
-        }
+        let hash = for_each_chunk(&blob, |pos, piece| {
+            assert_eq!(pos as usize, seen.len());
+            seen.extend_from_slice(piece);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen, data);
+        assert_eq!(hash, truncated_md5(&data));
         assert_eq!(peek(&blob, 100).unwrap(), &data[..100]);
     }
 
@@ -120,7 +110,7 @@ mod tests {
         let c = compress(&data, &CompressOptions::default()).unwrap().bytes;
         let blob = read_blob(&c).unwrap();
         let mut calls = 0;
-        let r = for_each_chunk(&blob, false, |_, _| {
+        let r = for_each_chunk(&blob, |_, _| {
             calls += 1;
             Err("disk full".into())
         });

@@ -438,19 +438,6 @@ pub fn decompress_input(input: &[u8]) -> Result<Decompressed<'_>, BundlerError> 
     Ok(Decompressed { bytes: std::borrow::Cow::Owned(bytes), info: Some(info) })
 }
 
-/// [`decompress_input`] without the hash: what LLVM's bundler does unless
-/// `-verbose` asks for statistics (docs/formats/bundle.md, section 6.5).
-/// Sizes and the data after the blob are checked as there; a wrong stored
-/// hash goes unnoticed, as it does in LLVM.
-pub fn decompress_input_unhashed(input: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>, BundlerError> {
-    if !compressed::is_compressed(input) {
-        return Ok(std::borrow::Cow::Borrowed(input));
-    }
-    let blob = compressed::read_single_blob(input).map_err(BundlerError::Decompress)?;
-    let bytes = compressed::decompress_unverified(&blob).map_err(BundlerError::Decompress)?;
-    Ok(std::borrow::Cow::Owned(bytes))
-}
-
 /// Compresses a bundled output (the `-compress` step).
 pub fn compress(bundle: &[u8], options: &CompressOptions) -> Result<compressed::Compressed, BundlerError> {
     compressed::compress(bundle, options).map_err(BundlerError::Compress)

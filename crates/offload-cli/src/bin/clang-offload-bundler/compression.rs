@@ -71,9 +71,8 @@ impl EnvSettings {
     }
 }
 
-/// Decompresses the input if needed. Under `-verbose` it prints LLVM's
-/// statistics and checks the stored hash; otherwise, as LLVM, it does not
-/// compute the hash (docs/formats/bundle.md, section 6.5).
+/// Decompresses the input if needed, printing LLVM's statistics under
+/// `-verbose`, and checks the stored hash.
 pub fn decompress<'a>(input: &'a Input, verbose: bool, timers: &mut TimerGroup) -> Result<Cow<'a, [u8]>, String> {
     let bytes = input.bytes();
     if !offload_format::bundle::compressed::is_compressed(bytes) {
@@ -81,9 +80,6 @@ pub fn decompress<'a>(input: &'a Input, verbose: bool, timers: &mut TimerGroup) 
             eprintln!("Uncompressed bundle.");
         }
         return Ok(Cow::Borrowed(bytes));
-    }
-    if !verbose {
-        return bundler::decompress_input_unhashed(bytes).map_err(|e| e.to_string());
     }
     let (result, wall) = timers.time("Decompression time", || bundler::decompress_input(bytes));
     let decompressed = result.map_err(|e| e.to_string())?;

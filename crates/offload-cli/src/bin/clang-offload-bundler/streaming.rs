@@ -1,10 +1,8 @@
 //! Unbundling and listing compressed binary bundles while they decompress:
-//! the entry table is read from the first bytes and every payload is
-//! written to its output as it streams by, on one core while the other
-//! decompresses. Memory stays constant whatever the bundle's size. The
-//! stored hash is computed when LLVM computes it, under `-verbose`, and
-//! then checked before anything is committed (docs/formats/bundle.md,
-//! section 6.5).
+//! the entry table is read from the first bytes, every payload is written
+//! to its output as it streams by, and the stored hash is checked before
+//! anything is committed. Memory stays constant whatever the bundle's size,
+//! and the hash is computed on one core while the other decompresses.
 
 use crate::compression::print_decompression_stats;
 use offload_cli::stream::{StreamError, for_each_chunk, peek};
@@ -36,25 +34,23 @@ pub fn streamable(input: &[u8], file_type: FileType) -> Result<Option<Blob<'_>>,
     Ok(Some(blob))
 }
 
-/// Runs the stream; under `-verbose`, reports LLVM's statistics and checks
-/// the hash.
+/// Runs the stream, reports `-verbose` statistics and checks the hash.
 fn run(
     blob: &Blob,
     verbose: bool,
     timers: &mut TimerGroup,
     sink: impl FnMut(u64, &[u8]) -> Result<(), String>,
 ) -> Result<(), String> {
-    let (result, wall) = timers.time("Decompression time", || for_each_chunk(blob, verbose, sink));
+    let (result, wall) = timers.time("Decompression time", || for_each_chunk(blob, sink));
     let computed_hash = match result {
-        Ok(Some(h)) => h,
-        Ok(None) => return Ok(()),
+        Ok(h) => h,
         Err(StreamError::Input(e)) => return Err(fail(e)),
         Err(StreamError::Sink(e)) => return Err(e),
     };
-    print_decompression_stats(
-        &DecompressionInfo { header: blob.header, compressed_len: blob.data.len(), computed_hash },
-        wall,
-    );
+    let info = DecompressionInfo { header: blob.header, compressed_len: blob.data.len(), computed_hash };
+    if verbose {
+        print_decompression_stats(&info, wall);
+    }
     if computed_hash != blob.header.hash {
         return Err(fail(CompressedError::HashMismatch { stored: blob.header.hash, computed: computed_hash }));
     }
@@ -211,8 +207,7 @@ pub fn unbundle(
 }
 
 /// The IDs `-list` prints for a compressed binary bundle, after the whole
-/// bundle has streamed (damaged data is reported, as LLVM, which
-/// decompresses it all, reports it).
+/// bundle has streamed through the hash check.
 pub fn list(blob: &Blob, verbose: bool, timers: &mut TimerGroup) -> Result<Vec<Vec<u8>>, String> {
     let total = blob.header.uncompressed_size;
     let mut prefix = Vec::new();
