@@ -231,9 +231,7 @@ fn damaged_compressed_bundles_are_refused_without_output() {
     for cut in [20, 23, 24, 30, good.len() / 2, good.len() - 1] {
         damaged.push((format!("cut at {cut}"), good[..cut].to_vec()));
     }
-    // Bytes 16-23 are the MD5 of the uncompressed data: LLVM's bundler
-    // computes it only under -verbose, so ours does too (checked below).
-    for at in [8, 12, 24, 40, good.len() / 2, good.len() - 2] {
+    for at in [8, 12, 16, 20, 24, 40, good.len() / 2, good.len() - 2] {
         let mut b = good.clone();
         b[at] ^= 0x10;
         damaged.push((format!("bit flip at {at}"), b));
@@ -256,25 +254,6 @@ fn damaged_compressed_bundles_are_refused_without_output() {
         assert!(r.stderr.contains("error: "), "{what}: {}", r.stderr);
         for name in ["u0", "u1", "u2"] {
             assert_eq!(fs::read(dir.path().join(name)).unwrap(), b"previous", "{what}: {name} was touched");
-        }
-    }
-    // A damaged hash: unbundled as LLVM 19 does without -verbose; refused,
-    // with nothing written, under -verbose (where the hash is computed).
-    for at in [16, 20] {
-        let mut b = good.clone();
-        b[at] ^= 0x10;
-        fs::write(dir.path().join("c"), &b).unwrap();
-        let r = run_tool(ours, &unbundle_args("bc", "c"), dir.path());
-        assert_eq!(r.code, Some(0), "hash flip at {at}: {}", r.stderr);
-        for name in ["u0", "u1", "u2"] {
-            fs::write(dir.path().join(name), b"previous").unwrap();
-        }
-        let mut verbose = unbundle_args("bc", "c");
-        verbose.push("-verbose".into());
-        let r = run_tool(ours, &verbose, dir.path());
-        assert_eq!(r.code, Some(1), "hash flip at {at} under -verbose: accepted; stderr {}", r.stderr);
-        for name in ["u0", "u1", "u2"] {
-            assert_eq!(fs::read(dir.path().join(name)).unwrap(), b"previous", "hash flip at {at}: {name} was touched");
         }
     }
 }
