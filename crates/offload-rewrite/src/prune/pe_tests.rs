@@ -171,6 +171,6 @@ fn a_section_lying_inside_a_fat_binary_section_refuses_the_cut() {
     dll[other.header_offset + 20..other.header_offset + 24].copy_from_slice(&inside.to_le_bytes());
     let (input, pruned) = plan_file(&dll, &keep("gfx90a")).unwrap();
     let Input::Pe(pe) = &input else { panic!() };
-    let err = plan_pe_cut(&dll, pe, &pruned).err().expect("the cut is refused");
+    let Err(err) = plan_pe_cut(&dll, pe, &pruned) else { panic!("the cut is refused") };
     assert!(err.to_string().contains("two sections share file bytes"), "{err}");
 }
