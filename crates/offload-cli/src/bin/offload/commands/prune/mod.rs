@@ -508,8 +508,8 @@ fn choose_mode(
                     "note: {path}: cutting would remove only {saves} bytes (less than {minimum}); written in zero mode"
                 );
             }
-            let reason = match saves {
-                0 => "zero: nothing to cut".to_string(),
+            let reason = match pruned.changed() {
+                0 => "zero: nothing dropped, nothing to cut".to_string(),
                 _ => format!("zero: cutting would save only {saves} bytes (under {minimum})"),
             };
             Ok((None, None, false, reason))
