@@ -1229,7 +1229,7 @@ pub fn package_walk(kind: Option<offload_inspect::package::Kind>, data: &[u8]) {
                 assert!(!o.location.0.is_empty() || m.steps.is_empty());
             }
         }
-        Event::Progress { done, total } => assert!(total.is_none_or(|t| done <= t)),
+        Event::Progress { done, total, .. } => assert!(total.is_none_or(|t| done <= t)),
         Event::Problem(p) => assert!(!p.to_string().is_empty()),
     };
     let result = match kind {

@@ -341,9 +341,9 @@ impl Queue {
 /// is read whole and handed to one of `opts.threads` workers (0: one per
 /// core), and the entries are written in their input order as their turn
 /// comes (docs/guide/prune-trees.md, "Tarballs"). Memory: the files being
-/// pruned together come to at most [`IN_FLIGHT`] bytes or twice the
+/// pruned together come to at most `IN_FLIGHT` (256 MiB) or twice the
 /// largest of them, each with its rewritten copy, plus at most
-/// [`HELD_SMALL`] bytes of small entries waiting behind them.
+/// `HELD_SMALL` (64 MiB) of small entries waiting behind them.
 pub fn prune_tar(
     data: &[u8],
     kind: Compression,
