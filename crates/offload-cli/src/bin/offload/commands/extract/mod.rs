@@ -209,6 +209,9 @@ fn extract(
     // The target IDs of the code objects seen, for what `--target-id`
     // took or why it took nothing.
     let mut held: Vec<String> = Vec::new();
+    // Membership of `held` (a bundle may hold 200,000 distinct targets: a
+    // linear search per object made `extract` quadratic; hostile corpus).
+    let mut held_seen: std::collections::HashSet<String> = std::collections::HashSet::new();
     let problems = inputs::each(path, !json, &mut |item| {
         if failed {
             return;
@@ -216,7 +219,7 @@ fn extract(
         let inv = item.scan(&Options::default());
         inputs::print_diagnostics(argv0, item.file, &inv);
         for o in inv.objects.iter().filter(|o| !o.container && !o.target_id.is_empty()) {
-            if !held.contains(&o.target_id) {
+            if held_seen.insert(o.target_id.clone()) {
                 held.push(o.target_id.clone());
             }
         }
