@@ -66,7 +66,7 @@ pub struct SplitBinary {
     pub joinable: bool,
 }
 
-fn refuse(why: impl Into<String>) -> KpackError {
+pub(super) fn refuse(why: impl Into<String>) -> KpackError {
     KpackError::Refused(why.into())
 }
 
@@ -218,8 +218,29 @@ type Entry<'a> = (String, Cow<'a, [u8]>, u64);
 
 /// The target ID of a bundle entry ID: what follows its last `--` (empty
 /// for the host entry).
-fn target_of(id: &str) -> &str {
+pub(super) fn target_of(id: &str) -> &str {
     id.rfind("--").map_or("", |i| &id[i + 2..])
+}
+
+/// The device entries of one fat binary as the code objects of wrapper
+/// record `co_index` (the host entry left out); an entry that is not an
+/// AMDGPU code object refuses the split. Shared by ELF and PE splitting.
+pub(super) fn push_code_objects<'e>(
+    objects: &mut Vec<CodeObject>,
+    co_index: u32,
+    entries: impl IntoIterator<Item = (&'e String, &'e [u8])>,
+) -> Result<(), KpackError> {
+    for (id, payload) in entries {
+        let t = target_of(id);
+        if t.is_empty() {
+            continue;
+        }
+        if !id.contains("amdgcn-amd-amdhsa") {
+            return Err(refuse(format!("bundle entry {id} is not an AMDGPU code object")));
+        }
+        objects.push(CodeObject { co_index, target: t.to_string(), source_id: id.clone(), bytes: payload.to_vec() });
+    }
+    Ok(())
 }
 
 /// Everything a layout pass needs, independent of the marker's size.
@@ -426,21 +447,7 @@ pub fn split_binary(
         if first_record[u].is_none() {
             first_record[u] = Some(co_index);
         }
-        for (id, payload, _) in &unit_entries[u] {
-            let t = target_of(id);
-            if t.is_empty() {
-                continue;
-            }
-            if !id.contains("amdgcn-amd-amdhsa") {
-                return Err(refuse(format!("bundle entry {id} is not an AMDGPU code object")));
-            }
-            objects.push(CodeObject {
-                co_index,
-                target: t.to_string(),
-                source_id: id.clone(),
-                bytes: payload.to_vec(),
-            });
-        }
+        push_code_objects(&mut objects, co_index, unit_entries[u].iter().map(|(id, payload, _)| (id, &payload[..])))?;
     }
     if let Some(u) = first_record.iter().position(Option::is_none) {
         return Err(refuse(format!("fat binary {u} is referenced by no wrapper record")));

@@ -16,7 +16,7 @@
 //! when the input had one. The output is read back before it is returned.
 
 use super::KpackError;
-use super::host::{CodeObject, SplitBinary, marker_bytes};
+use super::host::{SplitBinary, marker_bytes, push_code_objects, refuse, target_of};
 use offload_format::bundle::binary;
 use offload_format::bytes::{u32_le, u64_le};
 use offload_format::coff::pe::{self, PeImage};
@@ -27,15 +27,6 @@ use std::collections::BTreeMap;
 
 /// `IMAGE_SCN_CNT_INITIALIZED_DATA`.
 const SCN_INITIALIZED: u32 = 0x40;
-
-fn refuse(why: impl Into<String>) -> KpackError {
-    KpackError::Refused(why.into())
-}
-
-/// The target ID of a bundle entry ID: what follows its last `--`.
-fn target_of(id: &str) -> &str {
-    id.rfind("--").map_or("", |i| &id[i + 2..])
-}
 
 /// Splits one PE image: `None` when it has no `.hip_fat` raw data, else
 /// the rewritten image and its code objects (never joinable: `offload
@@ -117,21 +108,11 @@ pub fn split_pe(data: &[u8], kernel_name: &str, search_paths: &[String]) -> Resu
             }
             slot.insert(list);
         }
-        for (id, payload) in units.get(&at).into_iter().flatten() {
-            let t = target_of(id);
-            if t.is_empty() {
-                continue;
-            }
-            if !id.contains("amdgcn-amd-amdhsa") {
-                return Err(refuse(format!("bundle entry {id} is not an AMDGPU code object")));
-            }
-            objects.push(CodeObject {
-                co_index,
-                target: t.to_string(),
-                source_id: id.clone(),
-                bytes: payload.to_vec(),
-            });
-        }
+        push_code_objects(
+            &mut objects,
+            co_index,
+            units.get(&at).into_iter().flatten().map(|(id, payload)| (id, *payload)),
+        )?;
         record_offsets.push(seg.raw_offset as u64 + (i * RECORD_LEN) as u64);
     }
     // Nothing else may point into .hip_fat: no data directory, and no
