@@ -815,24 +815,6 @@ fn omp22_lib() -> PathBuf {
     dir
 }
 
-/// An OpenMP program whose one target region must run on a device.
-const OMP_PROGRAM: &str = r#"#include <stdio.h>
-int main(void) {
-  const int n = 1000;
-  long sum = 0;
-  int squares[16];
-#pragma omp target map(tofrom: sum, squares)
-  {
-    for (int i = 1; i <= n; ++i)
-      sum += i;
-    for (int i = 0; i < 16; ++i)
-      squares[i] = i * i;
-  }
-  printf("sum=%ld square15=%d\n", sum, squares[15]);
-  return sum == 500500 && squares[15] == 225 ? 0 : 1;
-}
-"#;
-
 /// A `-B` folder whose drop-ins log their command line to `log` and run
 /// ours, so that a test can tell which of them clang ran.
 fn logging_tools(dir: &Path, log: &Path) -> PathBuf {
@@ -891,7 +873,7 @@ fn clang_22_openmp_program_runs_on_libomptarget_22_through_ours() {
     let d = dir.path();
     let log = d.join("tools.log");
     let bin = logging_tools(d, &log);
-    std::fs::write(d.join("t.c"), OMP_PROGRAM).unwrap();
+    std::fs::write(d.join("t.c"), offload_testkit::OPENMP_TARGET_PROGRAM).unwrap();
     let build = |ours: bool, exe: &str| {
         let mut cmd = Command::new(llvm.join("clang"));
         cmd.current_dir(d).env_remove("OFFLOAD_LLVM_VERSION");
@@ -934,7 +916,7 @@ fn openmp_program_registered_by_our_wrapper_runs_on_libomptarget_22() {
     let omp = omp22_lib();
     let dir = tmp();
     let d = dir.path();
-    std::fs::write(d.join("t.c"), OMP_PROGRAM).unwrap();
+    std::fs::write(d.join("t.c"), offload_testkit::OPENMP_TARGET_PROGRAM).unwrap();
     let clang = |args: &[&str]| {
         ok(&Command::new(llvm.join("clang")).current_dir(d).args(args).output().unwrap());
     };

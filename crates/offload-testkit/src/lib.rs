@@ -54,3 +54,23 @@ pub fn cli_fixture(rel: &str) -> Vec<u8> {
 /// The OpenMP host programs under `prune/omp/`, each with an x86_64 and an
 /// amdgcn gfx90a image.
 pub const OPENMP_PROGRAMS: [&str; 4] = ["gnu_pie", "lld_pie", "lld_relr.so", "nopie_gnu"];
+
+/// An OpenMP program whose one target region must run on a device (exit 0
+/// and `sum=500500 square15=225` when it did): the program the OpenMP
+/// run tests of LLVM 19 and LLVM 22 build.
+pub const OPENMP_TARGET_PROGRAM: &str = r#"#include <stdio.h>
+int main(void) {
+  const int n = 1000;
+  long sum = 0;
+  int squares[16];
+#pragma omp target map(tofrom: sum, squares)
+  {
+    for (int i = 1; i <= n; ++i)
+      sum += i;
+    for (int i = 0; i < 16; ++i)
+      squares[i] = i * i;
+  }
+  printf("sum=%ld square15=%d\n", sum, squares[15]);
+  return sum == 500500 && squares[15] == 225 ? 0 : 1;
+}
+"#;

@@ -15,24 +15,6 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
-const PROGRAM: &str = r#"
-#include <stdio.h>
-int main(void) {
-  const int n = 1000;
-  long sum = 0;
-  int squares[16];
-#pragma omp target map(tofrom: sum, squares)
-  {
-    for (int i = 1; i <= n; ++i)
-      sum += i;
-    for (int i = 0; i < 16; ++i)
-      squares[i] = i * i;
-  }
-  printf("sum=%ld square15=%d\n", sum, squares[15]);
-  return sum == 500500 && squares[15] == 225 ? 0 : 1;
-}
-"#;
-
 #[test]
 #[cfg_attr(
     not(all(has_llvm19, has_omp19)),
@@ -59,7 +41,7 @@ fn openmp_offload_build_uses_our_packager_and_runs_on_device_0() {
     )
     .unwrap();
     fs::set_permissions(&wrapper, fs::Permissions::from_mode(0o755)).unwrap();
-    fs::write(dir.join("t.c"), PROGRAM).unwrap();
+    fs::write(dir.join("t.c"), offload_testkit::OPENMP_TARGET_PROGRAM).unwrap();
 
     let compile = common::run(
         Command::new(&clang)
