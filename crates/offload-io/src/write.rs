@@ -94,7 +94,14 @@ pub(crate) struct PlanWriter<'f> {
     /// Bytes skipped since the last write: the file is extended to its
     /// full length at the end.
     skipped: bool,
+    /// Told after every [`WRITEBACK_STEP`] written, when the file's pages
+    /// are written back to disk while it is being written (see
+    /// [`write_plan_to`]).
+    progress: Option<std::sync::mpsc::SyncSender<()>>,
 }
+
+/// How much is written between two nudges of the writeback thread.
+const WRITEBACK_STEP: usize = 16 << 20;
 
 impl PlanWriter<'_> {
     const BUF: usize = 1 << 16;
@@ -108,12 +115,24 @@ impl PlanWriter<'_> {
         Ok(())
     }
 
+    /// Nudges the writeback thread, if there is one; a nudge already
+    /// waiting covers this one.
+    fn progressed(&self) {
+        if let Some(tx) = &self.progress {
+            let _ = tx.try_send(());
+        }
+    }
+
     fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
         if self.buf.len() + bytes.len() > Self::BUF {
             self.flush()?;
             if bytes.len() > Self::BUF {
                 let mut out = self.out;
-                return out.write_all(bytes);
+                for part in bytes.chunks(WRITEBACK_STEP) {
+                    out.write_all(part)?;
+                    self.progressed();
+                }
+                return Ok(());
             }
         }
         self.buf.extend_from_slice(bytes);
@@ -127,7 +146,8 @@ impl PlanWriter<'_> {
         let mut done = 0u64;
         while done < len {
             let mut off_in = libc::loff_t::try_from(offset + done).map_err(|_| io::ErrorKind::InvalidInput)?;
-            let chunk = usize::try_from(len - done).unwrap_or(usize::MAX).min(1 << 30);
+            let step = if self.progress.is_some() { WRITEBACK_STEP } else { 1 << 30 };
+            let chunk = usize::try_from(len - done).unwrap_or(usize::MAX).min(step);
             // SAFETY: both descriptors are open for the duration of the call;
             // the kernel reads from `src` at `off_in` and appends to `out`
             // at its file position.
@@ -148,6 +168,7 @@ impl PlanWriter<'_> {
                 break;
             }
             done += n as u64;
+            self.progressed();
         }
         Ok(done)
     }
@@ -187,10 +208,45 @@ impl PlanWriter<'_> {
     }
 }
 
-pub(crate) fn write_plan_to(out: &File, plan: &Plan, inputs: &[&Input]) -> io::Result<()> {
+/// Writes `plan` into `out`. With `writeback`, the pages written are also
+/// sent to disk as the writing goes on, by a second thread (see
+/// [`start_writeback`] for why): the flush then overlaps the copy instead
+/// of following it, and little is left to flush when the writing ends.
+pub(crate) fn write_plan_to(out: &File, plan: &Plan, inputs: &[&Input], writeback: bool) -> io::Result<()> {
+    if !writeback {
+        return write_pieces(out, plan, inputs, None);
+    }
+    let (tx, rx) = std::sync::mpsc::sync_channel::<()>(1);
+    let result = std::thread::scope(|scope| {
+        scope.spawn(move || {
+            // Ends when the writer drops its sender.
+            for () in rx {
+                start_writeback(out);
+            }
+        });
+        write_pieces(out, plan, inputs, Some(tx))
+    });
+    // What was written since the last nudge (the last pieces, the header).
+    start_writeback(out);
+    result
+}
+
+fn write_pieces(
+    out: &File,
+    plan: &Plan,
+    inputs: &[&Input],
+    progress: Option<std::sync::mpsc::SyncSender<()>>,
+) -> io::Result<()> {
     // A fresh regular file (the staged outputs are): zeros can be holes.
     let holes = out.metadata().is_ok_and(|m| m.is_file() && m.len() == 0);
-    let mut w = PlanWriter { out, buf: Vec::with_capacity(PlanWriter::BUF), kernel_copy: true, holes, skipped: false };
+    let mut w = PlanWriter {
+        out,
+        buf: Vec::with_capacity(PlanWriter::BUF),
+        kernel_copy: true,
+        holes,
+        skipped: false,
+        progress,
+    };
     for p in &plan.pieces {
         w.piece(p, inputs)?;
     }
