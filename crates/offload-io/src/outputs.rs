@@ -288,8 +288,12 @@ pub(crate) fn fill(staged: &mut Staged, path: &str, plan: &Plan, inputs: &[&Inpu
             // The old file's pages leave the page cache meanwhile, on
             // another core, instead of in the rename at commit.
             let dest = &*dest;
+            // Below a megabyte the gain is not worth a thread.
+            let large = fs::metadata(dest).is_ok_and(|m| m.len() >= 1 << 20);
             std::thread::scope(|scope| {
-                scope.spawn(|| drop_cached_pages(dest, inputs));
+                if large {
+                    scope.spawn(|| drop_cached_pages(dest, inputs));
+                }
                 write_plan_to(tmp.as_file(), plan, inputs, true)
             })
             .map_err(|error| OutputError { path: path.into(), error })

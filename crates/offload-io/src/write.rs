@@ -209,12 +209,16 @@ impl PlanWriter<'_> {
 }
 
 /// Writes `plan` into `out`. With `writeback`, the pages written are also
-/// sent to disk as the writing goes on, by a second thread (see
-/// [`start_writeback`] for why): the flush then overlaps the copy instead
-/// of following it, and little is left to flush when the writing ends.
+/// sent to disk (see [`start_writeback`] for why): for a large plan as
+/// the writing goes on, by a second thread, so that the flush overlaps the
+/// copy instead of following it and little is left to flush at the end.
 pub(crate) fn write_plan_to(out: &File, plan: &Plan, inputs: &[&Input], writeback: bool) -> io::Result<()> {
-    if !writeback {
-        return write_pieces(out, plan, inputs, None);
+    if !writeback || plan.len() < 2 * WRITEBACK_STEP as u64 {
+        write_pieces(out, plan, inputs, None)?;
+        if writeback {
+            start_writeback(out);
+        }
+        return Ok(());
     }
     let (tx, rx) = std::sync::mpsc::sync_channel::<()>(1);
     let result = std::thread::scope(|scope| {
