@@ -290,11 +290,15 @@ pub(crate) fn fill(staged: &mut Staged, path: &str, plan: &Plan, inputs: &[&Inpu
             let dest = &*dest;
             // Below a megabyte the gain is not worth a thread.
             let large = fs::metadata(dest).is_ok_and(|m| m.len() >= 1 << 20);
+            let done = std::sync::atomic::AtomicBool::new(false);
             std::thread::scope(|scope| {
                 if large {
-                    scope.spawn(|| drop_cached_pages(dest, inputs));
+                    scope.spawn(|| drop_cached_pages(dest, inputs, &done));
                 }
-                write_plan_to(tmp.as_file(), plan, inputs, true)
+                let written = write_plan_to(tmp.as_file(), plan, inputs, true);
+                // The drop stops at its next step rather than hold the commit.
+                done.store(true, std::sync::atomic::Ordering::Relaxed);
+                written
             })
             .map_err(|error| OutputError { path: path.into(), error })
         }
@@ -312,8 +316,10 @@ pub(crate) fn fill(staged: &mut Staged, path: &str, plan: &Plan, inputs: &[&Inpu
 /// (whose readers would lose the cache), not one of the run's inputs, and
 /// none of its pages is dirty or being written (the advice would start
 /// writing those to disk, a file about to be deleted). A hint: any
-/// failure skips it.
-fn drop_cached_pages(dest: &Path, inputs: &[&Input]) {
+/// failure skips it. Done in steps of 64 MiB, and stopped when `done` is
+/// set (the new file is written): on a busy machine the drop can take
+/// longer than the writing, and the rename frees what is left anyway.
+fn drop_cached_pages(dest: &Path, inputs: &[&Input], done: &std::sync::atomic::AtomicBool) {
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
     let Ok(old) =
         fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY).open(dest)
@@ -328,8 +334,14 @@ fn drop_cached_pages(dest: &Path, inputs: &[&Input]) {
     if !meta.is_file() || meta.nlink() != 1 || is_input || !all_pages_clean(&old) {
         return;
     }
-    // SAFETY: posix_fadvise only reads its arguments; the descriptor is open.
-    unsafe { libc::posix_fadvise(old.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    const STEP: u64 = 64 << 20;
+    let mut at = 0u64;
+    while at < meta.len() && !done.load(std::sync::atomic::Ordering::Relaxed) {
+        let (Ok(offset), Ok(len)) = (libc::off_t::try_from(at), libc::off_t::try_from(STEP)) else { return };
+        // SAFETY: posix_fadvise only reads its arguments; the descriptor is open.
+        unsafe { libc::posix_fadvise(old.as_raw_fd(), offset, len, libc::POSIX_FADV_DONTNEED) };
+        at += STEP;
+    }
 }
 
 /// Whether none of `file`'s cached pages is dirty or under writeback, by
