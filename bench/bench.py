@@ -14,6 +14,11 @@ byte-identical to that release's.
 
     bench/bench.py [--size-mib 64] [--devices 8] [--runs 5] [--only bundle,list]
 
+OFFLOAD_BUNDLER=PATH times another build of ours (a copy of an older
+release binary, to compare before and after a change in the same
+conditions); --baseline PATH adds that binary as a third tool beside ours
+and prints ours/baseline, run alternately with ours in every workload.
+
 Needs LLVM 19 (scripts/install-reference-llvm.sh) and a release build
 (`cargo build --release`); it builds one if missing.
 """
@@ -130,11 +135,12 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--only", default="", help="comma list of workloads to run")
     ap.add_argument("--dir", default=None, help="work folder (default: a temporary one)")
+    ap.add_argument("--baseline", default=None, help="another build of ours to time beside it (ours/baseline)")
     args = ap.parse_args()
 
     llvm = os.path.join(LLVM19, "clang-offload-bundler")
     llvm22 = os.path.join(LLVM22, "clang-offload-bundler")
-    ours = os.path.join(ROOT, "target", "release", "clang-offload-bundler")
+    ours = os.environ.get("OFFLOAD_BUNDLER") or os.path.join(ROOT, "target", "release", "clang-offload-bundler")
     if not os.path.exists(llvm):
         sys.exit(f"{llvm} not found: run scripts/install-reference-llvm.sh")
     # (name, program, OFFLOAD_LLVM_VERSION for ours): LLVM 22 when present.
@@ -209,18 +215,25 @@ def main():
     head = f"{'workload':26} {'LLVM19 s':>8} {'ours s':>8} {'ratio':>6} {'LLVM19 MiB':>13} {'ours MiB':>13} {'ratio':>9}"
     if len(refs) > 1:
         head += f" {'LLVM22 s':>8} {'ours22 s':>8} {'ratio':>6} {'LLVM22 MiB':>13} {'ours22 MiB':>13} {'ratio':>9}"
+    if args.baseline:
+        head += "   baseline s (beside LLVM 19[, 22]), ours/baseline"
+        print(f"# baseline: {args.baseline}")
     print(head)
     rows = []
     for name, wl_args, outputs in workloads:
         # Prerequisites (the LLVM bundle files) are made by the bundle workloads, which run first.
         line = f"{name:26}"
+        versus_base = ""
         for ref, exe_ref, release in refs:
             mine = "ours" if ref == "llvm" else "ours22"
-            times = {ref: [], mine: []}
-            mems = {ref: [], mine: []}
-            anons = {ref: [], mine: []}
+            base = "base" if ref == "llvm" else "base22"
+            times = {ref: [], mine: [], base: []}
+            mems = {ref: [], mine: [], base: []}
+            anons = {ref: [], mine: [], base: []}
             for r in range(args.runs):
                 order = [(ref, exe_ref, None), (mine, ours, release)]
+                if args.baseline:
+                    order.insert(1, (base, args.baseline, release))
                 if r % 2:
                     order.reverse()
                 for tool, exe, rel in order:
@@ -234,6 +247,11 @@ def main():
                 a, b = os.path.join(work, o.replace("{tool}", ref)), os.path.join(work, o.replace("{tool}", mine))
                 if not same_files(a, b):
                     sys.exit(f"{name}: {o} differs between {ref} and ours")
+                if args.baseline and not same_files(a, os.path.join(work, o.replace("{tool}", base))):
+                    sys.exit(f"{name}: {o} differs between {ref} and the baseline")
+            if args.baseline:
+                bt = statistics.median(times[base])
+                versus_base += f" {bt:8.3f} {statistics.median(times[mine]) / bt:5.2f}"
             lt, ot = statistics.median(times[ref]), statistics.median(times[mine])
             lm, om = statistics.median(mems[ref]), statistics.median(mems[mine])
             la, oa = statistics.median(anons[ref]), statistics.median(anons[mine])
@@ -241,7 +259,7 @@ def main():
                 rows.append((name, lt, ot, lm, om))
             line += (f" {lt:8.3f} {ot:8.3f} {ot / lt:6.2f} {lm:6.0f}/{la:6.1f} {om:6.0f}/{oa:6.1f} "
                      f"{om / lm:4.2f}/{oa / max(la, 1):4.2f}")
-        print(line, flush=True)
+        print(line + versus_base, flush=True)
     print("# all outputs byte-identical to those of the LLVM release compared; medians of", args.runs,
           "alternating runs")
     compressed = [r for r in rows if r[0] == "unbundle one compressed"]

@@ -81,6 +81,14 @@ impl Input {
         }
     }
 
+    /// The mapped file, for inputs that are one.
+    pub(crate) fn file(&self) -> Option<&File> {
+        match &self.backing {
+            Backing::Mapped { file, .. } => Some(file),
+            Backing::Owned(_) => None,
+        }
+    }
+
     /// If `slice` lies inside this input's mapped file: the file and the
     /// slice's offset in it.
     pub(crate) fn locate(&self, slice: &[u8]) -> Option<(&File, u64)> {

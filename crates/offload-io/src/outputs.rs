@@ -281,16 +281,104 @@ impl Outputs {
 /// Writes a plan into a prepared output.
 pub(crate) fn fill(staged: &mut Staged, path: &str, plan: &Plan, inputs: &[&Input]) -> Result<(), OutputError> {
     match staged {
-        Staged::Renamed { tmp, replaces, .. } => {
-            write_plan_to(tmp.as_file(), plan, inputs).map_err(|error| OutputError { path: path.into(), error })?;
-            if *replaces {
-                start_writeback(tmp.as_file());
-            }
-            Ok(())
+        Staged::Renamed { tmp, replaces: false, .. } => {
+            write_plan_to(tmp.as_file(), plan, inputs, false).map_err(|error| OutputError { path: path.into(), error })
+        }
+        Staged::Renamed { dest, tmp, replaces: true, .. } => {
+            // The old file's pages leave the page cache meanwhile, on
+            // another core, instead of in the rename at commit.
+            let dest = &*dest;
+            // Below a megabyte the gain is not worth a thread.
+            let large = fs::metadata(dest).is_ok_and(|m| m.len() >= 1 << 20);
+            let done = std::sync::atomic::AtomicBool::new(false);
+            std::thread::scope(|scope| {
+                if large {
+                    scope.spawn(|| drop_cached_pages(dest, inputs, &done));
+                }
+                let written = write_plan_to(tmp.as_file(), plan, inputs, true);
+                // The drop stops at its next step rather than hold the commit.
+                done.store(true, std::sync::atomic::Ordering::Relaxed);
+                written
+            })
+            .map_err(|error| OutputError { path: path.into(), error })
         }
         Staged::Stdout(data) | Staged::Direct { data, .. } => {
-            write_plan_to(data, plan, inputs).map_err(|error| OutputError { path: path.into(), error })
+            write_plan_to(data, plan, inputs, false).map_err(|error| OutputError { path: path.into(), error })
         }
+    }
+}
+
+/// Takes the pages of `dest`, a file an output is about to replace, out of
+/// the page cache, leaving its contents on disk untouched: renaming the
+/// new file over it frees them anyway, one by one (0.13 s for 576 MiB
+/// here), and done now it overlaps the writing of the new file. Only when
+/// that is sure to be a gain: `dest` is a regular file with no other name
+/// (whose readers would lose the cache), not one of the run's inputs, and
+/// none of its pages is dirty or being written (the advice would start
+/// writing those to disk, a file about to be deleted). A hint: any
+/// failure skips it. Done in steps of 64 MiB, and stopped when `done` is
+/// set (the new file is written): on a busy machine the drop can take
+/// longer than the writing, and the rename frees what is left anyway.
+fn drop_cached_pages(dest: &Path, inputs: &[&Input], done: &std::sync::atomic::AtomicBool) {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let Ok(old) =
+        fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY).open(dest)
+    else {
+        return;
+    };
+    let Ok(meta) = old.metadata() else { return };
+    let is_input = inputs
+        .iter()
+        .filter_map(|i| i.file())
+        .any(|f| f.metadata().is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino()));
+    if !meta.is_file() || meta.nlink() != 1 || is_input || !all_pages_clean(&old) {
+        return;
+    }
+    const STEP: u64 = 64 << 20;
+    let mut at = 0u64;
+    while at < meta.len() && !done.load(std::sync::atomic::Ordering::Relaxed) {
+        let (Ok(offset), Ok(len)) = (libc::off_t::try_from(at), libc::off_t::try_from(STEP)) else { return };
+        // SAFETY: posix_fadvise only reads its arguments; the descriptor is open.
+        unsafe { libc::posix_fadvise(old.as_raw_fd(), offset, len, libc::POSIX_FADV_DONTNEED) };
+        at += STEP;
+    }
+}
+
+/// Whether none of `file`'s cached pages is dirty or under writeback, by
+/// `cachestat` (Linux 6.5); false where the call is missing.
+fn all_pages_clean(file: &File) -> bool {
+    #[cfg(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        /// The system call's number, the same on both architectures.
+        const SYS_CACHESTAT: libc::c_long = 451;
+        #[repr(C)]
+        struct Range {
+            off: u64,
+            len: u64,
+        }
+        #[repr(C)]
+        #[derive(Default)]
+        struct Stat {
+            nr_cache: u64,
+            nr_dirty: u64,
+            nr_writeback: u64,
+            nr_evicted: u64,
+            nr_recently_evicted: u64,
+        }
+        // A length of zero: to the end of the file.
+        let range = Range { off: 0, len: 0 };
+        let mut stat = Stat::default();
+        // SAFETY: the kernel reads `range` and writes one `Stat`, both
+        // live locals of the layout it expects; the descriptor is open.
+        let r = unsafe {
+            libc::syscall(SYS_CACHESTAT, file.as_raw_fd(), &range as *const Range, &mut stat as *mut Stat, 0)
+        };
+        r == 0 && stat.nr_dirty == 0 && stat.nr_writeback == 0
+    }
+    #[cfg(not(all(target_os = "linux", any(target_arch = "x86_64", target_arch = "aarch64"))))]
+    {
+        let _ = file;
+        false
     }
 }
 

@@ -440,3 +440,35 @@ fn stale_staging_files_of_dead_runs_are_removed() {
     assert_eq!(remove_stale_staging(dir.path()), 1);
     assert!(!dir.path().join(&locked).exists());
 }
+
+/// Replacing an existing file takes the other path of `fill`: the new
+/// file is written back while it is written (pieces of more than one
+/// writeback step, copied and written from memory) and the old file's
+/// pages leave the cache meanwhile. The bytes are the plan's, the old
+/// file's other name keeps the old bytes, and an input that is also the
+/// output is still read whole.
+#[test]
+fn replacing_large_files_writes_the_whole_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = patterned_input(dir.path(), 40 << 20);
+    let old = vec![9u8; 1 << 20];
+    let (a, b, linked) = (dir.path().join("a"), dir.path().join("b"), dir.path().join("b-link"));
+    fs::write(&a, &old).unwrap();
+    fs::write(&b, &old).unwrap();
+    fs::hard_link(&b, &linked).unwrap();
+    let mut plan = Plan::new();
+    plan.own(b"head".to_vec());
+    plan.borrow(&input.bytes()[3..input.bytes().len() - 5]);
+    plan.own((0..(20u32 << 20)).map(|i| (i % 253) as u8).collect());
+    let mut outs = Outputs::new();
+    outs.stage(a.to_str().unwrap(), &plan, &[&input]).unwrap();
+    outs.stage(b.to_str().unwrap(), &plan, &[&input]).unwrap();
+    // The input itself replaced.
+    outs.stage(input.path.as_str(), &plan, &[&input]).unwrap();
+    outs.commit().unwrap();
+    let want = plan.to_vec();
+    for p in [&a, &b, &dir.path().join("src")] {
+        assert!(fs::read(p).unwrap() == want, "{}", p.display());
+    }
+    assert_eq!(fs::read(&linked).unwrap(), old);
+}

@@ -94,7 +94,13 @@ pub(crate) struct PlanWriter<'f> {
     /// Bytes skipped since the last write: the file is extended to its
     /// full length at the end.
     skipped: bool,
+    /// Whether the file's pages are sent to disk after every
+    /// [`WRITEBACK_STEP`] written (see [`write_plan_to`]).
+    writeback: bool,
 }
+
+/// How much is written between two starts of the writeback.
+const WRITEBACK_STEP: usize = 16 << 20;
 
 impl PlanWriter<'_> {
     const BUF: usize = 1 << 16;
@@ -108,12 +114,23 @@ impl PlanWriter<'_> {
         Ok(())
     }
 
+    /// Starts writing back what was written so far, when asked to.
+    fn progressed(&self) {
+        if self.writeback {
+            start_writeback(self.out);
+        }
+    }
+
     fn write(&mut self, bytes: &[u8]) -> io::Result<()> {
         if self.buf.len() + bytes.len() > Self::BUF {
             self.flush()?;
             if bytes.len() > Self::BUF {
                 let mut out = self.out;
-                return out.write_all(bytes);
+                for part in bytes.chunks(WRITEBACK_STEP) {
+                    out.write_all(part)?;
+                    self.progressed();
+                }
+                return Ok(());
             }
         }
         self.buf.extend_from_slice(bytes);
@@ -127,7 +144,8 @@ impl PlanWriter<'_> {
         let mut done = 0u64;
         while done < len {
             let mut off_in = libc::loff_t::try_from(offset + done).map_err(|_| io::ErrorKind::InvalidInput)?;
-            let chunk = usize::try_from(len - done).unwrap_or(usize::MAX).min(1 << 30);
+            let step = if self.writeback { WRITEBACK_STEP } else { 1 << 30 };
+            let chunk = usize::try_from(len - done).unwrap_or(usize::MAX).min(step);
             // SAFETY: both descriptors are open for the duration of the call;
             // the kernel reads from `src` at `off_in` and appends to `out`
             // at its file position.
@@ -148,6 +166,7 @@ impl PlanWriter<'_> {
                 break;
             }
             done += n as u64;
+            self.progressed();
         }
         Ok(done)
     }
@@ -187,10 +206,23 @@ impl PlanWriter<'_> {
     }
 }
 
-pub(crate) fn write_plan_to(out: &File, plan: &Plan, inputs: &[&Input]) -> io::Result<()> {
+/// Writes `plan` into `out`. With `writeback`, the pages written are also
+/// sent to disk (see [`start_writeback`] for why): for a large plan after
+/// every [`WRITEBACK_STEP`] written, so that the flush goes on while the
+/// file is written instead of after it, and little is left at the end.
+/// (Started from a second thread, the writeback slowed the copy: 0.82 s
+/// against 0.69 s for 576 MiB here; docs/development.md.)
+pub(crate) fn write_plan_to(out: &File, plan: &Plan, inputs: &[&Input], writeback: bool) -> io::Result<()> {
     // A fresh regular file (the staged outputs are): zeros can be holes.
     let holes = out.metadata().is_ok_and(|m| m.is_file() && m.len() == 0);
-    let mut w = PlanWriter { out, buf: Vec::with_capacity(PlanWriter::BUF), kernel_copy: true, holes, skipped: false };
+    let mut w = PlanWriter {
+        out,
+        buf: Vec::with_capacity(PlanWriter::BUF),
+        kernel_copy: true,
+        holes,
+        skipped: false,
+        writeback: writeback && plan.len() >= 2 * WRITEBACK_STEP as u64,
+    };
     for p in &plan.pieces {
         w.piece(p, inputs)?;
     }
@@ -203,6 +235,10 @@ pub(crate) fn write_plan_to(out: &File, plan: &Plan, inputs: &[&Input]) -> io::R
         if out.metadata()?.len() < end {
             out.set_len(end)?;
         }
+    }
+    if writeback {
+        // What was written since the last start (or all of a small plan).
+        start_writeback(out);
     }
     Ok(())
 }
