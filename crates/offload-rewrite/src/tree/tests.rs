@@ -467,3 +467,63 @@ fn a_tarball_pruned_by_several_workers_is_the_same_as_by_one() {
         assert!(run(threads) == (one.clone(), files.clone()), "{threads} workers");
     }
 }
+
+/// A wheel pruned by several workers (members decoded, pruned and
+/// recompressed in parallel) is the same, byte for byte, as by one worker.
+#[test]
+fn a_wheel_pruned_by_several_workers_is_the_same_as_by_one() {
+    let input = wheel();
+    let run = |threads: usize| {
+        let o = Options { threads, ..opts(&["gfx90a", "sm_90"]) };
+        let (bytes, report) = prune_to_vec(&input, &o, None);
+        let files: Vec<_> = report.files.iter().map(|f| (f.path.clone(), f.action, f.new_size)).collect();
+        (bytes, files)
+    };
+    let (one, files) = run(1);
+    assert!(files.iter().filter(|f| f.1 == Action::Rewritten).count() >= 2, "{files:?}");
+    assert!(one.len() < input.len());
+    for threads in [2, 3, 8] {
+        assert!(run(threads) == (one.clone(), files.clone()), "{threads} workers");
+    }
+}
+
+/// A wheel in which nothing changes (a CUDA library when an AMD GPU is
+/// kept) comes out as it went in, byte for byte: its RECORD, compressed
+/// here at another level than the writer's default, is not recompressed.
+#[test]
+fn an_unchanged_wheel_is_copied_byte_for_byte() {
+    let mut w = ZipWriter::new(Cursor::new(Vec::new()));
+    let time = DateTime::from_date_and_time(2024, 5, 6, 7, 8, 10).unwrap();
+    let mut record = String::new();
+    let cuda = cli_fixture("cuda/libsmall.so");
+    for (name, data) in [("pkg/__init__.py", &b"x = 1\n"[..]), ("pkg/libsmall.so", &cuda[..])] {
+        w.start_file(name, SimpleFileOptions::default().last_modified_time(time)).unwrap();
+        w.write_all(data).unwrap();
+        record.push_str(&format!("{name},{},{}\n", record::hash(data), data.len()));
+    }
+    for i in 0..200 {
+        record.push_str(&format!("pkg/data/file{i}.txt,{},{i}\n", record::hash(&[i as u8])));
+    }
+    record.push_str("pkg-1.0.dist-info/RECORD,,\n");
+    let fast = SimpleFileOptions::default().last_modified_time(time).compression_level(Some(1));
+    w.start_file("pkg-1.0.dist-info/RECORD", fast).unwrap();
+    w.write_all(record.as_bytes()).unwrap();
+    w.set_comment("a comment").unwrap();
+    let input = w.finish().unwrap().into_inner();
+    // The writer's default level would give RECORD other bytes.
+    let mut again = ZipWriter::new(Cursor::new(Vec::new()));
+    again.start_file("r", SimpleFileOptions::default()).unwrap();
+    again.write_all(record.as_bytes()).unwrap();
+    let again = again.finish().unwrap().into_inner();
+    let stored = |z: &[u8]| {
+        let mut a = ZipArchive::new(Cursor::new(z)).unwrap();
+        let n = a.len() - 1;
+        a.by_index_raw(n).unwrap().compressed_size()
+    };
+    assert_ne!(stored(&input), stored(&again), "the test needs a RECORD the default level compresses otherwise");
+
+    let (output, report) = prune_to_vec(&input, &opts(&["gfx90a"]), None);
+    assert!(report.files.iter().all(|f| f.action != Action::Rewritten && f.action != Action::Removed));
+    assert_eq!(report.output_size, input.len() as u64);
+    assert!(output == input, "an unchanged wheel is copied as it is");
+}
