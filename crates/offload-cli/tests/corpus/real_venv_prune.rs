@@ -56,20 +56,27 @@ fn snapshot(root: &Path) -> BTreeMap<String, (u64, [u8; 16])> {
     out
 }
 
-/// What `offload extract --gpu GPU` writes for `root`: file name -> MD5.
-fn selected(root: &Path, gpu: &str, out_dir: &Path) -> BTreeMap<String, [u8; 16]> {
+/// What `offload extract --gpu GPU` writes for `root`, in its order: the
+/// file name without the code object's index (`venv-113-cuda-elf-sm_90.cubin`
+/// -> `venv-cuda-elf-sm_90.cubin`: indices move when entries are dropped)
+/// and the MD5 of its bytes.
+fn selected(root: &Path, gpu: &str, out_dir: &Path) -> Vec<(String, [u8; 16])> {
     std::fs::create_dir_all(out_dir).unwrap();
     let out = offload(&["extract", "--gpu", gpu, "--output-dir", out_dir.to_str().unwrap(), root.to_str().unwrap()]);
     assert!(out.status.success(), "extract: {}", String::from_utf8_lossy(&out.stderr));
-    let files = std::fs::read_dir(out_dir)
+    let mut files: Vec<(u64, String, [u8; 16])> = std::fs::read_dir(out_dir)
         .unwrap()
         .map(|e| {
             let p = e.unwrap().path();
-            (p.file_name().unwrap().to_string_lossy().into_owned(), Md5::digest(std::fs::read(&p).unwrap()).into())
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            let (prefix, rest) = name.split_once('-').unwrap();
+            let (index, id) = rest.split_once('-').unwrap();
+            (index.parse().unwrap(), format!("{prefix}-{id}"), Md5::digest(std::fs::read(&p).unwrap()).into())
         })
         .collect();
+    files.sort();
     std::fs::remove_dir_all(out_dir).unwrap();
-    files
+    files.into_iter().map(|(_, name, md5)| (name, md5)).collect()
 }
 
 fn run(cmd: &mut Command) -> (bool, String) {
