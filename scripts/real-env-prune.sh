@@ -21,7 +21,8 @@
 #      then offload prune --keep sm_90 --in-place venv/: what sm_90 selects
 #      is byte-identical (offload extract --gpu), pip check and offload
 #      check --gpu sm_90 say the same before and after, every file the
-#      report does not list is byte-identical.
+#      report does not list is byte-identical, and every installed RECORD
+#      matches its files (the pruned library's line rewritten).
 #
 # Downloads are cached in ~/.cache/offload-binutils/real-env (about 260 MB:
 # 140 MB of wheels, 125 MB of .debs); the run needs about 4 GB in $TMPDIR.
@@ -228,6 +229,8 @@ python3 - "$T/venv.json" "$T/venv.before" "$V" <<'EOF2' || fail=1
 import json, os, sys, filecmp
 report, before, after = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
 named = {f["path"].lstrip("./"): f["action"] for f in report["files"]}
+# Installed RECORDs that got the new hashes (a note each)
+named.update({n.split(": the new hashes")[0]: "rewritten" for n in report["notes"] if ": the new hashes" in n})
 same = bad = 0
 for top, dirs, files in os.walk(before):
     for n in files:
@@ -246,6 +249,23 @@ for top, dirs, files in os.walk(before):
         else:
             same += 1
 print(f"   {same} files the report does not name: byte-identical" + ("" if not bad else f"; {bad} PROBLEMS"))
+sys.exit(1 if bad else 0)
+EOF2
+# Every installed RECORD still matches its files (hashes by Python's hashlib).
+python3 - "$V" <<'EOF2' || problem "venv: an installed RECORD does not match its files"
+import base64, csv, glob, hashlib, os, sys
+checked, bad = 0, []
+for record in glob.glob(os.path.join(sys.argv[1], "lib/python*/site-packages/*.dist-info/RECORD")):
+    base = os.path.dirname(os.path.dirname(record))
+    for row in csv.reader(open(record, newline="")):
+        if len(row) < 3 or not row[1]:
+            continue
+        data = open(os.path.normpath(os.path.join(base, row[0])), "rb").read()
+        digest = "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        checked += 1
+        if (digest, str(len(data))) != (row[1], row[2]):
+            bad.append(row[0])
+print(f"   installed RECORDs: {checked} lines, {len(bad)} not matching their files {' '.join(bad)}")
 sys.exit(1 if bad else 0)
 EOF2
 if [ "$sel_before" = "$(selected "$V" "$VENV_KEEP")" ]; then

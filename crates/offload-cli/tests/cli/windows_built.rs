@@ -560,11 +560,9 @@ fn replace_refuses_pe_images_coff_objects_and_lib_archives_with_a_reason() {
     let (_, code) = files.iter().find(|(name, _)| name.contains("gfx90a")).expect("a gfx90a code object");
     let with = tmp.path().join("new.co");
     std::fs::write(&with, code).unwrap();
-    for (name, what) in [
-        ("hip_kernels.dll", "a PE image"),
-        ("hip.obj", "a COFF object"),
-        ("kernels.lib", "an archive of COFF objects"),
-    ] {
+    for (name, what) in
+        [("hip_kernels.dll", "a PE image"), ("hip.obj", "a COFF object"), ("kernels.lib", "an archive of COFF objects")]
+    {
         let out_path = tmp.path().join(format!("out.{name}"));
         let out = offload(&[
             "replace",
@@ -582,8 +580,14 @@ fn replace_refuses_pe_images_coff_objects_and_lib_archives_with_a_reason() {
         assert!(!out_path.exists(), "{name}: an output was written");
     }
     let out_path = tmp.path().join("o.obj");
-    let out =
-        offload(&["prune", "--keep", "gfx90a", pe("omp_kernel.obj").to_str().unwrap(), "-o", out_path.to_str().unwrap()]);
+    let out = offload(&[
+        "prune",
+        "--keep",
+        "gfx90a",
+        pe("omp_kernel.obj").to_str().unwrap(),
+        "-o",
+        out_path.to_str().unwrap(),
+    ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains(".llvm.offloading is not pruned in COFF objects"), "{err}");

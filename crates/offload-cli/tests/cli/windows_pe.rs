@@ -435,7 +435,8 @@ fn curand_dll_and_wheel_size_like_the_linux_library() {
     assert_eq!(size_census(&c.win_wheel), dll, "the wheel holds the DLL");
     // The same targets, kinds and numbers of code objects; the bytes of
     // each target within 1 % (the two libraries are separate builds).
-    let counts = |m: &BTreeMap<(String, String), (u64, u64)>| m.iter().map(|(k, v)| (k.clone(), v.0)).collect::<Vec<_>>();
+    let counts =
+        |m: &BTreeMap<(String, String), (u64, u64)>| m.iter().map(|(k, v)| (k.clone(), v.0)).collect::<Vec<_>>();
     assert_eq!(counts(&dll), counts(&linux));
     assert_eq!(dll.len(), 13, "sm_50 to sm_121: {dll:?}");
     assert_eq!(dll.values().map(|v| v.0).sum::<u64>(), 153);

@@ -5,8 +5,9 @@
 //! what sm_90 selects is byte-identical before and after (`offload extract
 //! --gpu sm_90`), every file the report does not name is byte-identical,
 //! `offload check --gpu sm_90` gives the same answer, `pip check` the same
-//! (only the dependency that `--no-deps` left out), and the venv is
-//! smaller. Ignored without the cuRAND wheels, the real corpus or Python's
+//! (only the dependency that `--no-deps` left out), every installed
+//! `RECORD` matches the files (checked with Python's hashlib; cuRAND's gets
+//! the pruned library's new hash), and the venv is smaller. Ignored without the cuRAND wheels, the real corpus or Python's
 //! venv (build.rs); failing under `OFFLOAD_REQUIRE_REAL_CORPUS=1`.
 
 use crate::inspect_support::offload;
@@ -79,6 +80,34 @@ fn selected(root: &Path, gpu: &str, out_dir: &Path) -> Vec<(String, [u8; 16])> {
     files.into_iter().map(|(_, name, md5)| (name, md5)).collect()
 }
 
+/// Checks every installed distribution's RECORD against the files, with
+/// Python's own hashlib: (lines checked, mismatches).
+const CHECK_RECORDS: &str = r#"
+import base64, csv, glob, hashlib, os, sys
+checked, bad = 0, []
+for record in glob.glob(os.path.join(sys.argv[1], "lib/python*/site-packages/*.dist-info/RECORD")):
+    base = os.path.dirname(os.path.dirname(record))
+    for row in csv.reader(open(record, newline="")):
+        if len(row) < 3 or not row[1]:
+            continue
+        path = os.path.normpath(os.path.join(base, row[0]))
+        data = open(path, "rb").read()
+        digest = "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        checked += 1
+        if (digest, str(len(data))) != (row[1], row[2]):
+            bad.append(row[0])
+print(checked, len(bad), " ".join(bad))
+"#;
+
+fn check_records(venv: &Path) -> (u64, u64, String) {
+    let (ok, text) = run(Command::new("python3").args(["-c", CHECK_RECORDS]).arg(venv));
+    assert!(ok, "{text}");
+    let mut it = text.trim().splitn(3, ' ');
+    let checked = it.next().unwrap().parse().unwrap();
+    let bad = it.next().unwrap().parse().unwrap();
+    (checked, bad, it.next().unwrap_or("").to_string())
+}
+
 fn run(cmd: &mut Command) -> (bool, String) {
     let out = cmd.output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
@@ -103,13 +132,16 @@ fn a_real_venv_pruned_in_place_for_sm_90_keeps_what_sm_90_loads() {
     assert!(ok, "pip install: {text}");
     let v = venv.to_str().unwrap();
 
+    let (checked, bad, which) = check_records(&venv);
+    assert!(checked > 100 && bad == 0, "pip's RECORDs before: {checked} checked, {bad} wrong: {which}");
     let before = snapshot(&venv);
     let sm90_before = selected(&venv, "sm_90", &tmp.path().join("sel"));
     // One sm_90 cubin for each of the 10 registered fat binaries of
     // libcurand.so.10 (its first, device-linked one has no record); the
     // ROCm plug-in has nothing for sm_90.
     assert_eq!(sm90_before.len(), 10, "{sm90_before:?}");
-    let (check_ok, check_before) = run(Command::new(env!("CARGO_BIN_EXE_offload")).args(["check", "--gpu", "sm_90", v]));
+    let (check_ok, check_before) =
+        run(Command::new(env!("CARGO_BIN_EXE_offload")).args(["check", "--gpu", "sm_90", v]));
     let (_, pip_before) = run(Command::new(&pip).arg("check"));
 
     let out = offload(&["prune", "--keep", "sm_90", "--in-place", "--json", v]);
@@ -117,20 +149,33 @@ fn a_real_venv_pruned_in_place_for_sm_90_keeps_what_sm_90_loads() {
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
     let after = snapshot(&venv);
 
+    // The installed RECORDs follow the pruned files (curand's RECORD is
+    // rewritten for it, so it is not compared below).
+    let (checked_after, bad, which) = check_records(&venv);
+    assert_eq!((checked_after, bad), (checked, 0), "RECORDs after the prune: {which}");
+    let record = before.keys().find(|p| p.contains("nvidia_curand_cu12-") && p.ends_with(".dist-info/RECORD")).unwrap();
+    assert!(report["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().contains(record.as_str())));
     // The report names the files it changed; every other file is as it was.
     let named: BTreeMap<String, String> = report["files"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|f| (f["path"].as_str().unwrap().trim_start_matches("./").to_string(), f["action"].as_str().unwrap().to_string()))
+        .map(|f| {
+            (
+                f["path"].as_str().unwrap().trim_start_matches("./").to_string(),
+                f["action"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
-    let curand = before.keys().find(|p| p.ends_with("nvidia/curand/lib/libcurand.so.10")).expect("libcurand.so.10 installed");
+    let curand =
+        before.keys().find(|p| p.ends_with("nvidia/curand/lib/libcurand.so.10")).expect("libcurand.so.10 installed");
     assert_eq!(named.get(curand).map(String::as_str), Some("rewritten"), "{named:?}");
     let mut untouched = 0;
     for (path, old) in &before {
         match named.get(path).map(String::as_str) {
             Some("removed") => assert!(!after.contains_key(path), "{path} still there"),
             Some("rewritten") => assert!(after[path].0 < old.0, "{path}: not smaller"),
+            _ if path == record => assert_ne!(after.get(path), Some(old)),
             _ => {
                 assert_eq!(after.get(path), Some(old), "{path} changed but the report does not say so");
                 untouched += 1;
@@ -139,7 +184,12 @@ fn a_real_venv_pruned_in_place_for_sm_90_keeps_what_sm_90_loads() {
     }
     assert!(after.keys().all(|p| before.contains_key(p)), "new files in the venv");
     // The ROCm plug-in's libraries hold no code for sm_90 and stay.
-    assert!(before.keys().filter(|p| p.contains("jax_rocm7_plugin/") && p.ends_with(".so")).all(|p| !named.contains_key(p) || named[p] == "kept" || named[p] == "untouched"));
+    assert!(
+        before
+            .keys()
+            .filter(|p| p.contains("jax_rocm7_plugin/") && p.ends_with(".so"))
+            .all(|p| !named.contains_key(p) || named[p] == "kept" || named[p] == "untouched")
+    );
     assert!(untouched > 1000, "{untouched}");
 
     assert_eq!(selected(&venv, "sm_90", &tmp.path().join("sel")), sm90_before, "sm_90 loads other bytes");

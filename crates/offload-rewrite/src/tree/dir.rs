@@ -128,8 +128,11 @@ pub fn prune_dir(root: &Path, opts: &Options) -> Result<TreeReport, TreeError> {
     if want_hash && (!new_hashes.is_empty() || !removed.is_empty()) {
         for record in records {
             match update_record(record, &new_hashes, &removed) {
-                Ok(true) => report.notes.push(format!("{}: the new hashes and sizes recorded", record.rel)),
-                Ok(false) => {}
+                Ok(Some(new_len)) => {
+                    report.output_size = (report.output_size + new_len).saturating_sub(record.size);
+                    report.notes.push(format!("{}: the new hashes and sizes recorded", record.rel));
+                }
+                Ok(None) => {}
                 Err(e) => {
                     first_error.get_or_insert(e);
                 }
@@ -177,20 +180,20 @@ fn resolve(base: &str, path: &str) -> Option<String> {
 /// Rewrites the installed `RECORD` `item` (its paths are relative to the
 /// folder holding the `.dist-info`) with the new hash and size of every
 /// rewritten file it lists, without the lines of removed ones, atomically.
-/// Whether it changed.
+/// Its new size when it changed.
 fn update_record(
     item: &Item,
     new_hashes: &HashMap<String, (String, u64)>,
     removed: &HashSet<String>,
-) -> Result<bool, TreeError> {
+) -> Result<Option<u64>, TreeError> {
     // A RECORD is a few hundred kB at most; anything far larger is not one.
     const MAX_RECORD: u64 = 64 << 20;
     if item.size > MAX_RECORD {
-        return Ok(false);
+        return Ok(None);
     }
     let name = item.path.display().to_string();
     let input = offload_io::Input::open_regular(&name).map_err(|e| TreeError::io(&name, offload_io::error_text(&e)))?;
-    let Ok(text) = std::str::from_utf8(input.bytes()) else { return Ok(false) };
+    let Ok(text) = std::str::from_utf8(input.bytes()) else { return Ok(None) };
     let base = item.rel.rsplitn(3, '/').nth(2).unwrap_or("");
     let (mut hashes, mut gone) = (HashMap::new(), HashSet::new());
     for line in text.lines() {
@@ -203,11 +206,11 @@ fn update_record(
         }
     }
     if hashes.is_empty() && gone.is_empty() {
-        return Ok(false);
+        return Ok(None);
     }
     let new_text = record::rewrite(text, &hashes, &gone, &|p| p.to_string());
     replace(item, new_text.as_bytes(), &input)?;
-    Ok(true)
+    Ok(Some(new_text.len() as u64))
 }
 
 /// The file's report, and the `RECORD` hash of its new bytes when it was

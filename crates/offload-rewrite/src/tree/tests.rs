@@ -577,7 +577,11 @@ fn an_installed_record_gets_the_new_hashes_in_place() {
         match std::fs::read(&p) {
             Err(_) => assert!(!lines.contains_key(name), "{name}: removed, still recorded"),
             Ok(now) => {
-                assert_eq!(lines.get(name).copied(), Some(format!("{},{}", record::hash(&now), now.len()).as_str()), "{name}: {new}");
+                assert_eq!(
+                    lines.get(name).copied(),
+                    Some(format!("{},{}", record::hash(&now), now.len()).as_str()),
+                    "{name}: {new}"
+                );
                 rewritten += usize::from(now != old);
             }
         }
