@@ -450,7 +450,10 @@ fn curand_dll_and_wheel_size_like_the_linux_library() {
 /// `offload kernels --json`: (kind, target, kernel name without its
 /// parameters) -> count. Parameters differ between the two builds where a
 /// type does (`unsigned long` on Linux is `unsigned long long` on Windows).
-fn kernel_census(p: &Path) -> (BTreeMap<(String, String, String), usize>, Vec<Value>) {
+/// (kind, target, kernel name) -> count.
+type KernelCensus = BTreeMap<(String, String, String), usize>;
+
+fn kernel_census(p: &Path) -> (KernelCensus, Vec<Value>) {
     let out = offload(&["kernels", "--json", p.to_str().unwrap()]);
     assert!(out.status.success(), "kernels: {}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
