@@ -240,8 +240,17 @@ fn prune_item(item: &Item, opts: &Options, want_hash: bool) -> Result<ItemResult
     let mut hash = None;
     match (&outcome, opts.dry_run) {
         (Outcome::Rewritten(w), false) => {
-            replace(item, &w.bytes, &input)?;
-            hash = want_hash.then(|| record::hash(&w.bytes));
+            // The RECORD hash is computed while the file is written.
+            let (written, hashed) = std::thread::scope(|scope| {
+                let hasher = want_hash.then(|| scope.spawn(|| record::hash(&w.bytes)));
+                (replace(item, &w.bytes, &input), hasher.map(|h| h.join()))
+            });
+            written?;
+            hash = match hashed {
+                Some(Ok(h)) => Some(h),
+                Some(Err(_)) => return Err(TreeError::io(&name, "a worker thread failed")),
+                None => None,
+            };
         }
         // A standalone code object for a target no kept GPU loads (by its
         // ELF header, not its name): removed with all its links.
