@@ -14,7 +14,15 @@
 #      small base (libc6, libstdc++6, ...), ld.so.cache made with
 #      ldconfig -r; tar --zstd; offload prune --keep gfx90a; unpacked again:
 #      offload check --gpu says the same for each kept GPU before and after,
-#      and every file the report does not list is byte-identical.
+#      and every file the report does not list is byte-identical;
+#   4. a virtual environment: NVIDIA's nvidia-curand-cu12 manylinux wheel and
+#      JAX's ROCm 7 plug-in (from the real corpus of
+#      scripts/fetch-real-corpus.sh) installed with pip into a fresh venv,
+#      then offload prune --keep sm_90 --in-place venv/: what sm_90 selects
+#      is byte-identical (offload extract --gpu), pip check and offload
+#      check --gpu sm_90 say the same before and after, every file the
+#      report does not list is byte-identical, and every installed RECORD
+#      matches its files (the pruned library's line rewritten).
 #
 # Downloads are cached in ~/.cache/offload-binutils/real-env (about 260 MB:
 # 140 MB of wheels, 125 MB of .debs); the run needs about 4 GB in $TMPDIR.
@@ -24,7 +32,8 @@
 # Env: KEEP_GPUS (wheels, default gfx1100), ROOT_KEEP (rootfs, default gfx90a),
 #      CHECK_GPUS (default ROOT_KEEP with xnack- and xnack+), SPLIT_GPUS (split
 #      --gpu: only the wheels serving these; default every target),
-#      SKIP_WHEELS=1 runs only the container root, KEEP_TMP=1 leaves the work folder.
+#      VENV_KEEP (venv, default sm_90), SKIP_WHEELS=1 / SKIP_ROOT=1 / SKIP_VENV=1
+#      leave out parts 1-2 / 3 / 4, KEEP_TMP=1 leaves the work folder.
 set -euo pipefail
 O=$(realpath "${1:-target/release/offload}")
 [ -x "$O" ] || { echo "build it first: cargo build --release -p offload-cli ($O missing)" >&2; exit 2; }
@@ -122,6 +131,7 @@ rm -rf "$T/venv.split" "$T/split" "$T/pruned"
 fi
 
 ## 3. A container root from Debian's ROCm packages
+if [ -z "${SKIP_ROOT:-}" ]; then
 ROCM_DEBS="librocrand1 libhiprand1 libhipsparse0 librocsparse0 libamdhip64-5 libhsa-runtime64-1 libamd-comgr2"
 BASE_DEBS="libc6 libgcc-s1 libstdc++6 libnuma1 libelf1 libdrm2 libdrm-amdgpu1 zlib1g libzstd1 libtinfo6"
 for p in $ROCM_DEBS $BASE_DEBS; do
@@ -187,4 +197,94 @@ for g in ${CHECK_GPUS//,/ }; do
         problem "check --gpu $g differs: before: $b; after: $a"
     fi
 done
+rm -rf "$R" "$T/after" "$T/rootfs.tar.zst" "$T/small.tar.zst"
+fi
+
+## 4. A virtual environment, pruned in place
+if [ -z "${SKIP_VENV:-}" ]; then
+CORPUS=${OFFLOAD_CORPUS_DIR:-$HOME/.cache/offload-binutils/corpus}
+VENV_KEEP=${VENV_KEEP:-sm_90}
+VENV_WHEELS=("$CORPUS"/packages/curand-linux/*.whl "$CORPUS"/packages/rocm7-jax-plugin/*.whl)
+for w in "${VENV_WHEELS[@]}"; do
+    [ -f "$w" ] || { problem "$w missing: run scripts/fetch-real-corpus.sh"; exit 1; }
+done
+V="$T/venv"
+python3 -m venv "$V"
+"$V/bin/pip" install -q --no-deps --no-index "${VENV_WHEELS[@]}" || { problem "pip install into the venv failed"; exit 1; }
+cp -a "$V" "$T/venv.before"
+sel_before=$(selected "$V" "$VENV_KEEP")
+check_before=$("$O" check --gpu "$VENV_KEEP" "$V" 2>&1 | sed "s#$V#VENV#g") || true
+"$V/bin/pip" check >"$T/pipcheck.before" 2>&1 || true
+start=$(date +%s.%N)
+"$O" prune --keep "$VENV_KEEP" --in-place --json "$V" >"$T/venv.json"
+secs=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
+echo "## venv ($(for w in "${VENV_WHEELS[@]}"; do basename "$w"; done | tr '\n' ' ')): $(mib "$(dsize "$T/venv.before")") -> $(mib "$(dsize "$V")") ($(pct "$(dsize "$V")" "$(dsize "$T/venv.before")")), --keep $VENV_KEEP --in-place, ${secs} s"
+python3 - "$T/venv.json" <<'EOF2'
+import json, sys
+r = json.load(open(sys.argv[1]))
+for f in r["files"]:
+    print(f"   {f['path']}: {f['action']} {f['mode'] or '-'} {f['old_size']} -> {f['new_size']} bytes ({f['reason'][:100]})")
+EOF2
+python3 - "$T/venv.json" "$T/venv.before" "$V" <<'EOF2' || fail=1
+import json, os, sys, filecmp
+report, before, after = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
+named = {f["path"].lstrip("./"): f["action"] for f in report["files"]}
+# Installed RECORDs that got the new hashes (a note each)
+named.update({n.split(": the new hashes")[0]: "rewritten" for n in report["notes"] if ": the new hashes" in n})
+same = bad = 0
+for top, dirs, files in os.walk(before):
+    for n in files:
+        p = os.path.relpath(os.path.join(top, n), before)
+        a, b = os.path.join(before, p), os.path.join(after, p)
+        action = named.get(p)
+        if action == "removed":
+            bad += os.path.lexists(b)
+        elif action == "rewritten":
+            bad += not os.path.lexists(b)
+        elif os.path.islink(a):
+            bad += not os.path.islink(b) or os.readlink(a) != os.readlink(b)
+        elif not (os.path.isfile(b) and filecmp.cmp(a, b, shallow=False)):
+            print(f"PROBLEM: {p} changed but the report does not say so")
+            bad += 1
+        else:
+            same += 1
+print(f"   {same} files the report does not name: byte-identical" + ("" if not bad else f"; {bad} PROBLEMS"))
+sys.exit(1 if bad else 0)
+EOF2
+# Every installed RECORD still matches its files (hashes by Python's hashlib).
+python3 - "$V" <<'EOF2' || problem "venv: an installed RECORD does not match its files"
+import base64, csv, glob, hashlib, os, sys
+checked, bad = 0, []
+for record in glob.glob(os.path.join(sys.argv[1], "lib/python*/site-packages/*.dist-info/RECORD")):
+    base = os.path.dirname(os.path.dirname(record))
+    for row in csv.reader(open(record, newline="")):
+        if len(row) < 3 or not row[1]:
+            continue
+        data = open(os.path.normpath(os.path.join(base, row[0])), "rb").read()
+        digest = "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        checked += 1
+        if (digest, str(len(data))) != (row[1], row[2]):
+            bad.append(row[0])
+print(f"   installed RECORDs: {checked} lines, {len(bad)} not matching their files {' '.join(bad)}")
+sys.exit(1 if bad else 0)
+EOF2
+if [ "$sel_before" = "$(selected "$V" "$VENV_KEEP")" ]; then
+    echo "   $VENV_KEEP selects the same code objects, byte for byte ($(echo "$sel_before" | grep -c .) of them)"
+else
+    problem "venv: $VENV_KEEP selects other bytes after the prune"
+fi
+check_after=$("$O" check --gpu "$VENV_KEEP" "$V" 2>&1 | sed "s#$V#VENV#g") || true
+if [ "$check_before" = "$check_after" ]; then
+    echo "   offload check --gpu $VENV_KEEP: the same before and after: $(echo "$check_after" | tail -1)"
+else
+    problem "venv: check --gpu $VENV_KEEP differs: before: $check_before; after: $check_after"
+fi
+"$V/bin/pip" check >"$T/pipcheck.after" 2>&1 || true
+if cmp -s "$T/pipcheck.before" "$T/pipcheck.after"; then
+    echo "   pip check: the same before and after: $(tr '\n' ' ' <"$T/pipcheck.after")"
+else
+    problem "venv: pip check differs: $(cat "$T/pipcheck.after")"
+fi
+rm -rf "$V" "$T/venv.before"
+fi
 exit $fail

@@ -547,3 +547,49 @@ fn check_on_the_curand_wheels_as_downloaded() {
     let names: Vec<&str> = report["libraries"].as_array().unwrap().iter().map(|l| s(l, "name")).collect();
     assert!(names.contains(&"libc.so.6"), "{names:?}");
 }
+
+/// `replace` refuses Windows files (a DLL, an object, a `.lib` of
+/// objects) with its reason (exit status 1, as for any refused input)
+/// and nothing written; `prune`
+/// says why an OpenMP object is not pruned.
+#[test]
+fn replace_refuses_pe_images_coff_objects_and_lib_archives_with_a_reason() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dll = pe("hip_kernels.dll");
+    let files = extracted(&dll, tmp.path());
+    let (_, code) = files.iter().find(|(name, _)| name.contains("gfx90a")).expect("a gfx90a code object");
+    let with = tmp.path().join("new.co");
+    std::fs::write(&with, code).unwrap();
+    for (name, what) in
+        [("hip_kernels.dll", "a PE image"), ("hip.obj", "a COFF object"), ("kernels.lib", "an archive of COFF objects")]
+    {
+        let out_path = tmp.path().join(format!("out.{name}"));
+        let out = offload(&[
+            "replace",
+            "--entry",
+            "gfx90a",
+            "--with",
+            with.to_str().unwrap(),
+            pe(name).to_str().unwrap(),
+            "-o",
+            out_path.to_str().unwrap(),
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{name}: {err}");
+        assert!(err.contains(what) && err.contains("only prune does"), "{name}: {err}");
+        assert!(!out_path.exists(), "{name}: an output was written");
+    }
+    let out_path = tmp.path().join("o.obj");
+    let out = offload(&[
+        "prune",
+        "--keep",
+        "gfx90a",
+        pe("omp_kernel.obj").to_str().unwrap(),
+        "-o",
+        out_path.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(".llvm.offloading is not pruned in COFF objects"), "{err}");
+    assert!(!out_path.exists());
+}

@@ -13,7 +13,7 @@
 use crate::common;
 use crate::inspect_support::{json, list_json, n, offload, s};
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 const IMAGE_BASE: u64 = 0x1_8000_0000;
@@ -409,4 +409,87 @@ fn curand_dll_selects_extracts_and_verifies_like_the_linux_library() {
     assert!(ok && text.contains("153 code objects in 11 fat binaries, 0 errors, 0 warnings"), "verify: {text}");
     let (ok, text) = verify(&c.win_wheel);
     assert!(ok && text.contains("0 errors"), "verify on the wheel: {text}");
+}
+
+/// `offload size --json`: (target, kind) -> (objects, bytes) of each input.
+fn size_census(p: &Path) -> BTreeMap<(String, String), (u64, u64)> {
+    let out = offload(&["size", "--json", p.to_str().unwrap()]);
+    assert!(out.status.success(), "size: {}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let files = v["files"].as_array().unwrap();
+    assert_eq!(files.len(), 1, "{v}");
+    files[0]["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| ((s(t, "target").to_string(), s(t, "kind").to_string()), (n(t, "objects"), n(t, "bytes"))))
+        .collect()
+}
+
+#[test]
+#[cfg_attr(not(has_curand_wheels), ignore = "needs the cuRAND wheels: run scripts/fetch-real-corpus.sh")]
+fn curand_dll_and_wheel_size_like_the_linux_library() {
+    let Some(c) = curand() else { return };
+    let linux = size_census(&c.linux_wheel);
+    let dll = size_census(&c.dll);
+    assert_eq!(size_census(&c.win_wheel), dll, "the wheel holds the DLL");
+    // The same targets, kinds and numbers of code objects; the bytes of
+    // each target within 1 % (the two libraries are separate builds).
+    let counts =
+        |m: &BTreeMap<(String, String), (u64, u64)>| m.iter().map(|(k, v)| (k.clone(), v.0)).collect::<Vec<_>>();
+    assert_eq!(counts(&dll), counts(&linux));
+    assert_eq!(dll.len(), 13, "sm_50 to sm_121: {dll:?}");
+    assert_eq!(dll.values().map(|v| v.0).sum::<u64>(), 153);
+    assert_eq!(dll[&("sm_121".to_string(), "cuda".to_string())].0, 21, "11 cubins and 10 PTX");
+    for (k, (_, bytes)) in &dll {
+        let l = linux[k].1;
+        assert!(bytes.abs_diff(l) * 100 <= l, "{k:?}: {bytes} bytes in the DLL, {l} in the Linux library");
+    }
+}
+
+/// `offload kernels --json`: (kind, target, kernel name without its
+/// parameters) -> count. Parameters differ between the two builds where a
+/// type does (`unsigned long` on Linux is `unsigned long long` on Windows).
+/// (kind, target, kernel name) -> count.
+type KernelCensus = BTreeMap<(String, String, String), usize>;
+
+fn kernel_census(p: &Path) -> (KernelCensus, Vec<Value>) {
+    let out = offload(&["kernels", "--json", p.to_str().unwrap()]);
+    assert!(out.status.success(), "kernels: {}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["unreadable"].as_array().map(Vec::len), Some(0), "{}", v["unreadable"]);
+    let rows = v["kernels"].as_array().unwrap().clone();
+    let mut census = BTreeMap::new();
+    for r in &rows {
+        let name = s(r, "demangled").split('(').next().unwrap().to_string();
+        *census.entry((s(r, "kind").to_string(), s(r, "target").to_string(), name)).or_insert(0) += 1;
+    }
+    (census, rows)
+}
+
+#[test]
+#[cfg_attr(not(has_curand_wheels), ignore = "needs the cuRAND wheels: run scripts/fetch-real-corpus.sh")]
+fn curand_dll_and_wheel_kernels_like_the_linux_library() {
+    let Some(c) = curand() else { return };
+    let (linux, _) = kernel_census(&c.linux_wheel);
+    let (dll, dll_rows) = kernel_census(&c.dll);
+    let (wheel, wheel_rows) = kernel_census(&c.win_wheel);
+    assert_eq!(dll, linux);
+    assert_eq!(dll_rows.len(), 4144, "296 kernels in each of the 14 (kind, target) pairs");
+    let pairs: BTreeSet<(&str, &str)> = dll.keys().map(|(k, t, _)| (k.as_str(), t.as_str())).collect();
+    assert_eq!(pairs.len(), 14, "{pairs:?}");
+    assert!(pairs.contains(&("ptx", "sm_121")));
+    // The wheel's rows are the DLL's, resources and all, but for where.
+    let strip = |rows: &[Value]| -> Vec<Value> {
+        rows.iter()
+            .map(|r| {
+                let mut r = r.clone();
+                r.as_object_mut().unwrap().remove("file");
+                r.as_object_mut().unwrap().remove("location");
+                r
+            })
+            .collect()
+    };
+    assert_eq!(wheel, dll);
+    assert!(strip(&wheel_rows) == strip(&dll_rows), "kernels differ between the DLL and the wheel");
 }

@@ -8,3 +8,4 @@ use support::*;
 mod real_corpus;
 mod real_corpus_diff;
 mod real_corpus_uri;
+mod real_venv_prune;

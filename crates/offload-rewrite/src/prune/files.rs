@@ -136,7 +136,7 @@ pub fn plan_file<'a>(data: &'a [u8], rules: &Rules) -> Result<(Input, Pruned<'a>
         return match plan_coff(data, rules)? {
             Some((input, units)) => Ok((input, pruned(units))),
             None => Err(unsupported(
-                "no device code to prune in this COFF object: no .hip_fatbin, .nv_fatbin, __nv_relfatbin or __CLANG_OFFLOAD_BUNDLE__ section (OpenMP's .llvm.offloading is pruned in the linked image, not in objects)"
+                "no device code to prune in this COFF object: no .hip_fatbin, .nv_fatbin, __nv_relfatbin or __CLANG_OFFLOAD_BUNDLE__ section (OpenMP's .llvm.offloading is not pruned in COFF objects, nor yet in PE images: rebuild with fewer --offload-arch)"
                     .into(),
             )),
         };

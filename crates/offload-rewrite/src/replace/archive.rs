@@ -53,6 +53,10 @@ pub(super) fn plan<'a>(
     member: Option<&str>,
 ) -> Result<Replaced<'a>, ReplaceError> {
     let all = members(data)?;
+    // An MSVC `.lib` holds COFF objects, which replace does not rewrite.
+    if all.iter().any(|m| super::windows_kind(m.2).is_some()) {
+        return Err(super::windows_refusal("an archive of COFF objects (.lib)"));
+    }
     let in_member = |name: &str, e: ReplaceError| ReplaceError::Member { name: name.into(), source: Box::new(e) };
     let (name, offset, bytes, inner) = match member {
         Some(wanted_name) => {

@@ -343,6 +343,28 @@ fn units_of(data: &[u8]) -> Result<(InputKind, Option<FileMap>, Vec<FatBinary>),
     Err(ReplaceError::UnknownInput)
 }
 
+/// "a PE image" or "a COFF object" when `data` is one (Windows files,
+/// which `replace` does not rewrite).
+pub(crate) fn windows_kind(data: &[u8]) -> Option<&'static str> {
+    if offload_format::coff::pe::is_pe(data) {
+        Some("a PE image (DLL or EXE)")
+    } else if offload_format::coff::is_object(data) {
+        Some("a COFF object")
+    } else {
+        None
+    }
+}
+
+/// Why `replace` refuses a Windows file (docs/guide/windows.md).
+pub(crate) fn windows_refusal(what: &str) -> ReplaceError {
+    ReplaceError::NotSupported(format!(
+        "{what}: replace rewrites ELF files, bundles and .fatbin files only; in PE and COFF files a \
+         rebuilt fat binary would need the section table, the base-relocated registration records and \
+         the PE checksum rewritten, which only prune does yet (replace in the ELF build of the same code, \
+         or rebuild the Windows file with the new code object)"
+    ))
+}
+
 /// Finds the unit and entry `wanted` names.
 fn find_entry(
     data: &[u8],
@@ -466,6 +488,9 @@ pub fn plan_in<'a>(
 ) -> Result<Replaced<'a>, ReplaceError> {
     if archive::is_archive(data) {
         return archive::plan(data, object, wanted, unit, member);
+    }
+    if let Some(what) = windows_kind(data) {
+        return Err(windows_refusal(what));
     }
     if cuda::applies(data, wanted) {
         return cuda::plan(data, object, wanted, unit);

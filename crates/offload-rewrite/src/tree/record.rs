@@ -46,6 +46,11 @@ fn split_path(line: &str) -> Option<(String, &str)> {
     Some((path.to_string(), rest))
 }
 
+/// The path of a RECORD line (unquoted), if the line has one.
+pub(crate) fn path_of(line: &str) -> Option<String> {
+    split_path(line.trim_end_matches(['\n', '\r'])).map(|(p, _)| p)
+}
+
 fn quote(path: &str) -> String {
     if path.contains([',', '"', '\n', '\r']) { format!("\"{}\"", path.replace('"', "\"\"")) } else { path.to_string() }
 }

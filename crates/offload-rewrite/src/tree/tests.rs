@@ -467,3 +467,131 @@ fn a_tarball_pruned_by_several_workers_is_the_same_as_by_one() {
         assert!(run(threads) == (one.clone(), files.clone()), "{threads} workers");
     }
 }
+
+/// A wheel pruned by several workers (members decoded, pruned and
+/// recompressed in parallel) is the same, byte for byte, as by one worker.
+#[test]
+fn a_wheel_pruned_by_several_workers_is_the_same_as_by_one() {
+    let input = wheel();
+    let run = |threads: usize| {
+        let o = Options { threads, ..opts(&["gfx90a", "sm_90"]) };
+        let (bytes, report) = prune_to_vec(&input, &o, None);
+        let files: Vec<_> = report.files.iter().map(|f| (f.path.clone(), f.action, f.new_size)).collect();
+        (bytes, files)
+    };
+    let (one, files) = run(1);
+    assert!(files.iter().filter(|f| f.1 == Action::Rewritten).count() >= 2, "{files:?}");
+    assert!(one.len() < input.len());
+    for threads in [2, 3, 8] {
+        assert!(run(threads) == (one.clone(), files.clone()), "{threads} workers");
+    }
+}
+
+/// A wheel in which nothing changes (a CUDA library when an AMD GPU is
+/// kept) comes out as it went in, byte for byte: its RECORD, compressed
+/// here at another level than the writer's default, is not recompressed.
+#[test]
+fn an_unchanged_wheel_is_copied_byte_for_byte() {
+    let mut w = ZipWriter::new(Cursor::new(Vec::new()));
+    let time = DateTime::from_date_and_time(2024, 5, 6, 7, 8, 10).unwrap();
+    let mut record = String::new();
+    let cuda = cli_fixture("cuda/libsmall.so");
+    for (name, data) in [("pkg/__init__.py", &b"x = 1\n"[..]), ("pkg/libsmall.so", &cuda[..])] {
+        w.start_file(name, SimpleFileOptions::default().last_modified_time(time)).unwrap();
+        w.write_all(data).unwrap();
+        record.push_str(&format!("{name},{},{}\n", record::hash(data), data.len()));
+    }
+    for i in 0..200 {
+        record.push_str(&format!("pkg/data/file{i}.txt,{},{i}\n", record::hash(&[i as u8])));
+    }
+    record.push_str("pkg-1.0.dist-info/RECORD,,\n");
+    let fast = SimpleFileOptions::default().last_modified_time(time).compression_level(Some(1));
+    w.start_file("pkg-1.0.dist-info/RECORD", fast).unwrap();
+    w.write_all(record.as_bytes()).unwrap();
+    w.set_comment("a comment").unwrap();
+    let input = w.finish().unwrap().into_inner();
+    // The writer's default level would give RECORD other bytes.
+    let mut again = ZipWriter::new(Cursor::new(Vec::new()));
+    again.start_file("r", SimpleFileOptions::default()).unwrap();
+    again.write_all(record.as_bytes()).unwrap();
+    let again = again.finish().unwrap().into_inner();
+    let stored = |z: &[u8]| {
+        let mut a = ZipArchive::new(Cursor::new(z)).unwrap();
+        let n = a.len() - 1;
+        a.by_index_raw(n).unwrap().compressed_size()
+    };
+    assert_ne!(stored(&input), stored(&again), "the test needs a RECORD the default level compresses otherwise");
+
+    let (output, report) = prune_to_vec(&input, &opts(&["gfx90a"]), None);
+    assert!(report.files.iter().all(|f| f.action != Action::Rewritten && f.action != Action::Removed));
+    assert_eq!(report.output_size, input.len() as u64);
+    assert!(output == input, "an unchanged wheel is copied as it is");
+}
+
+/// An installed environment: the `RECORD` of each installed distribution
+/// gets the new hash and size of every file it lists that was rewritten
+/// (paths relative to the folder holding the `.dist-info`, `..` included)
+/// and loses the lines of removed ones; other lines and RECORDs that list
+/// nothing pruned stay byte for byte; a dry run writes no RECORD.
+#[test]
+fn an_installed_record_gets_the_new_hashes_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let site = dir.path().join("lib/site-packages");
+    let mut record = String::new();
+    for (name, data, _) in members() {
+        let p = site.join(name);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, &data).unwrap();
+        record.push_str(&format!("{name},{},{}\n", record::hash(&data), data.len()));
+    }
+    // A file outside site-packages, as pip records scripts.
+    let tool = dir.path().join("bin/tool");
+    std::fs::create_dir_all(tool.parent().unwrap()).unwrap();
+    std::fs::write(&tool, b"#!/bin/sh\n").unwrap();
+    record.push_str(&format!("../../bin/tool,{},10\n", record::hash(b"#!/bin/sh\n")));
+    record.push_str("pkg-1.0.dist-info/RECORD,,\n");
+    let rec = site.join("pkg-1.0.dist-info/RECORD");
+    std::fs::create_dir_all(rec.parent().unwrap()).unwrap();
+    std::fs::write(&rec, &record).unwrap();
+    let other = site.join("other-2.0.dist-info/RECORD");
+    std::fs::create_dir_all(other.parent().unwrap()).unwrap();
+    std::fs::write(&other, "other/__init__.py,sha256=x,1\nother-2.0.dist-info/RECORD,,\n").unwrap();
+
+    let mut dry = opts(&["gfx90a", "sm_90"]);
+    dry.dry_run = true;
+    dir::prune_dir(dir.path(), &dry).unwrap();
+    assert_eq!(std::fs::read_to_string(&rec).unwrap(), record, "a dry run writes nothing");
+
+    let r = dir::prune_dir(dir.path(), &opts(&["gfx90a", "sm_90"])).unwrap();
+    assert!(r.notes.iter().any(|n| n.contains("pkg-1.0.dist-info/RECORD")), "{:?}", r.notes);
+    assert!(!r.notes.iter().any(|n| n.contains("other-2.0")), "{:?}", r.notes);
+    assert_eq!(
+        std::fs::read_to_string(&other).unwrap(),
+        "other/__init__.py,sha256=x,1\nother-2.0.dist-info/RECORD,,\n"
+    );
+    let new = std::fs::read_to_string(&rec).unwrap();
+    let lines: HashMap<&str, &str> = new.lines().map(|l| l.split_once(',').unwrap()).collect();
+    let mut rewritten = 0;
+    for (name, old, _) in members() {
+        let p = site.join(name);
+        match std::fs::read(&p) {
+            Err(_) => assert!(!lines.contains_key(name), "{name}: removed, still recorded"),
+            Ok(now) => {
+                assert_eq!(
+                    lines.get(name).copied(),
+                    Some(format!("{},{}", record::hash(&now), now.len()).as_str()),
+                    "{name}: {new}"
+                );
+                rewritten += usize::from(now != old);
+            }
+        }
+    }
+    assert!(rewritten >= 2, "{new}");
+    // The sm_80 cubin goes by its ELF header (it was reported removed and
+    // left in place before), the gfx906 data file by its name.
+    assert!(!site.join("pkg/lib/kern.cubin").exists());
+    assert!(!site.join("pkg/library/TensileLibrary_lazy_gfx906.dat").exists());
+    assert!(lines.len() < members().len() + 2, "removed files leave RECORD: {new}");
+    assert_eq!(lines.get("../../bin/tool").copied(), Some(format!("{},10", record::hash(b"#!/bin/sh\n")).as_str()));
+    assert_eq!(lines.get("pkg-1.0.dist-info/RECORD").copied(), Some(","));
+}

@@ -124,6 +124,14 @@ pub fn prune_zip(
         report.output_size = report.input_size.saturating_sub(done.iter().map(|d| d.saved_estimate).sum());
         return Ok(report);
     };
+    if relabel.is_none() && done.iter().all(|d| !d.removed && d.new.is_none()) {
+        // Nothing changes: the input is the output, byte for byte (writing
+        // it again would recompress RECORD, a few bytes off the original).
+        let mut w = BufWriter::with_capacity(1 << 20, out);
+        w.write_all(data).and_then(|()| w.flush()).map_err(|e| TreeError::io("the output", e))?;
+        report.output_size = data.len() as u64;
+        return Ok(report);
+    }
     let mut new_hashes: HashMap<String, (String, u64)> = HashMap::new();
     let mut removed: HashSet<String> = HashSet::new();
     for (d, name) in done.iter().zip(&names) {
@@ -167,8 +175,15 @@ pub fn prune_zip(
                     record::rewrite(&text, &new_hashes, &removed, &rename)
                 }
                 (false, Some(r)) => set_version(&text, &r.version),
-                (false, None) => text,
+                (false, None) => text.clone(),
             };
+            if new_text == text {
+                // Unchanged (no line names a rewritten or removed member):
+                // copied compressed as it is, like any other member.
+                let f = source.by_index_raw(i).map_err(zip_error)?;
+                writer.raw_copy_file_rename(f, new_name).map_err(out_err)?;
+                continue;
+            }
             let options = source.by_index_raw(i).map_err(zip_error)?.options();
             writer.start_file(new_name, options).map_err(out_err)?;
             writer.write_all(new_text.as_bytes()).map_err(|e| TreeError::io("the output", e))?;
