@@ -389,8 +389,42 @@ pub fn split_binary<'a>(
     kernel_name: &str,
     search_paths: &[String],
 ) -> Result<Option<SplitBinary<'a>>, KpackError> {
+    let Some(Prepared { objects, rest }) = prepare(data, kernel_name, search_paths)? else { return Ok(None) };
+    let (host, cut, joinable) = finish(rest, &objects, kernel_name, search_paths)?;
+    Ok(Some(SplitBinary { host, objects, cut, joinable }))
+}
+
+/// A host binary read for splitting: its code objects, which can be
+/// compressed while [`finish`] writes and checks the host binary.
+pub(super) struct Prepared<'a> {
+    pub(super) objects: Vec<CodeObject<'a>>,
+    pub(super) rest: Rest<'a>,
+}
+
+/// What [`finish`] needs besides the code objects.
+pub(super) enum Rest<'a> {
+    /// A PE image, already rewritten (host, pages cut).
+    Done(Vec<u8>, bool),
+    Elf(Box<ElfRest<'a>>),
+}
+
+pub(super) struct ElfRest<'a> {
+    inp: Input<'a>,
+    unit_entries: Vec<Vec<Entry<'a>>>,
+    first_record: Vec<Option<u32>>,
+    joinable: bool,
+}
+
+/// The first half of [`split_binary`]: reads the binary and its code
+/// objects (`None`: nothing to split).
+pub(super) fn prepare<'a>(
+    data: &'a [u8],
+    kernel_name: &str,
+    search_paths: &[String],
+) -> Result<Option<Prepared<'a>>, KpackError> {
     if offload_format::coff::pe::is_pe(data) {
-        return super::pe::split_pe(data, kernel_name, search_paths);
+        return Ok(super::pe::split_pe(data, kernel_name, search_paths)?
+            .map(|s| Prepared { objects: s.objects, rest: Rest::Done(s.host, s.cut) }));
     }
     let Ok(file) = ElfFile::parse(data) else { return Ok(None) };
     let has_fatbin = (1..file.sections.len()).any(|i| file.section_name(i).ok() == Some(b".hip_fatbin".as_slice()));
@@ -466,7 +500,25 @@ pub fn split_binary<'a>(
         return Err(refuse("no section name table"));
     }
     let inp = Input { data, map, file, fat_index, shstr_index, shoff };
+    let rest = Rest::Elf(Box::new(ElfRest { inp, unit_entries, first_record, joinable }));
+    Ok(Some(Prepared { objects, rest }))
+}
 
+/// The second half of [`split_binary`]: the host binary written and
+/// checked (it reads back; it joins back to the input with `objects`).
+/// Returns the host binary, whether pages were cut, and whether it holds
+/// a join record.
+pub(super) fn finish(
+    rest: Rest<'_>,
+    objects: &[CodeObject<'_>],
+    kernel_name: &str,
+    search_paths: &[String],
+) -> Result<(Vec<u8>, bool, bool), KpackError> {
+    let ElfRest { inp, unit_entries, first_record, joinable } = match rest {
+        Rest::Done(host, cut) => return Ok((host, cut, false)),
+        Rest::Elf(elf) => *elf,
+    };
+    let data = inp.data;
     // Pass 1 learns which bytes change; the join record keeps their old
     // values; pass 2 lays out the final marker and must change the same.
     let bare = marker_bytes(kernel_name, search_paths, None);
@@ -481,20 +533,17 @@ pub fn split_binary<'a>(
     }
     let host = output(&inp, &second, &marker)?;
     check_split(&host, kernel_name, search_paths, inp.map.wrappers.len())?;
-    let split = SplitBinary { host, objects, cut: matches!(second, Layout::Cut(_)), joinable: join.is_some() };
-    if split.joinable {
+    if join.is_some() {
         let back = joins_back_to(
-            &split.host,
-            |co, t| {
-                split.objects.iter().find(|o| o.co_index == co && o.target == t).map(|o| Cow::Borrowed(&o.bytes[..]))
-            },
+            &host,
+            |co, t| objects.iter().find(|o| o.co_index == co && o.target == t).map(|o| Cow::Borrowed(&o.bytes[..])),
             data,
         )?;
         if !back {
             return Err(refuse("the split does not join back to the input (a bug; nothing written)"));
         }
     }
-    Ok(Some(split))
+    Ok((host, matches!(second, Layout::Cut(_)), join.is_some()))
 }
 
 fn join_record(

@@ -162,19 +162,41 @@ pub fn split_tree_then<R: Send>(
     during: impl FnOnce(&TreeSplit) -> R + Send,
 ) -> Result<(TreeSplit, R), KpackError> {
     let mut out = TreeSplit::default();
-    let mut split = Vec::new();
+    let mut prepared = Vec::new();
     for (rel, data) in files {
-        let pattern = search_pattern(rel, &options.group);
-        if let Some(s) = host::split_binary(data, rel, &[pattern])? {
-            split.push((rel.clone(), *data, s));
+        let pattern = vec![search_pattern(rel, &options.group)];
+        if let Some(p) = host::prepare(data, rel, &pattern)? {
+            prepared.push((rel.clone(), pattern, p));
         }
     }
-    let all: Vec<&[u8]> = split.iter().flat_map(|(_, _, s)| s.objects.iter().map(|o| &o.bytes[..])).collect();
-    let frames = compress_all(&all, options.level, options.jobs)?;
-    let mut frames = frames.into_iter();
+    let mut rests: Vec<(String, Vec<String>, host::Rest)> = Vec::with_capacity(prepared.len());
+    let mut objects: Vec<Vec<CodeObject>> = Vec::with_capacity(prepared.len());
+    for (rel, pattern, p) in prepared {
+        rests.push((rel, pattern, p.rest));
+        objects.push(p.objects);
+    }
+    // The code objects are compressed (on the pool) while the host
+    // binaries are written and checked (on this thread).
+    let all: Vec<&[u8]> = objects.iter().flatten().map(|o| &o.bytes[..]).collect();
+    let (level, jobs) = (options.level, options.jobs);
+    let (frames, finished) = std::thread::scope(|scope| {
+        let compressing = scope.spawn(|| compress_all(&all, level, jobs));
+        let finished: Result<Vec<(String, Vec<u8>)>, KpackError> = rests
+            .into_iter()
+            .zip(&objects)
+            .map(|((rel, pattern, rest), objs)| {
+                let (host, _, _) = host::finish(rest, objs, &rel, &pattern)?;
+                Ok((rel, host))
+            })
+            .collect();
+        let frames = compressing.join().map_err(|_| KpackError::Check("a compression thread panicked".into()));
+        (frames, finished)
+    });
+    let hosts = finished?;
+    let mut frames = frames??.into_iter();
     let mut by_target: BTreeMap<String, Vec<NewEntry<'static>>> = BTreeMap::new();
-    for (rel, _, s) in &split {
-        for o in &s.objects {
+    for ((rel, _), objs) in hosts.iter().zip(&objects) {
+        for o in objs {
             let frame = frames.next().ok_or_else(|| KpackError::Check("frame count".into()))?;
             by_target.entry(o.target.clone()).or_default().push(NewEntry {
                 key: format!("{rel}#{}", o.co_index),
@@ -191,9 +213,9 @@ pub fn split_tree_then<R: Send>(
         let bytes = write::archive(&options.group, &[target.as_str()], entries)?;
         out.archives.push((archive_path(&options.group, target), bytes));
     }
-    out.hosts = split.iter().map(|(rel, _, s)| (rel.clone(), s.host.clone())).collect();
+    out.hosts = hosts;
     let inputs: Vec<(&str, &[CodeObject])> =
-        split.iter().map(|(rel, _, s)| (rel.as_str(), s.objects.as_slice())).collect();
+        out.hosts.iter().zip(&objects).map(|((rel, _), objs)| (rel.as_str(), objs.as_slice())).collect();
     let (checked, result) = std::thread::scope(|scope| {
         let tree = &out;
         let side = scope.spawn(move || during(tree));
