@@ -112,13 +112,27 @@ impl PackageTree {
 
     /// Adds a package member (`path` inside its package).
     pub fn add(&mut self, member: &str, bytes: Arc<[u8]>) {
-        let path = offload_format::kpack::resolve::normalize(&Path::new(Self::ROOT).join(member));
-        self.files.insert(path, bytes);
+        self.files.insert(Self::path_of(member), bytes);
     }
 
-    /// Where a package member lies in the tree.
+    /// Where a package member lies in the tree: where `pip` installs it
+    /// ([`install_path`]).
     pub fn path_of(member: &str) -> PathBuf {
-        offload_format::kpack::resolve::normalize(&Path::new(Self::ROOT).join(member))
+        offload_format::kpack::resolve::normalize(&Path::new(Self::ROOT).join(install_path(member)))
+    }
+}
+
+/// Where a wheel member is installed, relative to `site-packages`: a
+/// member of `<name>-<version>.data/purelib/` or `.data/platlib/` goes to
+/// `site-packages` without those two folders (the wheel format, PEP 427);
+/// any other member as it is. Members of the other `.data/` schemes
+/// (`scripts`, `headers`, `data`) land outside `site-packages` and keep
+/// their path, so no search path reaches them.
+pub fn install_path(member: &str) -> &str {
+    let mut parts = member.splitn(3, '/');
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(top), Some("purelib" | "platlib"), Some(rest)) if top.ends_with(".data") && !top.contains('/') => rest,
+        _ => member,
     }
 }
 

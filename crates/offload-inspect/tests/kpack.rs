@@ -290,3 +290,23 @@ fn a_split_library_with_a_damaged_archive_or_marker_reports_it() {
         inv.diagnostics
     );
 }
+
+/// Wheel members land where `pip` installs them: `.data/purelib/` and
+/// `.data/platlib/` members in `site-packages` itself, others as they are.
+#[test]
+fn package_tree_places_wheel_members_where_pip_installs_them() {
+    use offload_inspect::kpack::{PackageTree, install_path};
+    assert_eq!(install_path("kpdemo/.kpack/a.kpack"), "kpdemo/.kpack/a.kpack");
+    assert_eq!(install_path("dev-1.0.data/platlib/kpdemo/.kpack/a.kpack"), "kpdemo/.kpack/a.kpack");
+    assert_eq!(install_path("dev-1.0.data/purelib/kpdemo/lib/x.so"), "kpdemo/lib/x.so");
+    assert_eq!(install_path("dev-1.0.data/scripts/tool"), "dev-1.0.data/scripts/tool");
+    assert_eq!(install_path("dev-1.0.data/platlib"), "dev-1.0.data/platlib");
+    assert_eq!(install_path("pkg/dev-1.0.data/platlib/x"), "pkg/dev-1.0.data/platlib/x");
+    assert_eq!(
+        PackageTree::path_of("dev-1.0.data/platlib/kpdemo/.kpack/a.kpack"),
+        PackageTree::path_of("kpdemo/.kpack/a.kpack")
+    );
+    let mut tree = PackageTree::default();
+    tree.add("dev-1.0.data/platlib/kpdemo/.kpack/a.kpack", std::sync::Arc::from(&b"KPAK"[..]));
+    assert!(tree.files.contains_key(&PackageTree::path_of("kpdemo/.kpack/a.kpack")));
+}

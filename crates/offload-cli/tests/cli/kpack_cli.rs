@@ -487,3 +487,200 @@ fn split_of_a_hip_dll_reads_back_and_serves_the_fat_bytes() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
     assert!(text(&out.stderr).contains("KPACK_ERROR_ARCHIVE_NOT_FOUND"), "{}", text(&out.stderr));
 }
+
+/// Unpacks `wheels` into `site` as `pip` installs them: each member at its
+/// path, a `<name>.data/purelib/` or `platlib/` member without those two
+/// folders.
+fn install(wheels: &[PathBuf], site: &Path) {
+    for wheel in wheels {
+        let mut zip = zip::ZipArchive::new(std::fs::File::open(wheel).unwrap()).unwrap();
+        for i in 0..zip.len() {
+            let mut member = zip.by_index(i).unwrap();
+            let name = member.name().to_string();
+            let parts: Vec<&str> = name.splitn(3, '/').collect();
+            let installed = match parts.as_slice() {
+                [top, "purelib" | "platlib", rest] if top.ends_with(".data") => rest.to_string(),
+                _ => name.clone(),
+            };
+            if name.ends_with('/') {
+                continue;
+            }
+            let dest = site.join(installed);
+            std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+            let mut out = std::fs::File::create(dest).unwrap();
+            std::io::copy(&mut member, &mut out).unwrap();
+        }
+    }
+}
+
+/// `wheel` rewritten with every member under `kpdemo/` moved into
+/// `<dist>.data/platlib/` (the wheel format's other place for files that
+/// go to `site-packages`).
+fn into_data_layout(wheel: &Path, out: &Path) {
+    use std::io::{Read, Write};
+    let mut zip = zip::ZipArchive::new(std::fs::File::open(wheel).unwrap()).unwrap();
+    let file_name = wheel.file_name().unwrap().to_string_lossy().into_owned();
+    let mut fields = file_name.split('-');
+    let dist = format!("{}-{}", fields.next().unwrap(), fields.next().unwrap());
+    let mut w = zip::ZipWriter::new(std::fs::File::create(out).unwrap());
+    for i in 0..zip.len() {
+        let mut member = zip.by_index(i).unwrap();
+        let name = member.name().to_string();
+        let mut bytes = Vec::new();
+        member.read_to_end(&mut bytes).unwrap();
+        let name = if name.starts_with("kpdemo/") { format!("{dist}.data/platlib/{name}") } else { name };
+        w.start_file(name, zip::write::SimpleFileOptions::default()).unwrap();
+        w.write_all(&bytes).unwrap();
+    }
+    w.finish().unwrap();
+}
+
+/// MD5s of the files of `dir` extracted from the `libkp_*` libraries,
+/// sorted.
+fn md5s(dir: &Path) -> Vec<String> {
+    let mut sums: Vec<String> = walk(dir)
+        .iter()
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("libkp_"))
+        .map(|p| Md5::digest(std::fs::read(p).unwrap()).iter().map(|b| format!("{b:02x}")).collect())
+        .collect();
+    sums.sort();
+    sums
+}
+
+/// Every reading command on split wheels (not unpacked) answers as on the
+/// `site-packages` they install: AMD's split wheels, the same device
+/// wheels with their archives under `.data/platlib/`, and our own split
+/// of the fat wheel. For GPUs served, served in part and not served:
+/// `check`'s exit status, the bytes `extract --gpu` writes for the host
+/// wheel's libraries (MD5 by MD5), the rows `select --gpu` chooses, and a
+/// clean `verify` that finds the libraries' code objects.
+#[test]
+fn split_wheels_answer_as_their_installed_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let amd = fixtures().join("split-wheels");
+    let host = amd.join("kpdemo-1.0+rocm7.1-cp311-cp311-linux_x86_64.whl");
+    let amd_devices: Vec<PathBuf> = ["gfx90a", "gfx1100"]
+        .iter()
+        .map(|t| amd.join(format!("amd_kpdemo_device_{t}-1.0+rocm7.1-cp311-cp311-linux_x86_64.whl")))
+        .collect();
+    // AMD's device wheels in the `.data/platlib/` layout.
+    std::fs::create_dir_all(d.join("data")).unwrap();
+    let data_devices: Vec<PathBuf> = amd_devices
+        .iter()
+        .map(|w| {
+            let out = d.join("data").join(w.file_name().unwrap());
+            into_data_layout(w, &out);
+            out
+        })
+        .collect();
+    // Ours, from the fat wheel.
+    let fat = fixtures().join("fat-wheel/kpdemo-1.0+rocm7.1-cp311-cp311-linux_x86_64.whl");
+    let out = offload(d, &["split", "--kpack", &fat.to_string_lossy(), "-o", "ours"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let ours: Vec<PathBuf> = {
+        let mut w = walk(&d.join("ours"));
+        w.sort();
+        w
+    };
+    assert_eq!(ours.len(), 3, "{ours:?}");
+    let ours_host = ours.iter().find(|p| p.file_name().unwrap().to_string_lossy().starts_with("kpdemo-")).unwrap();
+    let ours_devices: Vec<PathBuf> = ours.iter().filter(|p| *p != ours_host).cloned().collect();
+
+    let sets =
+        [("amd", host.clone(), amd_devices), ("data", host, data_devices), ("ours", ours_host.clone(), ours_devices)];
+    for (name, host, devices) in &sets {
+        let site = d.join(format!("site-{name}"));
+        let mut all = vec![host.clone()];
+        all.extend(devices.iter().cloned());
+        install(&all, &site);
+        let libs = site.join("kpdemo/lib");
+        let wheel_args: Vec<String> = all.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+        let lib_arg = libs.to_string_lossy().into_owned();
+        let (mut answers, mut extracted) = (0, 0);
+        for gpu in ["gfx90a", "gfx90a:xnack+", "gfx1100", "gfx1201"] {
+            let what = format!("{name} {gpu}");
+            // check
+            let mut args = vec!["check", "--gpu", gpu];
+            args.extend(wheel_args.iter().map(String::as_str));
+            let on_wheels = offload(d, &args);
+            let on_site = offload(d, &["check", "--gpu", gpu, &site.to_string_lossy()]);
+            assert_eq!(on_wheels.status.code(), on_site.status.code(), "{what}: {}", text(&on_wheels.stdout));
+            assert!(matches!(on_site.status.code(), Some(0 | 1)), "{what}: {}", text(&on_site.stderr));
+            if on_site.status.code() == Some(0) {
+                answers += 1;
+            }
+            // extract --gpu: the host wheel's libraries, with the device
+            // wheels beside it, against the installed libraries.
+            let (from_wheels, from_site) = (d.join(format!("x-{name}-{gpu}-w")), d.join(format!("x-{name}-{gpu}-s")));
+            std::fs::create_dir_all(&from_wheels).unwrap();
+            std::fs::create_dir_all(&from_site).unwrap();
+            let mut args = vec!["extract", "--gpu", gpu, "--output-dir"];
+            let out_w = from_wheels.to_string_lossy().into_owned();
+            args.push(&out_w);
+            args.push(&wheel_args[0]);
+            for w in &wheel_args[1..] {
+                args.extend(["--with", w.as_str()]);
+            }
+            let x_wheels = offload(d, &args);
+            let out_s = from_site.to_string_lossy().into_owned();
+            let mut x_site = Vec::new();
+            for lib in ["libkp_plain.so", "libkp_multi.so", "libkp_xnack2.so"] {
+                let lib = libs.join(lib).to_string_lossy().into_owned();
+                x_site.push(offload(d, &["extract", "--gpu", gpu, "--output-dir", &out_s, &lib]));
+            }
+            // The installed folder also holds standalone Tensile code
+            // objects: only the libraries' bytes are compared.
+            assert!(matches!(x_wheels.status.code(), Some(0 | 1)), "{what}: {}", text(&x_wheels.stderr));
+            for x in &x_site {
+                assert!(matches!(x.status.code(), Some(0 | 1)), "{what}: {}", text(&x.stderr));
+            }
+            let sums = md5s(&from_wheels);
+            assert_eq!(sums, md5s(&from_site), "{what}");
+            extracted += sums.len();
+            // select --gpu: as many chosen rows for the libraries.
+            let mut args = vec!["select", "--gpu", gpu];
+            args.extend(wheel_args.iter().map(String::as_str));
+            let s_wheels = text(&offload(d, &args).stdout);
+            let s_site = text(&offload(d, &["select", "--gpu", gpu, &lib_arg]).stdout);
+            let host_path = host.to_string_lossy().into_owned();
+            let chosen = |s: &str, wheel: bool| {
+                s.lines()
+                    .filter(|l| !wheel || l.starts_with(&host_path))
+                    .filter(|l| l.contains(" key lib/libkp_") && l.contains(" selected "))
+                    .count()
+            };
+            assert_eq!(chosen(&s_wheels, true), chosen(&s_site, false), "{what}: {s_wheels}\n{s_site}");
+        }
+        // gfx90a:xnack+ and gfx1100 load everywhere; gfx90a (bare) and
+        // gfx1201 do not.
+        assert_eq!(answers, 2, "{name}");
+        // 3 (gfx90a: the two libraries built for it) + 4 (gfx90a:xnack+)
+        // + 4 (gfx1100) + 0 (gfx1201).
+        assert_eq!(extracted, 11, "{name}");
+        // verify finds the libraries' code objects through the device
+        // wheels and no archive left unreached.
+        let mut args = vec!["verify"];
+        args.extend(wheel_args.iter().map(String::as_str));
+        let v = offload(d, &args);
+        let stdout = text(&v.stdout);
+        assert_eq!(v.status.code(), Some(0), "{name}: {stdout}{}", text(&v.stderr));
+        assert!(!stdout.contains(": warning: "), "{name}: {stdout}");
+        let host_line = stdout.lines().find(|l| l.contains(&*host.file_name().unwrap().to_string_lossy())).unwrap();
+        assert!(host_line.contains("OK: 9 code objects"), "{name}: {host_line}");
+    }
+}
+
+/// `verify` on a device wheel given without its host wheel: each archive
+/// is reported as reached by no library of the wheels given.
+#[test]
+fn verify_names_device_archives_no_wheel_given_reaches() {
+    let wheels = fixtures().join("split-wheels");
+    let d90a = "amd_kpdemo_device_gfx90a-1.0+rocm7.1-cp311-cp311-linux_x86_64.whl";
+    let out = offload(&wheels, &["verify", d90a]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    let warned =
+        stdout.lines().filter(|l| l.contains("warning: member kpdemo/.kpack/") && l.contains("dead weight")).count();
+    assert_eq!(warned, 3, "{stdout}");
+}

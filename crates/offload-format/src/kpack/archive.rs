@@ -424,6 +424,37 @@ pub fn decode_stored(
     Ok(out)
 }
 
+/// Whether the stored bytes of one code object (as for [`decode_stored`])
+/// decode to exactly `expected`: decoded in 64 KiB pieces, each compared
+/// with `expected` as it comes, so nothing the size of the code object is
+/// allocated; decoding stops at the first difference, or one byte past
+/// `expected`'s length. An error where [`decode_stored`] would fail to
+/// decode.
+pub fn stored_equals(stored: &[u8], scheme: Scheme, ordinal: u32, expected: &[u8]) -> Result<bool, ArchiveError> {
+    match scheme {
+        Scheme::None => Ok(stored == expected),
+        Scheme::ZstdPerKernel => {
+            let declared = expected.len() as u64;
+            let zstd_err = |e: std::io::Error| ArchiveError::Decompress { ordinal, message: e.to_string() };
+            let mut decoder = zstd::stream::read::Decoder::with_buffer(stored).map_err(zstd_err)?;
+            decoder.window_log_max(crate::bundle::compressed::zstd_window_log_max(declared)).map_err(zstd_err)?;
+            let mut buffer = vec![0u8; 64 << 10];
+            let mut at = 0usize;
+            loop {
+                let n = decoder.read(&mut buffer).map_err(zstd_err)?;
+                if n == 0 {
+                    return Ok(at == expected.len());
+                }
+                let Some(piece) = buffer.get(..n) else { return Ok(false) };
+                match expected.get(at..at.saturating_add(n)) {
+                    Some(want) if want == piece => at += n,
+                    _ => return Ok(false),
+                }
+            }
+        }
+    }
+}
+
 fn read_toc<'a>(toc: &Value<'a>) -> Result<Vec<Binary<'a>>, ArchiveError> {
     let map = toc.as_map().ok_or_else(|| shape(format!("toc is a {}, not a map", toc.type_name())))?;
     let mut binaries = Vec::with_capacity(map.len());

@@ -687,3 +687,29 @@ mod writer {
         }
     }
 }
+
+/// `stored_equals` agrees with decoding and comparing: equal bytes, a
+/// difference in a later 64 KiB piece, shorter and longer content, and a
+/// damaged frame (an error, as `decode_stored` gives).
+#[test]
+fn stored_equals_compares_while_decoding() {
+    use super::archive::{Scheme, decode_stored, stored_equals};
+    let original: Vec<u8> = (0..300_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let frame = zstd::bulk::compress(&original, 3).unwrap();
+    assert!(stored_equals(&frame, Scheme::ZstdPerKernel, 0, &original).unwrap());
+    let mut other = original.clone();
+    other[200_000] ^= 1;
+    assert!(!stored_equals(&frame, Scheme::ZstdPerKernel, 0, &other).unwrap());
+    assert!(!stored_equals(&frame, Scheme::ZstdPerKernel, 0, &original[..original.len() - 1]).unwrap());
+    let mut longer = original.clone();
+    longer.push(0);
+    assert!(!stored_equals(&frame, Scheme::ZstdPerKernel, 0, &longer).unwrap());
+    let mut damaged = frame.clone();
+    let mid = damaged.len() / 2;
+    damaged.truncate(mid);
+    assert!(stored_equals(&damaged, Scheme::ZstdPerKernel, 0, &original).is_err());
+    let n = original.len() as u64;
+    assert!(decode_stored(&damaged, Scheme::ZstdPerKernel, 0, n, n).is_err());
+    assert!(stored_equals(&original, Scheme::None, 0, &original).unwrap());
+    assert!(!stored_equals(&original, Scheme::None, 0, &other).unwrap());
+}

@@ -41,24 +41,25 @@ const JOIN_LIMIT: u64 = 16 << 20;
 
 /// One code object taken out of a host binary.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CodeObject {
+pub struct CodeObject<'a> {
     /// The wrapper record index (`co_index`, the `#N` of the TOC key).
     pub co_index: u32,
     /// The target ID (`gfx90a:xnack+`, `gfx11-generic`).
     pub target: String,
     /// The bundle entry ID it came from.
     pub source_id: String,
-    /// The code object.
-    pub bytes: Vec<u8>,
+    /// The code object: borrowed from the input, or owned when it came out
+    /// of a compressed bundle.
+    pub bytes: Cow<'a, [u8]>,
 }
 
 /// A split host binary.
 #[derive(Clone, Debug)]
-pub struct SplitBinary {
+pub struct SplitBinary<'a> {
     /// The rewritten host binary.
     pub host: Vec<u8>,
     /// Its code objects, by `co_index` then bundle order.
-    pub objects: Vec<CodeObject>,
+    pub objects: Vec<CodeObject<'a>>,
     /// Whether pages left the file (else `.hip_fatbin` was zeroed in place).
     pub cut: bool,
     /// Whether the marker holds a join record ([`join_binary`] can restore
@@ -225,10 +226,10 @@ pub(super) fn target_of(id: &str) -> &str {
 /// The device entries of one fat binary as the code objects of wrapper
 /// record `co_index` (the host entry left out); an entry that is not an
 /// AMDGPU code object refuses the split. Shared by ELF and PE splitting.
-pub(super) fn push_code_objects<'e>(
-    objects: &mut Vec<CodeObject>,
+pub(super) fn push_code_objects<'s, 'e>(
+    objects: &mut Vec<CodeObject<'e>>,
     co_index: u32,
-    entries: impl IntoIterator<Item = (&'e String, &'e [u8])>,
+    entries: impl IntoIterator<Item = (&'s String, Cow<'e, [u8]>)>,
 ) -> Result<(), KpackError> {
     for (id, payload) in entries {
         let t = target_of(id);
@@ -238,7 +239,7 @@ pub(super) fn push_code_objects<'e>(
         if !id.contains("amdgcn-amd-amdhsa") {
             return Err(refuse(format!("bundle entry {id} is not an AMDGPU code object")));
         }
-        objects.push(CodeObject { co_index, target: t.to_string(), source_id: id.clone(), bytes: payload.to_vec() });
+        objects.push(CodeObject { co_index, target: t.to_string(), source_id: id.clone(), bytes: payload });
     }
     Ok(())
 }
@@ -383,13 +384,47 @@ fn output(inp: &Input, layout: &Layout, marker: &[u8]) -> Result<Vec<u8>, KpackE
 /// Before returning, the output is read back: every record must be `HIPK`
 /// with this marker, and, when a join record was written, joining the
 /// output with the code objects must give back the input byte for byte.
-pub fn split_binary(
-    data: &[u8],
+pub fn split_binary<'a>(
+    data: &'a [u8],
     kernel_name: &str,
     search_paths: &[String],
-) -> Result<Option<SplitBinary>, KpackError> {
+) -> Result<Option<SplitBinary<'a>>, KpackError> {
+    let Some(Prepared { objects, rest }) = prepare(data, kernel_name, search_paths)? else { return Ok(None) };
+    let (host, cut, joinable) = finish(rest, &objects, kernel_name, search_paths)?;
+    Ok(Some(SplitBinary { host, objects, cut, joinable }))
+}
+
+/// A host binary read for splitting: its code objects, which can be
+/// compressed while [`finish`] writes and checks the host binary.
+pub(super) struct Prepared<'a> {
+    pub(super) objects: Vec<CodeObject<'a>>,
+    pub(super) rest: Rest<'a>,
+}
+
+/// What [`finish`] needs besides the code objects.
+pub(super) enum Rest<'a> {
+    /// A PE image, already rewritten (host, pages cut).
+    Done(Vec<u8>, bool),
+    Elf(Box<ElfRest<'a>>),
+}
+
+pub(super) struct ElfRest<'a> {
+    inp: Input<'a>,
+    unit_entries: Vec<Vec<Entry<'a>>>,
+    first_record: Vec<Option<u32>>,
+    joinable: bool,
+}
+
+/// The first half of [`split_binary`]: reads the binary and its code
+/// objects (`None`: nothing to split).
+pub(super) fn prepare<'a>(
+    data: &'a [u8],
+    kernel_name: &str,
+    search_paths: &[String],
+) -> Result<Option<Prepared<'a>>, KpackError> {
     if offload_format::coff::pe::is_pe(data) {
-        return super::pe::split_pe(data, kernel_name, search_paths);
+        return Ok(super::pe::split_pe(data, kernel_name, search_paths)?
+            .map(|s| Prepared { objects: s.objects, rest: Rest::Done(s.host, s.cut) }));
     }
     let Ok(file) = ElfFile::parse(data) else { return Ok(None) };
     let has_fatbin = (1..file.sections.len()).any(|i| file.section_name(i).ok() == Some(b".hip_fatbin".as_slice()));
@@ -447,7 +482,11 @@ pub fn split_binary(
         if first_record[u].is_none() {
             first_record[u] = Some(co_index);
         }
-        push_code_objects(&mut objects, co_index, unit_entries[u].iter().map(|(id, payload, _)| (id, &payload[..])))?;
+        push_code_objects(
+            &mut objects,
+            co_index,
+            unit_entries[u].iter().map(|(id, payload, _)| (id, payload.clone())),
+        )?;
     }
     if let Some(u) = first_record.iter().position(Option::is_none) {
         return Err(refuse(format!("fat binary {u} is referenced by no wrapper record")));
@@ -461,7 +500,25 @@ pub fn split_binary(
         return Err(refuse("no section name table"));
     }
     let inp = Input { data, map, file, fat_index, shstr_index, shoff };
+    let rest = Rest::Elf(Box::new(ElfRest { inp, unit_entries, first_record, joinable }));
+    Ok(Some(Prepared { objects, rest }))
+}
 
+/// The second half of [`split_binary`]: the host binary written and
+/// checked (it reads back; it joins back to the input with `objects`).
+/// Returns the host binary, whether pages were cut, and whether it holds
+/// a join record.
+pub(super) fn finish(
+    rest: Rest<'_>,
+    objects: &[CodeObject<'_>],
+    kernel_name: &str,
+    search_paths: &[String],
+) -> Result<(Vec<u8>, bool, bool), KpackError> {
+    let ElfRest { inp, unit_entries, first_record, joinable } = match rest {
+        Rest::Done(host, cut) => return Ok((host, cut, false)),
+        Rest::Elf(elf) => *elf,
+    };
+    let data = inp.data;
     // Pass 1 learns which bytes change; the join record keeps their old
     // values; pass 2 lays out the final marker and must change the same.
     let bare = marker_bytes(kernel_name, search_paths, None);
@@ -476,24 +533,17 @@ pub fn split_binary(
     }
     let host = output(&inp, &second, &marker)?;
     check_split(&host, kernel_name, search_paths, inp.map.wrappers.len())?;
-    let split = SplitBinary { host, objects, cut: matches!(second, Layout::Cut(_)), joinable: join.is_some() };
-    if split.joinable {
+    if join.is_some() {
         let back = joins_back_to(
-            &split.host,
-            |co, t| {
-                split
-                    .objects
-                    .iter()
-                    .find(|o| o.co_index == co && o.target == t)
-                    .map(|o| Cow::Borrowed(o.bytes.as_slice()))
-            },
+            &host,
+            |co, t| objects.iter().find(|o| o.co_index == co && o.target == t).map(|o| Cow::Borrowed(&o.bytes[..])),
             data,
         )?;
         if !back {
             return Err(refuse("the split does not join back to the input (a bug; nothing written)"));
         }
     }
-    Ok(Some(split))
+    Ok((host, matches!(second, Layout::Cut(_)), join.is_some()))
 }
 
 fn join_record(
@@ -617,19 +667,45 @@ fn joins_back_to<'f>(
             return Ok(false);
         }
     }
-    let covered =
-        |i: usize| r.undo.iter().any(|(u, b)| (*u as usize) <= i && i < (*u as usize).saturating_add(b.len()));
+    // The undo edits' ranges, sorted: the bytes between them are compared
+    // as whole slices (memcmp), the bytes inside them were checked above.
+    let mut undone: Vec<(usize, usize)> = r
+        .undo
+        .iter()
+        .map(|(u, b)| {
+            let s = usize::try_from(*u).unwrap_or(usize::MAX);
+            (s, s.saturating_add(b.len()))
+        })
+        .collect();
+    undone.sort_unstable();
     let (mut pos, mut same) = (0usize, true);
     join_pieces(host, &r, fetch, &mut |b| {
-        let ok = match original.get(pos..pos + b.len()) {
-            Some(o) if o == b => true,
-            Some(o) => o.iter().zip(b).enumerate().all(|(i, (x, y))| x == y || covered(pos + i)),
+        let end = pos.saturating_add(b.len());
+        same &= match original.get(pos..end) {
+            Some(o) => equal_outside(o, b, pos, &undone),
             None => false,
         };
-        same &= ok;
-        pos += b.len();
+        pos = end;
     })?;
     Ok(same && pos == original.len())
+}
+
+/// Whether `a` and `b` (equally long, at file offset `at`) are equal at
+/// every byte outside the sorted `ranges` of file offsets.
+fn equal_outside(a: &[u8], b: &[u8], at: usize, ranges: &[(usize, usize)]) -> bool {
+    if a == b {
+        return true;
+    }
+    let end = at.saturating_add(a.len());
+    let mut from = at;
+    for &(s, e) in ranges.iter().filter(|(s, e)| *e > at && *s < end) {
+        let s = s.max(from);
+        if a.get(from - at..s - at) != b.get(from - at..s - at) {
+            return false;
+        }
+        from = from.max(e.min(end));
+    }
+    a.get(from - at..) == b.get(from - at..)
 }
 
 /// Produces the joined file (before the undo edits), piece by piece.

@@ -23,7 +23,7 @@ pub use host::{CodeObject, SplitBinary, join_binary, split_binary};
 pub use prune::{PruneAction, loadable_by, plan_prune, prune_archive};
 pub use wheel::{WheelSplit, split_wheel};
 
-use offload_format::kpack::archive::decode_stored;
+use offload_format::kpack::archive::stored_equals;
 use offload_format::kpack::resolve::{ArchiveSource, Env, Resolver, clr_arch_list, normalize};
 use offload_format::kpack::write::{self, NewEntry};
 use offload_format::kpack::{HostBinary, WrapperKind};
@@ -149,20 +149,54 @@ fn compress_all(objects: &[&[u8]], level: i32, jobs: usize) -> Result<Vec<Vec<u8
 /// `.kpack/` holding that target's code objects of every binary. Checked
 /// before returning ([`check_tree`]).
 pub fn split_tree(files: &[(String, &[u8])], options: &SplitOptions) -> Result<TreeSplit, KpackError> {
+    split_tree_then(files, options, |_| ()).map(|(tree, ())| tree)
+}
+
+/// [`split_tree`], running `during` on the split while it is checked (on
+/// another thread): a caller stages its outputs there, and commits them
+/// only when this returns `Ok` (the check passed). When the check fails,
+/// `during`'s result is dropped and the error returned.
+pub fn split_tree_then<R: Send>(
+    files: &[(String, &[u8])],
+    options: &SplitOptions,
+    during: impl FnOnce(&TreeSplit) -> R + Send,
+) -> Result<(TreeSplit, R), KpackError> {
     let mut out = TreeSplit::default();
-    let mut split = Vec::new();
+    let mut prepared = Vec::new();
     for (rel, data) in files {
-        let pattern = search_pattern(rel, &options.group);
-        if let Some(s) = host::split_binary(data, rel, &[pattern])? {
-            split.push((rel.clone(), *data, s));
+        let pattern = vec![search_pattern(rel, &options.group)];
+        if let Some(p) = host::prepare(data, rel, &pattern)? {
+            prepared.push((rel.clone(), pattern, p));
         }
     }
-    let all: Vec<&[u8]> = split.iter().flat_map(|(_, _, s)| s.objects.iter().map(|o| o.bytes.as_slice())).collect();
-    let frames = compress_all(&all, options.level, options.jobs)?;
-    let mut frames = frames.into_iter();
+    let mut rests: Vec<(String, Vec<String>, host::Rest)> = Vec::with_capacity(prepared.len());
+    let mut objects: Vec<Vec<CodeObject>> = Vec::with_capacity(prepared.len());
+    for (rel, pattern, p) in prepared {
+        rests.push((rel, pattern, p.rest));
+        objects.push(p.objects);
+    }
+    // The code objects are compressed (on the pool) while the host
+    // binaries are written and checked (on this thread).
+    let all: Vec<&[u8]> = objects.iter().flatten().map(|o| &o.bytes[..]).collect();
+    let (level, jobs) = (options.level, options.jobs);
+    let (frames, finished) = std::thread::scope(|scope| {
+        let compressing = scope.spawn(|| compress_all(&all, level, jobs));
+        let finished: Result<Vec<(String, Vec<u8>)>, KpackError> = rests
+            .into_iter()
+            .zip(&objects)
+            .map(|((rel, pattern, rest), objs)| {
+                let (host, _, _) = host::finish(rest, objs, &rel, &pattern)?;
+                Ok((rel, host))
+            })
+            .collect();
+        let frames = compressing.join().map_err(|_| KpackError::Check("a compression thread panicked".into()));
+        (frames, finished)
+    });
+    let hosts = finished?;
+    let mut frames = frames??.into_iter();
     let mut by_target: BTreeMap<String, Vec<NewEntry<'static>>> = BTreeMap::new();
-    for (rel, _, s) in &split {
-        for o in &s.objects {
+    for ((rel, _), objs) in hosts.iter().zip(&objects) {
+        for o in objs {
             let frame = frames.next().ok_or_else(|| KpackError::Check("frame count".into()))?;
             by_target.entry(o.target.clone()).or_default().push(NewEntry {
                 key: format!("{rel}#{}", o.co_index),
@@ -179,11 +213,18 @@ pub fn split_tree(files: &[(String, &[u8])], options: &SplitOptions) -> Result<T
         let bytes = write::archive(&options.group, &[target.as_str()], entries)?;
         out.archives.push((archive_path(&options.group, target), bytes));
     }
-    out.hosts = split.iter().map(|(rel, _, s)| (rel.clone(), s.host.clone())).collect();
+    out.hosts = hosts;
     let inputs: Vec<(&str, &[CodeObject])> =
-        split.iter().map(|(rel, _, s)| (rel.as_str(), s.objects.as_slice())).collect();
-    out.checked = check_tree(&inputs, &out)?;
-    Ok(out)
+        out.hosts.iter().zip(&objects).map(|((rel, _), objs)| (rel.as_str(), objs.as_slice())).collect();
+    let (checked, result) = std::thread::scope(|scope| {
+        let tree = &out;
+        let side = scope.spawn(move || during(tree));
+        let checked = check_tree(&inputs, tree);
+        (checked, side.join())
+    });
+    let result = result.map_err(|_| KpackError::Check("the thread beside the check panicked".into()))?;
+    out.checked = checked?;
+    Ok((out, result))
 }
 
 /// Files in memory, under a virtual root.
@@ -212,7 +253,7 @@ const GENERIC_USERS: [&str; 22] = [
 /// What a fat binary serves a GPU: its own target ID's entry when there is
 /// one, else, for a processor with a generic target, the generic entry.
 /// (Only GPUs named by a target of the input are asked.)
-fn fat_serves<'o>(objects: &[&'o CodeObject], agent: &str) -> Option<&'o CodeObject> {
+fn fat_serves<'o, 'b>(objects: &[&'o CodeObject<'b>], agent: &str) -> Option<&'o CodeObject<'b>> {
     if let Some(o) = objects.iter().find(|o| o.target == agent) {
         return Some(o);
     }
@@ -312,10 +353,11 @@ pub fn check_tree(inputs: &[(&str, &[CodeObject])], out: &TreeSplit) -> Result<u
     let results = offload_io::for_each_item(&work, 0, |_, ((path, ordinal), want)| {
         let archive = archives.get(path).ok_or_else(|| format!("{}: not read", path.display()))?;
         let stored = archive.stored(*ordinal).map_err(|e| format!("{}: {e}", path.display()))?;
-        let len = want.bytes.len() as u64;
-        let bytes = decode_stored(stored, archive.scheme, *ordinal, len, len)
+        // Compared while decoding, piece by piece: nothing the size of the
+        // code object is allocated.
+        let same = stored_equals(stored, archive.scheme, *ordinal, &want.bytes[..])
             .map_err(|e| format!("{} entry {ordinal}: {e}", path.display()))?;
-        if bytes != want.bytes {
+        if !same {
             return Err(format!(
                 "{} entry {ordinal} decodes to other bytes than the {} code object it serves",
                 path.display(),

@@ -31,7 +31,11 @@ const SCN_INITIALIZED: u32 = 0x40;
 /// Splits one PE image: `None` when it has no `.hip_fat` raw data, else
 /// the rewritten image and its code objects (never joinable: `offload
 /// join` restores ELF binaries only).
-pub fn split_pe(data: &[u8], kernel_name: &str, search_paths: &[String]) -> Result<Option<SplitBinary>, KpackError> {
+pub fn split_pe<'a>(
+    data: &'a [u8],
+    kernel_name: &str,
+    search_paths: &[String],
+) -> Result<Option<SplitBinary<'a>>, KpackError> {
     let image = PeImage::parse(data).map_err(|e| refuse(e.to_string()))?;
     let Some(fat_index) = image.sections.iter().position(|s| s.name() == PE_FATBIN_SECTION.as_bytes()) else {
         return Ok(None);
@@ -111,7 +115,7 @@ pub fn split_pe(data: &[u8], kernel_name: &str, search_paths: &[String]) -> Resu
         push_code_objects(
             &mut objects,
             co_index,
-            units.get(&at).into_iter().flatten().map(|(id, payload)| (id, *payload)),
+            units.get(&at).into_iter().flatten().map(|(id, payload)| (id, std::borrow::Cow::Borrowed(*payload))),
         )?;
         record_offsets.push(seg.raw_offset as u64 + (i * RECORD_LEN) as u64);
     }

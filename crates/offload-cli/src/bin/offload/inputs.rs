@@ -117,6 +117,12 @@ pub fn gather_package_archives(paths: &[String]) {
     let _ = PACKAGE_TREE.set(std::sync::Arc::new(tree));
 }
 
+/// Whether [`gather_package_archives`] found wheels among the paths given
+/// (their archives then resolve as one installed tree).
+pub fn wheels_gathered() -> bool {
+    PACKAGE_TREE.get().is_some()
+}
+
 /// A file, package member or folder that could not be read.
 #[derive(Clone)]
 pub struct Problem {

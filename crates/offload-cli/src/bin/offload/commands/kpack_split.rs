@@ -82,6 +82,57 @@ fn stage_all(argv0: &str, files: &[(PathBuf, Plan)]) -> Result<(), u8> {
     outputs.commit().map_err(|e| fail(argv0, 2, e))
 }
 
+/// Outputs staged, not yet committed, and the folders made for them.
+/// Dropped uncommitted (the check failed, or staging did), it leaves
+/// nothing: the staged files go, and the folders made, when empty.
+struct Staged {
+    outputs: Option<Outputs>,
+    /// Made by [`stage`], parents first.
+    made: Vec<PathBuf>,
+}
+
+impl Staged {
+    fn commit(mut self) -> Result<(), offload_io::OutputError> {
+        self.made.clear();
+        match self.outputs.take() {
+            Some(o) => o.commit(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        drop(self.outputs.take());
+        for dir in self.made.iter().rev() {
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+/// Stages `files` (folders made as needed), written in parallel, without
+/// committing them; an error in words (the folders made are removed).
+fn stage(files: &[(PathBuf, Plan)]) -> Result<Staged, String> {
+    let mut staged = Staged { outputs: Some(Outputs::new()), made: Vec::new() };
+    for (path, _) in files {
+        let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) else { continue };
+        let missing: Vec<PathBuf> = parent
+            .ancestors()
+            .take_while(|a| !a.as_os_str().is_empty() && !a.exists())
+            .map(Path::to_path_buf)
+            .collect();
+        let made = std::fs::create_dir_all(parent);
+        staged.made.extend(missing.into_iter().rev());
+        made.map_err(|e| format!("'{}': {e}", parent.display()))?;
+    }
+    let names: Vec<String> = files.iter().map(|(p, _)| p.to_string_lossy().into_owned()).collect();
+    let items: Vec<(&str, &Plan)> = names.iter().map(String::as_str).zip(files.iter().map(|(_, p)| p)).collect();
+    if let Some(outputs) = staged.outputs.as_mut() {
+        outputs.stage_all(&items, &[]).map_err(|e| e.to_string())?;
+    }
+    Ok(staged)
+}
+
 /// `offload split --kpack INPUT -o DIR`.
 pub fn split(
     argv0: &str,
@@ -148,26 +199,34 @@ pub fn split(
         }
     }
     let files: Vec<(String, &[u8])> = listing.iter().zip(&datas).map(|((r, _), d)| (r.clone(), d.bytes())).collect();
-    let tree = match kpack::split_tree(&files, &options) {
-        Ok(t) => t,
+    // The outputs are written to staging files while the split is checked,
+    // and renamed into place only once the check has passed.
+    let staged = kpack::split_tree_then(&files, &options, |tree| {
+        if tree.hosts.is_empty() {
+            return (Vec::new(), Ok(None));
+        }
+        let mut out: Vec<(PathBuf, Plan)> = Vec::new();
+        for (rel, data) in &files {
+            let bytes = tree.hosts.iter().find(|(h, _)| h == rel).map_or(*data, |(_, b)| b.as_slice());
+            out.push((output.join(rel), Plan::borrowed(bytes)));
+        }
+        for (rel, bytes) in &tree.archives {
+            out.push((output.join(rel), Plan::borrowed(bytes)));
+        }
+        let dests: Vec<PathBuf> = out.iter().map(|(p, _)| p.clone()).collect();
+        (dests, stage(&out).map(Some))
+    });
+    let (tree, out, staged) = match staged {
+        Ok((tree, (out, Ok(Some(staged))))) => (tree, out, staged),
+        Ok((_, (_, Ok(None)))) => return fail(argv0, 1, format!("'{}' holds no fat HIP binaries", input.display())),
+        Ok((_, (_, Err(e)))) => return fail(argv0, 2, e),
         Err(e) => return fail(argv0, 1, format!("'{}': {e}", input.display())),
     };
-    if tree.hosts.is_empty() {
-        return fail(argv0, 1, format!("'{}' holds no fat HIP binaries", input.display()));
-    }
-    let mut out: Vec<(PathBuf, Plan)> = Vec::new();
-    for (rel, data) in &files {
-        let bytes = tree.hosts.iter().find(|(h, _)| h == rel).map_or(*data, |(_, b)| b.as_slice());
-        out.push((output.join(rel), Plan::borrowed(bytes)));
-    }
-    for (rel, bytes) in &tree.archives {
-        out.push((output.join(rel), Plan::borrowed(bytes)));
-    }
-    if let Err(code) = stage_all(argv0, &out) {
-        return code;
+    if let Err(e) = staged.commit() {
+        return fail(argv0, 2, e);
     }
     // Each file keeps its input's permissions (executables stay executable).
-    for ((_, path), (dest, _)) in listing.iter().zip(&out) {
+    for ((_, path), dest) in listing.iter().zip(&out) {
         if let Ok(m) = std::fs::metadata(path)
             && let Err(e) = std::fs::set_permissions(dest, m.permissions())
         {

@@ -74,6 +74,8 @@ fn run(argv0: &str, paths: &[String], keep: &[String], json: bool) -> u8 {
     };
     let mut status = 0;
     let mut files: Vec<(String, Tally)> = Vec::new();
+    // Wheels given together are one installed tree (docs/guide/kpack.md).
+    inputs::gather_package_archives(paths);
     for path in paths {
         let mut found = 0;
         let problems = inputs::each(path, !json, &mut |item| {

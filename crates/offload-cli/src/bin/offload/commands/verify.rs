@@ -23,9 +23,27 @@ impl VerifyArgs {
     }
 }
 
+/// What `verify` found in one path given, before it is printed (archives
+/// of wheels are judged against every path's libraries first).
+struct Verdicts {
+    path: String,
+    diags: Vec<DiagnosticRecord>,
+    problems: Vec<inputs::Problem>,
+    found: usize,
+    units: usize,
+    /// `.kpack` members of a wheel: the wheel, the member, and where it
+    /// lies once installed ([`offload_inspect::kpack::PackageTree::path_of`]).
+    wheel_archives: Vec<(String, String, std::path::PathBuf)>,
+}
+
 fn verify(argv0: &str, files: &[String], json: bool, colors: Colors) -> u8 {
     let mut status = 0;
     let mut objects = Vec::new();
+    // Wheels given together are one installed tree (docs/guide/kpack.md).
+    inputs::gather_package_archives(files);
+    // Archives the split libraries of wheels reach, over every path given.
+    let mut reached_in_wheels = Vec::new();
+    let mut results = Vec::new();
     for path in files {
         // Findings of every item of the path.
         let mut diags: Vec<DiagnosticRecord> = Vec::new();
@@ -33,20 +51,31 @@ fn verify(argv0: &str, files: &[String], json: bool, colors: Colors) -> u8 {
         // kpack archives given, and those the split libraries reach (by
         // canonical path): an archive no library reaches is dead weight.
         let (mut archives, mut reached) = (Vec::new(), Vec::new());
+        let mut wheel_archives = Vec::new();
         let problems = inputs::each(path, !json, &mut |item| {
             let inv = item.scan(&Options { deep: true, ..Default::default() });
             found += inv.objects.len();
             units += inv.units.len();
             if let Some(split) = &inv.kpack {
-                reached.extend(split.archives.iter().cloned());
+                if split.tree.is_some() {
+                    reached_in_wheels.extend(split.archives.iter().cloned());
+                } else {
+                    reached.extend(split.archives.iter().cloned());
+                }
             }
-            if item.member().is_none() && offload_format::kpack::archive::has_magic(item.bytes) {
-                archives.push((item.file.to_string(), std::fs::canonicalize(item.file).ok()));
+            if offload_format::kpack::archive::has_magic(item.bytes) {
+                match item.member() {
+                    None => archives.push((item.file.to_string(), std::fs::canonicalize(item.file).ok())),
+                    Some(m) if item.file.ends_with(".whl") && inputs::wheels_gathered() => wheel_archives.push((
+                        item.file.to_string(),
+                        m.to_string(),
+                        offload_inspect::kpack::PackageTree::path_of(m),
+                    )),
+                    Some(_) => {}
+                }
             }
             diags.extend(inv.diagnostics.iter().map(|d| DiagnosticRecord::of(Some(item.file), d)));
         });
-        // Packages that could not be read: findings in JSON, messages on
-        // standard error (as for every command) in text.
         if std::path::Path::new(path).is_dir() {
             for (file, canonical) in archives {
                 if canonical.is_some_and(|c| !reached.contains(&c)) {
@@ -55,10 +84,22 @@ fn verify(argv0: &str, files: &[String], json: bool, colors: Colors) -> u8 {
                 }
             }
         }
-        let unread = diags.len()..diags.len() + problems.len();
         if !json {
             inputs::report(argv0, &problems);
         }
+        results.push(Verdicts { path: path.clone(), diags, problems, found, units, wheel_archives });
+    }
+    for r in results {
+        let Verdicts { path, mut diags, problems, found, units, wheel_archives } = r;
+        for (file, member, installed) in wheel_archives {
+            if !reached_in_wheels.contains(&installed) {
+                let message = "no kpack-split library of the wheels given reaches this archive through its search paths once installed (dead weight, or its host wheel is not given)";
+                let location = format!("member {member}");
+                diags.push(DiagnosticRecord::new(Some(&file), Severity::Warning, None, &location, message));
+            }
+        }
+        let path = path.as_str();
+        let unread = diags.len()..diags.len() + problems.len();
         diags.extend(
             problems.iter().map(|p| DiagnosticRecord::new(Some(&p.file), p.severity, None, &p.location, &p.message)),
         );

@@ -47,6 +47,9 @@ pub struct ExtractArgs {
     /// Where to write [default: .]
     #[arg(long, value_name = "DIR")]
     pub output_dir: Option<String>,
+    /// Wheels installed beside a wheel FILE (its device wheels, repeatable): FILE's kpack-split libraries resolve their archives among the members of all of them, as once installed together
+    #[arg(long, value_name = "WHEEL")]
+    pub with: Vec<String>,
     /// Machine-readable output (schema in docs/reference/json.md)
     #[arg(long)]
     pub json: bool,
@@ -84,6 +87,9 @@ impl ExtractArgs {
         let usage = |kind: ErrorKind, msg: &str| usage_error("extract", kind, msg);
         let uris = self.files.iter().filter(|f| is_uri(f)).count();
         if uris > 0 {
+            if !self.with.is_empty() {
+                return Err(usage(ErrorKind::ArgumentConflict, "--with applies to a wheel FILE, not to URIs"));
+            }
             if uris != self.files.len() {
                 return Err(usage(
                     ErrorKind::ArgumentConflict,
@@ -101,6 +107,9 @@ impl ExtractArgs {
         }
         if self.files.len() != 1 {
             return Err(usage(ErrorKind::TooManyValues, "one FILE at a time (several URIs may be given)"));
+        }
+        if !self.with.is_empty() && !self.files.iter().chain(&self.with).all(|f| f.ends_with(".whl")) {
+            return Err(usage(ErrorKind::ArgumentConflict, "--with takes wheels (.whl) installed beside a wheel FILE"));
         }
         Ok(())
     }
@@ -132,6 +141,10 @@ impl ExtractArgs {
         }
         let file = self.files.first().map(String::as_str).unwrap_or_default();
         let how = (self.runtime(), self.kpack_order.order());
+        // A wheel and the wheels installed beside it are one tree
+        // (docs/guide/kpack.md).
+        let wheels: Vec<String> = self.files.iter().chain(&self.with).cloned().collect();
+        crate::inputs::gather_package_archives(&wheels);
         extract(&ctx.argv0, file, &self.filters(), self.gpu.as_ref(), how, output, dir, self.json)
     }
 }
