@@ -392,39 +392,85 @@ done
 
 # --- 7. SIGINT and SIGTERM during every writer -------------------------------
 s=signals
+# Starts a writer, stops it (SIGSTOP) as soon as one of its staging files
+# shows anywhere under the watched folder, sends the signal, continues it
+# and prints its exit status; prints "missed" when the run committed before
+# a staging file was seen. A tight Python loop, not find in a shell loop:
+# a fast writer (replace, join) stages for a few milliseconds only.
+catch() { # watched-folder signal command...
+    python3 - "$@" <<'EOF2'
+import os, re, signal, subprocess, sys, time
+watch, sig, cmd = sys.argv[1], getattr(signal, "SIG" + sys.argv[2]), sys.argv[3:]
+staging = re.compile(r"^\..*\.ofl\d+-[A-Za-z0-9]{6}\.tmp$")
+def staged():
+    for d, _, names in os.walk(watch):
+        for n in names:
+            if staging.match(n):
+                return os.path.join(d, n)
+    return None
+# Default SIGINT in the child: a background job of a script starts with it
+# ignored, and an ignored signal stays ignored.
+p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+caught = False
+while p.poll() is None:
+    if staged():
+        os.kill(p.pid, signal.SIGSTOP)
+        if staged():
+            caught = True
+            break
+        os.kill(p.pid, signal.SIGCONT)
+if not caught:
+    p.wait(); print("missed"); sys.exit(0)
+os.kill(p.pid, sig); os.kill(p.pid, signal.SIGCONT)
+rc = p.wait()
+print(128 - rc if rc < 0 else rc)
+EOF2
+}
+# Whether any staging file is left under a folder.
+staging_under() { find "$1" -name '.*.ofl*.tmp' 2>/dev/null | head -1; }
 big_bundle "$work/sig.bc" 96
 mkdir "$work/names2"; "$OFFLOAD" extract --all --output-dir "$work/names2" "$sample" >/dev/null 2>&1
 co=$work/names2/$(ls "$work/names2" | grep -e '--gfx906' | head -1)
-mkdir -p "$work/so"
+# The multi-output writers on real inputs of the corpus: split --by of the
+# CUDA wheel, split --kpack of a ROCm library, join of what that wrote.
+pk=$HOME/.cache/offload-binutils/corpus/packages
+wheel=$(find "$pk/curand-linux" -name '*.whl' 2>/dev/null | head -1)
+hiplib=$(find "$corpus/debian-rocrand" -type f 2>/dev/null | head -1)
+writers=("prune --keep gfx906 $work/sig.bc -o $work/so/out.bc"
+    "extract --all --output-dir $work/so $work/sig.bc"
+    "replace --entry gfx90a --with $co $work/sig.bc -o $work/so/out.bc")
+[ -n "$wheel" ] && writers+=("split --by family $wheel -o $work/so/wheels")
+if [ -n "$hiplib" ]; then
+    writers+=("split --kpack $hiplib -o $work/so/split")
+    rm -rf "$work/kp-split"
+    if "$OFFLOAD" split --kpack "$hiplib" -o "$work/kp-split" >/dev/null 2>&1; then
+        writers+=("join --archives $work/kp-split/.kpack $work/kp-split/$(basename "$hiplib") -o $work/so/out.bc")
+    else note $s notrun "join: split --kpack of $(basename "$hiplib") failed, nothing to join"; fi
+else note $s notrun "split --kpack, join: no ROCm library in the corpus (scripts/fetch-real-corpus.sh)"; fi
+[ -z "$wheel" ] && note $s notrun "split --by: no CUDA wheel in the corpus (scripts/fetch-real-corpus.sh)"
 for sig in TERM INT; do
-    for cmd in "prune --keep gfx906 $work/sig.bc -o $work/so/out.bc" \
-        "extract --all --output-dir $work/so $work/sig.bc" \
-        "replace --entry gfx90a --with $co $work/sig.bc -o $work/so/out.bc"; do
+    for cmd in "${writers[@]}"; do
         caught=0
         for _ in $(seq 20); do
             rm -rf "$work/so"; mkdir "$work/so"; echo precious >"$work/so/out.bc"
-            # A background job of a script starts with SIGINT ignored (and
-            # an ignored signal stays ignored): restore the default first.
             # shellcheck disable=SC2086
-            python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])' \
-                "$OFFLOAD" $cmd >/dev/null 2>&1 &
-            pid=$!
-            while [ -z "$(staging_in "$work/so")" ] && kill -0 $pid 2>/dev/null; do :; done
-            kill -STOP $pid 2>/dev/null
-            if [ -z "$(staging_in "$work/so")" ]; then kill -CONT $pid 2>/dev/null; wait $pid; continue; fi
-            kill -$sig $pid; kill -CONT $pid; wait $pid; RC=$?
+            RC=$(catch "$work/so" $sig "$OFFLOAD" $cmd)
+            [ "$RC" = missed ] && continue
             caught=1
             want=$([ $sig = TERM ] && echo 143 || echo 130)
-            if [ $RC != "$want" ]; then note $s broke "SIG$sig during $cmd: status $RC"
-            elif [ -n "$(staging_in "$work/so")" ]; then note $s broke "SIG$sig during $cmd: staging file left"
+            if [ "$RC" != "$want" ]; then note $s broke "SIG$sig during $cmd: status $RC"
+            elif [ -n "$(staging_under "$work/so")" ]; then note $s broke "SIG$sig during $cmd: staging file left"
             elif [ "$(cat "$work/so/out.bc")" != precious ]; then note $s broke "SIG$sig during $cmd: old output changed"
+            elif [ -n "$(find "$work/so" -type f ! -name out.bc | head -1)" ]; then
+                note $s broke "SIG$sig during $cmd: new outputs written: $(find "$work/so" -type f ! -name out.bc | head -3 | tr '\n' ' ')"
             else note $s held; fi
             break
         done
-        [ $caught = 0 ] && note $s notrun "SIG$sig: $cmd was never caught before its commit"
+        [ $caught = 0 ] && note $s notrun "SIG$sig: $cmd was never caught before its commit in 20 tries"
     done
 done
-note $s notrun "split --kpack / split --by / join: no input here is large enough to catch them before their commit (they stage and commit through the same offload-io outputs as prune and extract)"
+rm -rf "$work/so" "$work/kp-split" "$work/sig.bc"
 
 # --- 8. Output name collisions -----------------------------------------------
 s=name-collisions
