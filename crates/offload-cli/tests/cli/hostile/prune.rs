@@ -232,6 +232,11 @@ fn check_file_success(work: &Path, input: &[u8], output: &[u8]) -> Result<(), St
     }
     files::verify_file(output, input, &kind, &pruned)
         .map_err(|e| format!("the output fails the library's check: {e}"))?;
+    // A `.lib` cut short before its first member with device code is
+    // copied as it is: `offload verify` rightly finds no code object there.
+    if pruned.units.is_empty() {
+        return Ok(());
+    }
     let verify = Command::new(OFFLOAD).args(["verify", "out"]).current_dir(work).output().map_err(|e| e.to_string())?;
     if !verify.status.success() {
         return Err(format!("offload verify fails the output: {}", String::from_utf8_lossy(&verify.stdout)));
