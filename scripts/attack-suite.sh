@@ -5,6 +5,7 @@
 # run (with the reason), and a summary table at the end.
 #
 #   scripts/attack-suite.sh [--quick]
+#   ATTACK_SCENARIOS="signals shrinking-input" scripts/attack-suite.sh
 #
 # The binaries are taken from target/debug (OFFLOAD_BIN_DIR overrides; build
 # them first: cargo build -p offload-cli). --quick leaves out the slow
@@ -34,6 +35,11 @@ chmod 755 "$work"
 trap 'rm -rf "$work"' EXIT
 sample=$root/samples/hip-gfx906-gfx90a.bc
 start_all=$(date +%s)
+
+corpus=$HOME/.cache/offload-binutils/corpus/files
+# ATTACK_SCENARIOS="signals bombs" runs only those scenarios (names as in
+# the summary); unset, every scenario runs.
+want() { [ -z "${ATTACK_SCENARIOS:-}" ] || [[ " $ATTACK_SCENARIOS " == *" $1 "* ]]; }
 
 declare -A HELD BROKE NOTRUN
 ORDER=()
@@ -92,6 +98,7 @@ echo "attack suite: $OFFLOAD$( [ $quick = 1 ] && echo ' (quick)')"
 
 # --- 1. Symbolic links planted by another user in a sticky folder --------
 s=symlinks
+if want $s; then
 if [ "$(id -u)" != 0 ]; then
     note $s notrun "needs root (to plant links as another user); run as root"
 elif ! command -v setpriv >/dev/null; then
@@ -124,9 +131,11 @@ else
     done
     kill "$racer" 2>/dev/null; wait "$racer" 2>/dev/null
 fi
+fi
 
 # --- 2. Bombs of every container and codec ---------------------------------
 s=bombs
+if want $s; then
 gen() { # name command... (output on stdout, cached)
     local name=$1; shift
     [ -s "$cache/$name" ] || { "$@" >"$cache/$name.part" && mv "$cache/$name.part" "$cache/$name"; }
@@ -292,9 +301,11 @@ for said in "$kp_mib" 1; do
         done
     else note $s notrun "could not make the kpack bomb"; fi
 done
+fi
 
 # --- 3. FIFOs, sockets and devices in folders and dependency lists ---------
 s=special-files
+if want $s; then
 mkdir "$work/dir"; cp "$sample" "$work/dir/"; mkfifo "$work/dir/fifo.so"
 python3 -c "import socket,sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])" "$work/dir/sock.so"
 ln -s /dev/zero "$work/dir/zero.so"
@@ -314,9 +325,11 @@ if command -v clang-22 >/dev/null || command -v clang >/dev/null; then
         ordinary $s "check of a program whose DT_NEEDED (\$ORIGIN) is a FIFO"
     else note $s notrun "could not link the dependency test program"; fi
 else note $s notrun "no clang to link a program with a FIFO dependency"; fi
+fi
 
 # --- 4. /dev/full as standard output ----------------------------------------
 s=dev-full
+if want $s; then
 for cmd in "list $sample" "list --json $sample" "verify $sample" "size $sample" "diff $sample $sample" \
     "select --gpu gfx90a $sample" "gpus" "check --gpu gfx90a $sample" "completions bash" "man" "extract --target-id gfx906 -o - $sample"; do
     # shellcheck disable=SC2086
@@ -327,9 +340,11 @@ for cmd in "list $sample" "list --json $sample" "verify $sample" "size $sample" 
     elif [ "$cmd" = gpus ] && [ $RC = 1 ] && ! grep -q panicked "$work/err"; then note $s held
     else note $s broke "$cmd > /dev/full: status $RC $(head -c 200 "$work/err")"; fi
 done
+fi
 
 # --- 5. Inputs truncated while read -----------------------------------------
 s=shrinking-input
+if want $s; then
 python3 - "$work/rand.bc" <<'EOF'
 import os, struct, sys
 size = 160 << 20
@@ -375,10 +390,11 @@ for cmd in verify "extract --all --output-dir $work/sh" "prune --keep gfx90a -o 
         echo "note [$s] list reads only the bundle's header: no run faulted (counted as held)"
     elif [ $caught = 0 ]; then note $s notrun "$cmd: no run was caught reading (it read everything before the truncation)"; fi
 done
+fi
 
 # --- 6. Address-space limits --------------------------------------------------
 s=ulimit-v
-corpus=$HOME/.cache/offload-binutils/corpus/files
+if want $s; then
 big=$(find "$corpus" -type f -size +50M 2>/dev/null | head -1)
 for f in "$sample" ${big:+"$big"}; do
     for cmd in list verify size "extract --all --output-dir $work/ul"; do
@@ -389,51 +405,120 @@ for f in "$sample" ${big:+"$big"}; do
     done
 done
 [ -z "$big" ] && note $s notrun "no corpus file over 50 MB (scripts/fetch-real-corpus.sh)"
+fi
 
 # --- 7. SIGINT and SIGTERM during every writer -------------------------------
 s=signals
+if want $s; then
+# Starts a writer, stops it (SIGSTOP) as soon as one of its staging files
+# shows anywhere under the watched folder, sends the signal, continues it
+# and prints its exit status; prints "missed" when the run committed before
+# a staging file was seen. A tight Python loop, not find in a shell loop:
+# a fast writer (replace, join) stages for a few milliseconds only.
+catch() { # watched-folder signal command...
+    python3 - "$@" <<'EOF2'
+import os, re, signal, subprocess, sys, time
+watch, sig, cmd = sys.argv[1], getattr(signal, "SIG" + sys.argv[2]), sys.argv[3:]
+staging = re.compile(r"^\..*\.ofl\d+-[A-Za-z0-9]{6}\.tmp$")
+def staged():
+    for d, _, names in os.walk(watch):
+        for n in names:
+            if staging.match(n):
+                return os.path.join(d, n)
+    return None
+# Default SIGINT in the child: a background job of a script starts with it
+# ignored, and an ignored signal stays ignored.
+p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+caught = False
+while p.poll() is None:
+    if staged():
+        os.kill(p.pid, signal.SIGSTOP)
+        if staged():
+            caught = True
+            break
+        os.kill(p.pid, signal.SIGCONT)
+if not caught:
+    p.wait(); print("missed"); sys.exit(0)
+os.kill(p.pid, sig); os.kill(p.pid, signal.SIGCONT)
+rc = p.wait()
+print(128 - rc if rc < 0 else rc)
+EOF2
+}
+# Whether any staging file is left under a folder.
+staging_under() { find "$1" -name '.*.ofl*.tmp' 2>/dev/null | head -1; }
 big_bundle "$work/sig.bc" 96
 mkdir "$work/names2"; "$OFFLOAD" extract --all --output-dir "$work/names2" "$sample" >/dev/null 2>&1
-co=$work/names2/$(ls "$work/names2" | grep -e '--gfx906' | head -1)
-mkdir -p "$work/so"
+co=$work/names2/$(ls "$work/names2" | grep -e 'xnack+' | head -1)
+# replace needs a real code object in the replaced entry (it compares
+# kernels): the sample's gfx90a:xnack+ one, behind 192 MiB of other entry
+# so that the write takes long enough to be caught.
+python3 - "$co" "$work/rep.bc" <<'EOF2'
+import struct, sys
+real = open(sys.argv[1], "rb").read()
+ids = [b"hipv4-amdgcn-amd-amdhsa--gfx906", b"hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+"]
+sizes = [192 << 20, len(real)]
+head = b"__CLANG_OFFLOAD_BUNDLE__" + struct.pack("<Q", len(ids))
+at = len(head) + sum(24 + len(i) for i in ids)
+for i, n in zip(ids, sizes):
+    head += struct.pack("<QQQ", at, n, len(i)) + i
+    at += n
+with open(sys.argv[2], "wb") as f:
+    f.write(head + b"\x7fELF\x02\x01\x01" + bytes(57))
+    f.seek(sizes[0] - 64, 1)
+    f.write(real)
+EOF2
+# The multi-output writers on real inputs of the corpus: split --by of the
+# CUDA wheel, split --kpack of a ROCm library, join of what that wrote.
+pk=$HOME/.cache/offload-binutils/corpus/packages
+wheel=$(find "$pk/curand-linux" -name '*.whl' 2>/dev/null | head -1)
+hiplib=$(find "$corpus/debian-rocrand" -type f 2>/dev/null | head -1)
+writers=("prune --keep gfx906 $work/sig.bc -o $work/so/out.bc"
+    "extract --all --output-dir $work/so $work/sig.bc"
+    "replace --entry gfx90a:xnack+ --with $co $work/rep.bc -o $work/so/out.bc")
+[ -n "$wheel" ] && writers+=("split --by family $wheel -o $work/so/wheels")
+if [ -n "$hiplib" ]; then
+    writers+=("split --kpack $hiplib -o $work/so/split")
+    rm -rf "$work/kp-split"
+    if "$OFFLOAD" split --kpack "$hiplib" -o "$work/kp-split" >/dev/null 2>&1; then
+        writers+=("join --archives $work/kp-split/.kpack $work/kp-split/$(basename "$hiplib") -o $work/so/out.bc")
+    else note $s notrun "join: split --kpack of $(basename "$hiplib") failed, nothing to join"; fi
+else note $s notrun "split --kpack, join: no ROCm library in the corpus (scripts/fetch-real-corpus.sh)"; fi
+[ -z "$wheel" ] && note $s notrun "split --by: no CUDA wheel in the corpus (scripts/fetch-real-corpus.sh)"
 for sig in TERM INT; do
-    for cmd in "prune --keep gfx906 $work/sig.bc -o $work/so/out.bc" \
-        "extract --all --output-dir $work/so $work/sig.bc" \
-        "replace --entry gfx90a --with $co $work/sig.bc -o $work/so/out.bc"; do
+    for cmd in "${writers[@]}"; do
         caught=0
         for _ in $(seq 20); do
             rm -rf "$work/so"; mkdir "$work/so"; echo precious >"$work/so/out.bc"
-            # A background job of a script starts with SIGINT ignored (and
-            # an ignored signal stays ignored): restore the default first.
             # shellcheck disable=SC2086
-            python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])' \
-                "$OFFLOAD" $cmd >/dev/null 2>&1 &
-            pid=$!
-            while [ -z "$(staging_in "$work/so")" ] && kill -0 $pid 2>/dev/null; do :; done
-            kill -STOP $pid 2>/dev/null
-            if [ -z "$(staging_in "$work/so")" ]; then kill -CONT $pid 2>/dev/null; wait $pid; continue; fi
-            kill -$sig $pid; kill -CONT $pid; wait $pid; RC=$?
+            RC=$(catch "$work/so" $sig "$OFFLOAD" $cmd)
+            [ "$RC" = missed ] && continue
             caught=1
             want=$([ $sig = TERM ] && echo 143 || echo 130)
-            if [ $RC != "$want" ]; then note $s broke "SIG$sig during $cmd: status $RC"
-            elif [ -n "$(staging_in "$work/so")" ]; then note $s broke "SIG$sig during $cmd: staging file left"
+            if [ "$RC" != "$want" ]; then note $s broke "SIG$sig during $cmd: status $RC"
+            elif [ -n "$(staging_under "$work/so")" ]; then note $s broke "SIG$sig during $cmd: staging file left"
             elif [ "$(cat "$work/so/out.bc")" != precious ]; then note $s broke "SIG$sig during $cmd: old output changed"
+            elif [ -n "$(find "$work/so" -type f ! -name out.bc | head -1)" ]; then
+                note $s broke "SIG$sig during $cmd: new outputs written: $(find "$work/so" -type f ! -name out.bc | head -3 | tr '\n' ' ')"
             else note $s held; fi
             break
         done
-        [ $caught = 0 ] && note $s notrun "SIG$sig: $cmd was never caught before its commit"
+        [ $caught = 0 ] && note $s notrun "SIG$sig: $cmd was never caught before its commit in 20 tries"
     done
 done
-note $s notrun "split --kpack / split --by / join: no input here is large enough to catch them before their commit (they stage and commit through the same offload-io outputs as prune and extract)"
+rm -rf "$work/so" "$work/kp-split" "$work/sig.bc" "$work/rep.bc"
+fi
 
 # --- 8. Output name collisions -----------------------------------------------
 s=name-collisions
+if want $s; then
 mkdir -p "$work/c/a" "$work/c/b" "$work/c/out"
 cp "$sample" "$work/c/a/x.bc"; cp "$sample" "$work/c/b/x.bc"
 run 60 "$OFFLOAD" extract --gpu gfx906 --output-dir "$work/c/out" "$work/c/a/x.bc" "$work/c/b/x.bc"
 if [ $RC = 0 ]; then note $s broke "two inputs named x.bc: status 0"
 elif [ -n "$(ls -A "$work/c/out")" ]; then note $s broke "two inputs named x.bc: something was written"
 else note $s held; fi
+fi
 
 # --- Summary --------------------------------------------------------------------
 echo

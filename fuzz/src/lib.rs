@@ -1415,3 +1415,56 @@ pub fn pe_image(data: &[u8]) {
         }
     }
 }
+
+// ------------------------------------------------------------ COFF
+
+/// COFF relocatable objects (`.obj`) and `.lib` archives of them: the
+/// object reader's tables stay inside the input and are bounded by its
+/// size, and `offload prune` in zero mode (section checksums rewritten)
+/// and in cut mode, on an object or a `.lib`, is refused or writes an
+/// output that passes the check the CLI runs before committing.
+pub fn coff_object(data: &[u8]) {
+    use offload_format::coff::{ObjectView, is_object};
+    use offload_rewrite::prune::{self, cut_file, files};
+    if is_object(data)
+        && let Ok(v) = ObjectView::read(data)
+    {
+        assert!(v.sections.len() * 40 <= data.len(), "more sections than the file holds");
+        assert!(v.symbols.len() * 18 <= data.len(), "more symbols than the file holds");
+        assert!(v.symbol_table_len <= data.len() as u64);
+        let relocations: usize = v.sections.iter().map(|s| s.relocations.len()).sum();
+        assert!(relocations * 10 <= data.len(), "more relocations than the file holds");
+        for (k, s) in v.sections.iter().enumerate() {
+            assert_eq!(s.number, k + 1);
+            assert!(s.header_offset + 40 <= data.len());
+            assert_eq!(v.section(s.number as i32), Some(s));
+        }
+        for s in &v.symbols {
+            assert!(s.offset + 18 <= data.len(), "a symbol record outside the file");
+            assert_eq!(v.symbol(s.index), Some(s));
+        }
+        assert!(v.section(0).is_none() && v.section(-1).is_none());
+    }
+    for targets in [&["gfx906", "sm_80"][..], &["gfx90a:xnack-", "sm_89"]] {
+        let keep = targets.iter().map(|t| prune::parse_target(t).expect("a valid target")).collect();
+        let rules = prune::Rules { keep, allow_empty: true, ..Default::default() };
+        let Ok((input, pruned)) = files::plan_file(data, &rules) else { continue };
+        if !matches!(input, files::Input::Coff(_) | files::Input::Archive { .. }) {
+            continue;
+        }
+        if let Some(out) = files::zero_output_plan(data, &input, &pruned).try_to_vec() {
+            if input.in_place() {
+                assert_eq!(out.len(), data.len(), "a zero-mode output of another size");
+            }
+            if let Err(e) = files::verify_file(&out, data, &input, &pruned) {
+                panic!("a zero-mode COFF or .lib output fails its check: {e}");
+            }
+        }
+        if let Ok(Some(cut)) = cut_file::plan_file_cut(data, &input, &pruned)
+            && let Some(out) = cut.output_plan(data, &pruned).try_to_vec()
+            && let Err(e) = cut.verify(&out, data, &pruned)
+        {
+            panic!("a cut COFF object or .lib fails its check: {e}");
+        }
+    }
+}

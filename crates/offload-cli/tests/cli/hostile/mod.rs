@@ -292,6 +292,13 @@ fn bases() -> Vec<Base> {
         b("PE DLL (CUDA, lld-link)", "pe/cuda_kernels.dll", vec![Mode::InspectSelectCuda]),
         b("PE EXE (delay-load imports)", "pe/app.exe", vec![]),
         Base { name: "PE DLL (HIP, .hip_fat)", data: fixture("pe/hip_kernels.dll"), modes: vec![], thin: 2 },
+        b("COFF object (CUDA, .nv_fatb)", "pe/cuda.obj", vec![]),
+        b("COFF object (HIP, .hip_fat)", "pe/hip.obj", vec![]),
+        b(".lib of COFF objects (CUDA and HIP)", "pe/kernels.lib", vec![]),
+        // Kernel metadata (`offload kernels`): the AMDGPU metadata note of
+        // a code object and the `.nv.info` records of a cubin.
+        b("AMDGPU code object (kernel metadata)", "objects/dev-gfx906.o", vec![]),
+        b("CUDA cubin (.nv.info)", "cuda/kern.cubin", vec![]),
     ]
     .into_iter()
     .chain(llvm22_bases())
@@ -357,6 +364,15 @@ fn package_bases() -> Vec<Base> {
         p("package: tar.gz", compress(Z::Gzip, &tar_of(&files))),
         p("package: deb", deb_of(&files)),
         p("package: conda", conda_of(&files)),
+        // A win_amd64 wheel: a CUDA DLL and a `.lib` (the layout of
+        // NVIDIA's Windows wheels, docs/guide).
+        p(
+            "package: win_amd64 wheel",
+            zip_of(&[
+                ("nvidia/bin/cuda_kernels.dll", &fixture("pe/cuda_kernels.dll"), true),
+                ("nvidia/lib/kernels.lib", &fixture("pe/kernels.lib"), false),
+            ]),
+        ),
     ]
 }
 

@@ -37,10 +37,15 @@ pub fn bases() -> Vec<(&'static str, Vec<u8>)> {
     ]
     .into_iter()
     .map(|(name, file)| (name, fs::read(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"))))
-    .chain(std::iter::once((
-        "prune: hip_kernels.dll",
-        fs::read(crate::common::fixtures().join("pe/hip_kernels.dll")).unwrap(),
-    )))
+    .chain(
+        [
+            ("prune: hip_kernels.dll", "pe/hip_kernels.dll"),
+            ("prune: cuda.obj", "pe/cuda.obj"),
+            ("prune: hip.obj", "pe/hip.obj"),
+            ("prune: kernels.lib", "pe/kernels.lib"),
+        ]
+        .map(|(name, file)| (name, fs::read(crate::common::fixtures().join(file)).unwrap())),
+    )
     .collect()
 }
 
@@ -134,6 +139,9 @@ fn check_success(work: &Path) -> Result<(), String> {
     if offload_format::coff::pe::is_pe(&input) {
         return check_pe_success(work, &input, &output);
     }
+    if offload_format::coff::is_object(&input) || input.starts_with(b"!<arch>\n") {
+        return check_file_success(work, &input, &output);
+    }
     let map = FileMap::read(&input).map_err(|e| format!("pruned an input with no map: {e}"))?;
     let rules = prune::Rules { keep: vec![prune::parse_target(KEEP).unwrap()], ..Default::default() };
     let pruned = prune::plan(&input, &map, &rules).map_err(|e| format!("pruned an input the library refuses: {e}"))?;
@@ -210,4 +218,28 @@ pub fn run(job: &Job, work: &Path, logs: &Path) -> Result<i32, String> {
             .map_err(|problem| format!("{} / {} / prune --mode {mode}: {problem}", job.base, job.damage.describe()))?;
     }
     Ok(code)
+}
+
+/// Zero mode on a COFF object or a `.lib`: the planned output (section
+/// checksums rewritten), passing the library's check and `offload verify`.
+fn check_file_success(work: &Path, input: &[u8], output: &[u8]) -> Result<(), String> {
+    use offload_rewrite::prune::files;
+    let rules = prune::Rules { keep: vec![prune::parse_target(KEEP).unwrap()], ..Default::default() };
+    let (kind, pruned) =
+        files::plan_file(input, &rules).map_err(|e| format!("pruned an input the library refuses: {e}"))?;
+    if output != files::zero_output_plan(input, &kind, &pruned).to_vec() {
+        return Err(format!("the output of a {} is not the planned one", kind.name()));
+    }
+    files::verify_file(output, input, &kind, &pruned)
+        .map_err(|e| format!("the output fails the library's check: {e}"))?;
+    // A `.lib` cut short before its first member with device code is
+    // copied as it is: `offload verify` rightly finds no code object there.
+    if pruned.units.is_empty() {
+        return Ok(());
+    }
+    let verify = Command::new(OFFLOAD).args(["verify", "out"]).current_dir(work).output().map_err(|e| e.to_string())?;
+    if !verify.status.success() {
+        return Err(format!("offload verify fails the output: {}", String::from_utf8_lossy(&verify.stdout)));
+    }
+    Ok(())
 }
