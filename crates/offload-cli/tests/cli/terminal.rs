@@ -255,3 +255,43 @@ fn progress_moves_while_one_large_member_is_decompressed() {
         }
     }
 }
+
+/// `prune`'s tables and summary on a terminal: human sizes in the
+/// per-entry table (SIZE, FATE) and the per-target table of a wheel
+/// (KEPT BYTES, DROPPED BYTES), `--bytes` and a pipe exact, as `list` and
+/// `size` do.
+#[test]
+fn prune_reports_human_sizes_on_a_terminal() {
+    let lib = "fixtures/inspect/libtwo.so";
+    let args = ["prune", "--dry-run", "--keep", "gfx906,gfx90a", lib];
+    let (seen, code) = on_terminal(&args, &[], 200);
+    assert_eq!(code, Some(0), "{seen}");
+    let seen = plain(&seen);
+    // gfx1030's 3240 bytes, gfx90a's 4072: 3.2 KiB and 4.0 KiB.
+    assert!(seen.contains("3.2 KiB") && seen.contains("4.0 KiB") && !seen.contains("4072"), "{seen}");
+    assert!(seen.contains("3.2 KiB of code objects dropped; 24.2 KiB -> 24.2 KiB, 0 B saved (283 B zeroed)"), "{seen}");
+    assert_aligned(&seen, &["FAT BINARY", "FORMAT", "ID", "SIZE", "FATE"]);
+    let (exact, _) = on_terminal(&["prune", "--bytes", "--dry-run", "--keep", "gfx906,gfx90a", lib], &[], 200);
+    assert!(exact.contains("4072") && !exact.contains("KiB") && exact.contains("bytes of code objects"), "{exact}");
+    let out = piped(&args);
+    assert!(out.contains("4072") && !out.contains("KiB"), "{out}");
+
+    // A wheel: the per-file and per-target tables.
+    let dir = tempfile::tempdir().unwrap();
+    let wheel = dir.path().join("two-1.0-py3-none-any.whl");
+    let bytes = std::fs::read(common::fixtures().join("inspect/libtwo.so")).unwrap();
+    std::fs::write(&wheel, zip_of(&[("two/libtwo.so", &bytes, true)])).unwrap();
+    let wheel = wheel.to_str().unwrap();
+    let args = ["prune", "--dry-run", "--keep", "gfx906,gfx90a", wheel];
+    let (seen, code) = on_terminal(&args, &[], 200);
+    assert_eq!(code, Some(0), "{seen}");
+    let seen = plain(&seen);
+    let at = seen.find("TARGET").unwrap_or_else(|| panic!("a per-target table: {seen}"));
+    let (files, targets) = seen.split_at(at);
+    assert!(targets.contains("KiB") && !targets.contains("4072"), "{seen}");
+    assert!(files.contains("KiB") && !targets.contains(" bytes"), "{seen}");
+    assert_aligned(files, &["FILE", "ACTION", "MODE", "OLD SIZE", "NEW SIZE", "WHY"]);
+    assert_aligned(targets, &["TARGET", "KEPT BYTES", "DROPPED BYTES"]);
+    let out = piped(&args);
+    assert!(out.contains("4072") && !out.contains("KiB") && out.contains(" bytes saved"), "{out}");
+}

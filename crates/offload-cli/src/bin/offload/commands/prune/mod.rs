@@ -229,7 +229,7 @@ fn report(path: &str, kind: &Input, pruned: &Pruned, json: bool, dry_run: bool, 
                 format!("{:#x}", u.unit.offset),
                 kind_name(u.unit.kind, u.new_version),
                 e.id.clone(),
-                e.size.to_string(),
+                output::size(e.size),
                 if e.kept { "kept".into() } else { "dropped".into() },
             ]);
         }
@@ -253,20 +253,33 @@ fn report(path: &str, kind: &Input, pruned: &Pruned, json: bool, dry_run: bool, 
     let verb = if dry_run { "would rewrite" } else { "rewrote" };
     let (input_size, output_size) = (written.input_size, written.output_size);
     let cut = written.cut.is_some() || written.file_cut.is_some() || written.shrunk;
-    let mut effect = format!("{input_size} -> {output_size} bytes, {} saved", saved(input_size, output_size));
+    let unit = output::bytes_unit();
+    let mut effect = effect(input_size, output_size);
     // Zero mode on a file that keeps its layout: the freed bytes are zeros
     // (holes on disk where the file system allows).
     if !cut && kind.in_place() {
-        effect.push_str(&format!(" ({} bytes zeroed)", pruned.freed_bytes()));
+        effect.push_str(&format!(" ({}{unit} zeroed)", output::size(pruned.freed_bytes())));
     }
     let what = if matches!(kind, Input::Hip(_)) { String::new() } else { format!(" ({})", kind.name()) };
     println!(
-        "{path}: {verb} {} of {} fat binaries{what}; {} bytes of code objects dropped; {effect}; {}",
+        "{path}: {verb} {} of {} fat binaries{what}; {}{unit} of code objects dropped; {effect}; {}",
         pruned.changed(),
         pruned.units.len(),
-        pruned.dropped_bytes(),
+        output::size(pruned.dropped_bytes()),
         written.reason,
     );
+}
+
+/// `24832 -> 12288 bytes, 12544 saved`, or on a terminal (human sizes)
+/// `24.2 KiB -> 12.0 KiB, 12.2 KiB saved`.
+pub(crate) fn effect(input: u64, output: u64) -> String {
+    format!(
+        "{} -> {}{}, {} saved",
+        output::size(input),
+        output::size(output),
+        output::bytes_unit(),
+        output::signed_size(saved(input, output))
+    )
 }
 
 /// Bytes saved: the input's size less the output's.
