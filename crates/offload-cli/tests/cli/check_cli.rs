@@ -423,7 +423,9 @@ fn json_units_carry_the_list_index_and_a_yes_or_no_per_gpu() {
     let files = v["files"].as_array().unwrap();
     let fat: Vec<&Value> = files.iter().filter(|f| f["role"] == "fat").collect();
     assert_eq!(fat.len(), 1);
-    let units: Vec<(u64, String, Vec<(String, bool)>)> = fat[0]["units"]
+    // (unit, location, [(gpu, loads)])
+    type Unit = (u64, String, Vec<(String, bool)>);
+    let units: Vec<Unit> = fat[0]["units"]
         .as_array()
         .unwrap()
         .iter()
