@@ -2,6 +2,7 @@
 # Builds what a release ships into dist/:
 #
 #   dist/offload-VERSION-x86_64-linux-musl     a static `offload` (musl), runs on any x86_64 Linux
+#   dist/offload-VERSION-aarch64-linux-musl    the same for aarch64 (cross-compiled)
 #   dist/offload_binutils-VERSION-cp39-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64.whl
 #   dist/offload_binutils-VERSION-cp39-abi3-manylinux2014_aarch64.manylinux_2_17_aarch64.whl
 #                                              the Python module plus the `offload` command;
@@ -12,7 +13,8 @@
 #   scripts/test-dist.sh                  # then: install and check them
 #
 # Needs rustup with the targets x86_64-unknown-linux-musl,
-# x86_64-unknown-linux-gnu and aarch64-unknown-linux-gnu (added on demand)
+# x86_64-unknown-linux-gnu, aarch64-unknown-linux-musl and
+# aarch64-unknown-linux-gnu (added on demand)
 # and python3 with venv. The rest comes from PyPI into target/dist-venv:
 # maturin (builds the wheels), and zig (`ziglang`) with cargo-zigbuild as
 # the C compiler and linker of every piece: zig links against glibc 2.17's
@@ -64,20 +66,16 @@ timed() {
 
 for arch in "${arches[@]}"; do
     rustup target add "$arch-unknown-linux-gnu" >/dev/null
-    if [ "$arch" = x86_64 ]; then
-        # The static musl binary serves both dist/ and the x86_64 wheel.
-        target=x86_64-unknown-linux-musl
-        rustup target add "$target" >/dev/null
-        timed "offload, $target" cargo zigbuild --release --locked -p offload-cli --bin offload --target "$target"
-        bin=target/$target/release/offload
-        cp "$bin" "dist/offload-$version-x86_64-linux-musl"
-    else
-        # glibc 2.17's symbols (cargo-zigbuild's `.2.17` suffix), as the
-        # module; the binary lands in target/aarch64-unknown-linux-gnu.
-        target=aarch64-unknown-linux-gnu
-        timed "offload, $target" cargo zigbuild --release --locked -p offload-cli --bin offload --target "$target.2.17"
-        bin=target/$target/release/offload
-    fi
+    # The static musl binary serves both dist/ and the wheel. Not glibc
+    # 2.17: Rust's standard library refers to copy_file_range, which glibc
+    # has only since 2.27, and linking an aarch64 program against 2.17's
+    # symbols fails on it ("undefined symbol: copy_file_range"); musl has
+    # it, and a static binary runs on any Linux of its architecture.
+    target=$arch-unknown-linux-musl
+    rustup target add "$target" >/dev/null
+    timed "offload, $target" cargo zigbuild --release --locked -p offload-cli --bin offload --target "$target"
+    bin=target/$target/release/offload
+    cp "$bin" "dist/offload-$version-$arch-linux-musl"
     rm -rf "$data"
     mkdir -p "$data/scripts"
     cp "$bin" "$data/scripts/offload"

@@ -5,11 +5,13 @@
 #     working `offload` (--version, `offload list` of a sample) and
 #     `import offload_binutils` (scan of the same sample, type stubs);
 #   - the aarch64 wheel holds an aarch64 `offload` and module (ELF machine
-#     183), and pip accepts it for its manylinux tag;
+#     183), and pip accepts it for its manylinux tag; where qemu-aarch64
+#     is installed (qemu-user-static), its `offload --version` and `offload
+#     list` of a sample run under it (skipped, and said, without qemu);
 #   - `auditwheel show` reads both wheels as manylinux, no newer than the
 #     tag in their names (auditwheel is pip-installed into target/dist-venv);
-#   - the musl binary is static (no program interpreter, no needed
-#     libraries) and runs.
+#   - the musl binaries are static (no program interpreter, no needed
+#     libraries); the x86_64 one runs.
 #
 #   scripts/test-dist.sh             # every piece; a missing one fails
 #   scripts/test-dist.sh x86_64      # only the x86_64 pieces
@@ -142,6 +144,13 @@ PY
 ) && ok "import offload_binutils: $out" || fail "import offload_binutils: $out"
         ;;
     aarch64)
+        if musl=$(one "dist/offload-$version-aarch64-linux-musl"); then
+            facts=$(elf_facts "$musl")
+            [ "$facts" = "machine=183 interp=no needed=0" ] && ok "$musl is static aarch64 ($facts)" \
+                || fail "$musl is not a static aarch64 executable: $facts"
+        else
+            failed=1
+        fi
         wheel=$(one "dist/offload_binutils-$version-*manylinux*_aarch64.whl") || {
             failed=1
             continue
@@ -158,6 +167,21 @@ PY
             [[ "$facts" == machine=183\ * ]] && ok "$(basename "$f") in the aarch64 wheel is aarch64 ($facts)" \
                 || fail "$(basename "$f") in $wheel is not aarch64: $facts"
         done
+        # Run the wheel's aarch64 `offload` where qemu's user-mode emulator
+        # is installed (apt install qemu-user-static); skipped, and said,
+        # where it is not.
+        qemu=$(command -v qemu-aarch64-static || command -v qemu-aarch64 || true)
+        bin=$(echo "$tmp"/*.data/scripts/offload)
+        if [ -z "$qemu" ]; then
+            echo "test-dist: skipped: running the aarch64 offload (no qemu-aarch64; apt install qemu-user-static)"
+        elif [ -f "$bin" ]; then
+            out=$("$qemu" "$bin" --version) && [[ "$out" == *"$version"* ]] \
+                && ok "aarch64 offload --version under $(basename "$qemu"): $out" \
+                || fail "aarch64 offload --version printed '$out'"
+            out=$("$qemu" "$bin" list "$sample") && [[ "$out" == *gfx906* && "$out" == *"gfx90a:xnack+"* ]] \
+                && ok "aarch64 offload list $sample under $(basename "$qemu")" \
+                || fail "aarch64 offload list $sample printed:"$'\n'"$out"
+        fi
         rm -rf "$tmp"
         # pip's own tag check: the wheel installs for an aarch64 manylinux2014 host.
         tag=$(basename "$wheel" | grep -o 'manylinux_[0-9]*_[0-9]*_aarch64' | head -n1 || true)

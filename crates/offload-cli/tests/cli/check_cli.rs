@@ -410,3 +410,52 @@ fn unreadable_and_hostile_inputs_fail_cleanly() {
     let o = offload(&["check", "--gpu", "gfx1030", "/bin/sh"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
 }
+
+/// Two fat binaries in one section (libtwo.so's `.hip_fatbin`): `check
+/// --json` gives each unit the index `list` and `select` use, and a yes/no
+/// per GPU, so the two can be told apart (issue 28).
+#[test]
+fn json_units_carry_the_list_index_and_a_yes_or_no_per_gpu() {
+    let lib = common::fixtures().join("inspect/libtwo.so");
+    let o = offload(&["check", "--json", "--gpu", "gfx90a:xnack+", "--gpu", "gfx906", p(&lib)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    let v = report(&o);
+    let files = v["files"].as_array().unwrap();
+    let fat: Vec<&Value> = files.iter().filter(|f| f["role"] == "fat").collect();
+    assert_eq!(fat.len(), 1);
+    // (unit, location, [(gpu, loads)])
+    type Unit = (u64, String, Vec<(String, bool)>);
+    let units: Vec<Unit> = fat[0]["units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| {
+            let loads = u["loads"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|l| (l["gpu"].as_str().unwrap().to_string(), l["ok"].as_bool().unwrap()))
+                .collect();
+            (u["unit"].as_u64().unwrap(), u["location"].as_str().unwrap().to_string(), loads)
+        })
+        .collect();
+    let yes_no = |a: bool, b: bool| vec![("gfx90a:xnack+".to_string(), a), ("gfx906".to_string(), b)];
+    assert_eq!(
+        units,
+        [
+            (0, "section .hip_fatbin #0".to_string(), yes_no(false, true)),
+            (1, "section .hip_fatbin #1".to_string(), yes_no(true, false)),
+        ]
+    );
+    // The same indices as `offload list --json`.
+    let listed: BTreeSet<(u64, String)> =
+        serde_json::from_slice::<Value>(&offload(&["list", "--json", p(&lib)]).stdout)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (r["unit"].as_u64().unwrap(), r["location"].as_str().unwrap().to_string()))
+            .collect();
+    let checked: BTreeSet<(u64, String)> = units.iter().map(|(u, l, _)| (*u, l.clone())).collect();
+    assert_eq!(listed, checked);
+}

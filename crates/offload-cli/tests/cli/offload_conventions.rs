@@ -60,9 +60,16 @@ fn the_man_page_renders_every_command() {
     }
     let extract = std::fs::read_to_string(dir.path().join("offload-extract.1")).unwrap();
     assert!(extract.contains("target\\-id"), "{extract}");
-    // A folder that does not exist: an error, nothing half-written.
+    // Every page has examples and says what its exit status means (issue 28).
+    for name in COMMANDS.iter().map(|c| format!("offload-{c}.1")).chain(["offload.1".to_string()]) {
+        let text = std::fs::read_to_string(dir.path().join(&name)).unwrap();
+        assert!(text.contains("\n.SH EXAMPLES\n"), "{name} has no EXAMPLES section");
+        assert!(text.contains("\n.SH \"EXIT STATUS\"\n"), "{name} has no EXIT STATUS section");
+    }
+    assert!(page.contains("\n.SH EXAMPLES\n") && page.contains("\n.SH \"EXIT STATUS\"\n"), "{page}");
+    // A folder that does not exist: an I/O error (2), nothing half-written.
     let missing = dir.path().join("no/such/dir");
-    assert_eq!(offload(&["man", "--output-dir", missing.to_str().unwrap()], &[]).status.code(), Some(1));
+    assert_eq!(offload(&["man", "--output-dir", missing.to_str().unwrap()], &[]).status.code(), Some(2));
 }
 
 #[test]

@@ -338,3 +338,31 @@ fn progress_shows_on_a_terminal_only() {
     assert!(seen.contains("/2001 members"), "{seen:?}");
     assert!(seen.ends_with("\r\x1b[K"), "the line is cleared at the end: {seen:?}");
 }
+
+/// `extract` from a package names each output after the member it came
+/// from (`libtwo.so-1-hipv4-...`), never after the package
+/// (`x.whl-1-...`), so that files from a wheel and from the library alone
+/// get the same names (issue 28).
+#[test]
+fn extracted_files_are_named_after_the_member() {
+    let dir = tempfile::tempdir().unwrap();
+    let so = fixture("libtwo.so");
+    let names = |path: &Path| -> Vec<String> {
+        let out = tempfile::tempdir().unwrap();
+        let o = offload(&["extract", "--all", "--output-dir", out.path().to_str().unwrap(), path.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let mut all: Vec<String> =
+            std::fs::read_dir(out.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        all.sort();
+        all
+    };
+    let alone = names(&write(dir.path(), "libtwo.so", &so));
+    assert!(!alone.is_empty() && alone.iter().all(|n| n.starts_with("libtwo.so-")), "{alone:?}");
+    for (name, pkg) in [
+        ("x.whl", zip_of(&[("pkg/lib/libtwo.so", &so, true)])),
+        ("x.tar.xz", compress(Z::Xz, &tar_of(&[("usr/lib/libtwo.so", &so)]))),
+    ] {
+        let path = write(dir.path(), name, &pkg);
+        assert_eq!(names(&path), alone, "{name}");
+    }
+}

@@ -186,3 +186,112 @@ fn progress_moves_by_bytes_inside_a_compressed_member() {
     // The table after it starts on a clean line, and says what it found.
     assert!(plain(&seen).contains("kernels.bc"), "{seen}");
 }
+
+/// Bytes that do not compress: a deflate or gzip stream of them is as long
+/// as they are, so that reading it takes many steps.
+fn noise(len: usize) -> Vec<u8> {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u8
+        })
+        .collect()
+}
+
+/// The percentages and member counts of the progress lines drawn:
+/// `scanning x.whl: 1.2 MiB of 4.0 MiB (30%), 0/1 members`.
+fn progress_lines(seen: &str) -> Vec<(u32, String)> {
+    seen.split("\r\x1b[Kscanning ")
+        .skip(1)
+        .filter_map(|l| {
+            let rest = l.split(" (").nth(1)?;
+            let percent = rest.split('%').next()?.parse().ok()?;
+            let members = rest.split("), ").nth(1)?.split(" members").next()?.to_string();
+            Some((percent, members))
+        })
+        .collect()
+}
+
+/// One large member that holds code (the sample bundle, then 6 MiB that
+/// do not compress): a wheel deflates it, a `.deb` gzips the tarball
+/// holding it alone. The progress line must move while that one member
+/// is decompressed, with the member not yet counted as passed, instead of
+/// jumping from its start to its end (issue 28: "by bytes, including
+/// inside compressed members").
+#[test]
+fn progress_moves_while_one_large_member_is_decompressed() {
+    let bc = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../../samples/hip-gfx906-gfx90a.bc")).unwrap();
+    let mut big = bc.clone();
+    big.extend(noise(6 << 20));
+    let dir = tempfile::tempdir().unwrap();
+    let wheel = dir.path().join("big-1.0-py3-none-any.whl");
+    std::fs::write(&wheel, zip_of(&[("big/libbig.so", &big, true)])).unwrap();
+    let control = compress(Z::Gzip, &tar_of(&[("./control", b"Package: big\nVersion: 1\n")]));
+    let data = compress(Z::Gzip, &tar_of(&[("./usr/lib/libbig.so", &big)]));
+    let deb = dir.path().join("big_1_amd64.deb");
+    std::fs::write(&deb, ar_of(&[("debian-binary", b"2.0\n"), ("control.tar.gz", &control), ("data.tar.gz", &data)]))
+        .unwrap();
+    // Every step drawn, at once: what is seen does not depend on speed.
+    let env = [("OFFLOAD_PROGRESS_AFTER_MS", "0"), ("OFFLOAD_PROGRESS_EVERY_MS", "0")];
+    for (package, inside) in [(&wheel, "0/1"), (&deb, "2")] {
+        for command in ["list", "verify", "size", "kernels"] {
+            let (seen, code) = on_terminal(&[command, package.to_str().unwrap()], &env, 200);
+            assert!(code == Some(0) || code == Some(1), "{command}: {seen}");
+            let lines = progress_lines(&seen);
+            // Drawn while the member is read: it is not passed yet.
+            let during: std::collections::BTreeSet<u32> =
+                lines.iter().filter(|(p, members)| members == inside && *p > 0 && *p < 100).map(|(p, _)| *p).collect();
+            assert!(
+                during.len() >= 5,
+                "{command} {}: the line moves inside the member ({during:?}); drawn: {lines:?}",
+                package.display()
+            );
+            if command == "list" {
+                assert!(plain(&seen).contains("libbig.so"), "{command}: {seen}");
+            }
+        }
+    }
+}
+
+/// `prune`'s tables and summary on a terminal: human sizes in the
+/// per-entry table (SIZE, FATE) and the per-target table of a wheel
+/// (KEPT BYTES, DROPPED BYTES), `--bytes` and a pipe exact, as `list` and
+/// `size` do.
+#[test]
+fn prune_reports_human_sizes_on_a_terminal() {
+    let lib = "fixtures/inspect/libtwo.so";
+    let args = ["prune", "--dry-run", "--keep", "gfx906,gfx90a", lib];
+    let (seen, code) = on_terminal(&args, &[], 200);
+    assert_eq!(code, Some(0), "{seen}");
+    let seen = plain(&seen);
+    // gfx1030's 3240 bytes, gfx90a's 4072: 3.2 KiB and 4.0 KiB.
+    assert!(seen.contains("3.2 KiB") && seen.contains("4.0 KiB") && !seen.contains("4072"), "{seen}");
+    assert!(seen.contains("3.2 KiB of code objects dropped; 24.2 KiB -> 24.2 KiB, 0 B saved (283 B zeroed)"), "{seen}");
+    assert_aligned(&seen, &["FAT BINARY", "FORMAT", "ID", "SIZE", "FATE"]);
+    let (exact, _) = on_terminal(&["prune", "--bytes", "--dry-run", "--keep", "gfx906,gfx90a", lib], &[], 200);
+    assert!(exact.contains("4072") && !exact.contains("KiB") && exact.contains("bytes of code objects"), "{exact}");
+    let out = piped(&args);
+    assert!(out.contains("4072") && !out.contains("KiB"), "{out}");
+
+    // A wheel: the per-file and per-target tables.
+    let dir = tempfile::tempdir().unwrap();
+    let wheel = dir.path().join("two-1.0-py3-none-any.whl");
+    let bytes = std::fs::read(common::fixtures().join("inspect/libtwo.so")).unwrap();
+    std::fs::write(&wheel, zip_of(&[("two/libtwo.so", &bytes, true)])).unwrap();
+    let wheel = wheel.to_str().unwrap();
+    let args = ["prune", "--dry-run", "--keep", "gfx906,gfx90a", wheel];
+    let (seen, code) = on_terminal(&args, &[], 200);
+    assert_eq!(code, Some(0), "{seen}");
+    let seen = plain(&seen);
+    let at = seen.find("TARGET").unwrap_or_else(|| panic!("a per-target table: {seen}"));
+    let (files, targets) = seen.split_at(at);
+    assert!(targets.contains("KiB") && !targets.contains("4072"), "{seen}");
+    assert!(files.contains("KiB") && !targets.contains(" bytes"), "{seen}");
+    assert_aligned(files, &["FILE", "ACTION", "MODE", "OLD SIZE", "NEW SIZE", "WHY"]);
+    assert_aligned(targets, &["TARGET", "KEPT BYTES", "DROPPED BYTES"]);
+    let out = piped(&args);
+    assert!(out.contains("4072") && !out.contains("KiB") && out.contains(" bytes saved"), "{out}");
+}

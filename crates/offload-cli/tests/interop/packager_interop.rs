@@ -302,4 +302,7 @@ fn command_line_messages_match_llvm_19() {
     let b = common::run(ours().arg("--version"));
     assert_eq!(a.status.code(), b.status.code());
     assert!(String::from_utf8_lossy(&b.stdout).starts_with("clang-offload-packager version 19"));
+    // One line each: no stray second line (issue 28).
+    assert_eq!(a.stdout.iter().filter(|&&c| c == b'\n').count(), b.stdout.iter().filter(|&&c| c == b'\n').count());
+    assert_eq!(String::from_utf8_lossy(&b.stdout).lines().count(), 1, "{}", String::from_utf8_lossy(&b.stdout));
 }

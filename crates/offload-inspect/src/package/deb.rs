@@ -14,6 +14,7 @@ pub(super) fn walk(w: &mut Walker, data: &[u8], offset: Option<u64>, depth: usiz
         done += 1;
         let name = member.name().to_vec();
         if name == b"debian-binary" || name.starts_with(b"control.tar") {
+            w.progress(depth, done, None);
             continue;
         }
         w.within(&name, |w| match member.data(data) {

@@ -87,8 +87,10 @@ pub enum Event<'a> {
     /// (all members, skipped ones included) and, when the container says,
     /// how many there are.
     /// Also sent while a compressed member of the outermost package is
-    /// read (a `.deb`'s one `data.tar.xz`), with the same counts and more
-    /// bytes read.
+    /// read (a `.deb`'s one `data.tar.xz`) and while one member is
+    /// decompressed (a wheel's one large library: its bytes read are
+    /// estimated from the share of its stated size produced), with the
+    /// same counts and more bytes read.
     Progress {
         /// Members passed so far.
         done: u64,
@@ -445,12 +447,45 @@ impl Walker<'_> {
             return;
         }
         let limits = self.limits;
-        match buffer::fill(&head, reader, declared, &limits) {
+        // A large member takes seconds to decompress: progress is sent
+        // while it is read, not only after it (a wheel's one 166 MB
+        // library, a `.deb`'s data.tar.xz holding one big file).
+        let mut ticking = Ticking { inner: reader, visit: &mut *self.visit, read: &self.read, shown: &mut self.shown };
+        let filled = buffer::fill(&head, &mut ticking, declared, &limits);
+        match filled {
             Ok(buffer) => self.member(&buffer, None, depth),
             Err(FillError::TooLarge(size)) => self.problem(ErrorKind::TooLarge { size, limit: self.limits.max_member }),
             Err(FillError::Read(e)) => self.read_problem(format, e),
             Err(FillError::Spool(e)) => self.problem(ErrorKind::Spool(e.to_string())),
         }
+    }
+}
+
+/// How much further the input must have been read before a member being
+/// decompressed sends another [`Event::Progress`] (the caller redraws at
+/// most every 100 ms; this only bounds the calls).
+const PROGRESS_STEP: u64 = 256 << 10;
+
+/// A member's decoder that sends [`Event::Progress`] as the walk's read
+/// mark moves while the member is read (the counts of members stay those
+/// last shown: the member is not passed yet).
+struct Ticking<'a> {
+    inner: &'a mut dyn Read,
+    visit: &'a mut dyn FnMut(Event<'_>),
+    read: &'a std::cell::Cell<u64>,
+    shown: &'a mut (u64, Option<u64>, u64),
+}
+
+impl Read for Ticking<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let read = self.read.get();
+        let (done, total, shown_read) = *self.shown;
+        if read >= shown_read.saturating_add(PROGRESS_STEP) {
+            *self.shown = (done, total, read);
+            (self.visit)(Event::Progress { done, total, read });
+        }
+        Ok(n)
     }
 }
 

@@ -12,6 +12,9 @@ pub(super) fn walk(w: &mut Walker, data: &[u8], offset: Option<u64>, depth: usiz
     let mut archive = ZipArchive::new(Cursor::new(data)).map_err(|e| ErrorKind::Zip(e.to_string()))?;
     let total = archive.len();
     let overlapping = overlaps(&mut archive);
+    // The count is known before the first member: a first member that
+    // takes long shows `0/N members`.
+    w.progress(depth, 0, Some(total as u64));
     for i in 0..total {
         let name = archive.name_for_index(i).unwrap_or_default().as_bytes().to_vec();
         if let Some(&first) = overlapping.get(&i) {
@@ -60,16 +63,55 @@ fn member(
         return;
     }
     let format = if method == CompressionMethod::Deflated { "deflate" } else { "zip member" };
+    // Where the compressed bytes lie in the input, for progress.
+    let place = stored.and_then(|(bytes, _)| bytes).and_then(|b| Some((w.offset_of(b)?, b.len() as u64)));
     match archive.by_index(i) {
         Ok(mut f) => {
             let declared = f.size();
-            let mut reader = w.budget.meter(&mut f);
+            let estimated = Estimated { inner: &mut f, place, declared, out: 0, read: w.read.clone() };
+            let mut reader = w.budget.meter(estimated);
             w.member_stream(&mut reader, Some(declared), format, depth);
         }
         Err(zip::result::ZipError::UnsupportedArchive(why)) => {
             w.problem(ErrorKind::Unsupported(format!("{why} (compression method {method})")))
         }
         Err(e) => w.problem(ErrorKind::Zip(e.to_string())),
+    }
+    // Passed, read or skipped after its first bytes: its compressed bytes
+    // count as read.
+    if let Some(end) = place.and_then(|(start, len)| start.checked_add(len)) {
+        w.read.set(w.read.get().max(end));
+    }
+}
+
+/// A zip member's decoder that moves the walk's read mark through the
+/// member's compressed bytes (`place`: their offset in the input and
+/// length) in proportion to the share of its declared size produced so
+/// far. The `zip` crate reads the compressed bytes through the archive's
+/// own reader, so how far it has read cannot be counted as it is for the
+/// other decoders; for a deflate stream the share is close. A false
+/// declared size only makes the estimate wrong, never past the member's
+/// end.
+struct Estimated<R> {
+    inner: R,
+    place: Option<(u64, u64)>,
+    declared: u64,
+    out: u64,
+    read: std::rc::Rc<std::cell::Cell<u64>>,
+}
+
+impl<R: std::io::Read> std::io::Read for Estimated<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.out = self.out.saturating_add(n as u64);
+        if let Some((start, len)) = self.place
+            && self.declared > 0
+        {
+            let share = u128::from(self.out.min(self.declared)) * u128::from(len) / u128::from(self.declared);
+            let at = start.saturating_add(u64::try_from(share).unwrap_or(len));
+            self.read.set(self.read.get().max(at));
+        }
+        Ok(n)
     }
 }
 

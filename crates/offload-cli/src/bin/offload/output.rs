@@ -163,6 +163,13 @@ pub fn size(bytes: u64) -> String {
     if layout().human { human(bytes) } else { bytes.to_string() }
 }
 
+/// [`size`] of a difference that may be negative (bytes saved by a
+/// rewrite that grew the file): `-1.5 KiB`, `-1536`.
+pub fn signed_size(bytes: i64) -> String {
+    let magnitude = size(bytes.unsigned_abs());
+    if bytes < 0 { format!("-{magnitude}") } else { magnitude }
+}
+
 /// What follows exact sizes in a sentence (`7112 of 7112 bytes`): ` bytes`,
 /// or nothing where [`size`] is human (`6.9 KiB of 6.9 KiB`).
 pub fn bytes_unit() -> &'static str {

@@ -4,7 +4,9 @@
 //! rewritten in
 //! place, shown only after half a second, and only when standard error is
 //! a terminal and the output is not JSON. `OFFLOAD_PROGRESS_AFTER_MS`
-//! changes the delay (the tests set 0 to see it on a small package).
+//! changes the delay and `OFFLOAD_PROGRESS_EVERY_MS` the shortest time
+//! between two redraws (100 ms); the tests set both to 0 to see every
+//! step on a small package.
 
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
@@ -17,18 +19,22 @@ pub struct Progress {
     enabled: bool,
     start: Instant,
     delay: Duration,
+    every: Duration,
     last: Option<Instant>,
+}
+
+/// A duration in milliseconds from the environment variable `name`.
+fn millis(name: &str) -> Option<Duration> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).map(Duration::from_millis)
 }
 
 impl Progress {
     /// `wanted`: the command's output allows it (not `--json`).
     pub fn new(label: &str, wanted: bool) -> Self {
         let enabled = wanted && std::io::stderr().is_terminal();
-        let delay = std::env::var("OFFLOAD_PROGRESS_AFTER_MS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .map_or(DEFAULT_DELAY, Duration::from_millis);
-        Progress { label: label.to_string(), enabled, start: Instant::now(), delay, last: None }
+        let delay = millis("OFFLOAD_PROGRESS_AFTER_MS").unwrap_or(DEFAULT_DELAY);
+        let every = millis("OFFLOAD_PROGRESS_EVERY_MS").unwrap_or(REDRAW);
+        Progress { label: label.to_string(), enabled, start: Instant::now(), delay, every, last: None }
     }
 
     pub fn tick(&mut self, done: u64, total: Option<u64>, unit: &str) {
@@ -57,7 +63,8 @@ impl Progress {
             return;
         }
         let now = Instant::now();
-        if now.duration_since(self.start) < self.delay || self.last.is_some_and(|l| now.duration_since(l) < REDRAW) {
+        if now.duration_since(self.start) < self.delay || self.last.is_some_and(|l| now.duration_since(l) < self.every)
+        {
             return;
         }
         let mut err = std::io::stderr().lock();

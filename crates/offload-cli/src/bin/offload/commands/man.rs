@@ -251,12 +251,13 @@ fn man(argv0: &str, dir: Option<&Path>) -> u8 {
         let path = dir.join(name).to_string_lossy().into_owned();
         if let Err(e) = outputs.stage(&path, &Plan::borrowed(bytes), &[]) {
             eprintln!("{argv0}: error: {e}");
-            return 1;
+            return 2;
         }
     }
+    // A page that cannot be written is an I/O error: 2, as everywhere.
     if let Err(e) = outputs.commit() {
         eprintln!("{argv0}: error: {e}");
-        return 1;
+        return 2;
     }
     0
 }

@@ -229,7 +229,7 @@ fn report(path: &str, kind: &Input, pruned: &Pruned, json: bool, dry_run: bool, 
                 format!("{:#x}", u.unit.offset),
                 kind_name(u.unit.kind, u.new_version),
                 e.id.clone(),
-                e.size.to_string(),
+                output::size(e.size),
                 if e.kept { "kept".into() } else { "dropped".into() },
             ]);
         }
@@ -253,20 +253,80 @@ fn report(path: &str, kind: &Input, pruned: &Pruned, json: bool, dry_run: bool, 
     let verb = if dry_run { "would rewrite" } else { "rewrote" };
     let (input_size, output_size) = (written.input_size, written.output_size);
     let cut = written.cut.is_some() || written.file_cut.is_some() || written.shrunk;
-    let mut effect = format!("{input_size} -> {output_size} bytes, {} saved", saved(input_size, output_size));
+    let unit = output::bytes_unit();
+    let mut effect = effect(input_size, output_size);
     // Zero mode on a file that keeps its layout: the freed bytes are zeros
     // (holes on disk where the file system allows).
     if !cut && kind.in_place() {
-        effect.push_str(&format!(" ({} bytes zeroed)", pruned.freed_bytes()));
+        effect.push_str(&format!(" ({}{unit} zeroed)", output::size(pruned.freed_bytes())));
     }
     let what = if matches!(kind, Input::Hip(_)) { String::new() } else { format!(" ({})", kind.name()) };
     println!(
-        "{path}: {verb} {} of {} fat binaries{what}; {} bytes of code objects dropped; {effect}; {}",
+        "{path}: {verb} {} of {} fat binaries{what}; {}{unit} of code objects dropped; {effect}; {}",
         pruned.changed(),
         pruned.units.len(),
-        pruned.dropped_bytes(),
+        output::size(pruned.dropped_bytes()),
         written.reason,
     );
+}
+
+/// `24832 -> 12288 bytes, 12544 saved`, or on a terminal (human sizes)
+/// `24.2 KiB -> 12.0 KiB, 12.2 KiB saved`.
+pub(crate) fn effect(input: u64, output: u64) -> String {
+    format!(
+        "{} -> {}{}, {} saved",
+        output::size(input),
+        output::size(output),
+        output::bytes_unit(),
+        output::signed_size(saved(input, output))
+    )
+}
+
+/// The advice when `--keep` (alone) keeps no device code anywhere in the
+/// file: a target it does not hold (`--keep sm_89` on a library of AMD
+/// code, `--keep gfx1030` on one without it, a typo). `--allow-empty`,
+/// the way out when one fat binary of several would be emptied, would
+/// strip every code object here, so the advice names what the file holds
+/// instead. `None` when something is kept somewhere, or other rules are
+/// given.
+fn keeps_nothing(path: &str, data: &[u8], rules: &Rules, keep: &[String]) -> Option<String> {
+    if keep.is_empty() || !rules.drop.is_empty() || !rules.keep_gpu.is_empty() || rules.allow_empty {
+        return None;
+    }
+    let inventory = offload_inspect::scan(data, path, &offload_inspect::Options::default());
+    let dropped = offload_inspect::report::size::dropped_by(&inventory, rules);
+    let mut held: Vec<&str> = Vec::new();
+    for (o, dropped) in inventory.objects.iter().zip(dropped) {
+        if o.container || o.offload_kind == "host" {
+            continue;
+        }
+        if !dropped {
+            return None;
+        }
+        let target = if o.target_id.is_empty() { o.stored_target.as_str() } else { o.target_id.as_str() };
+        if !held.contains(&target) {
+            held.push(target);
+        }
+    }
+    if held.is_empty() {
+        return None;
+    }
+    held.sort_by(|a, b| offload_inspect::report::size::target_cmp(a, b));
+    let nvidia = |t: &str| ["sm_", "compute_", "lto_"].iter().any(|p| t.starts_with(p));
+    let what = if keep.len() == 1 { "an NVIDIA target" } else { "NVIDIA targets" };
+    let vendor = if keep.iter().all(|k| nvidia(k)) && !held.iter().any(|t| nvidia(t)) {
+        format!(" ({what}, and the file holds AMD GPU code only)")
+    } else if !keep.iter().any(|k| nvidia(k)) && held.iter().all(|t| nvidia(t)) {
+        " (the file holds NVIDIA GPU code only)".to_string()
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "--keep {} matches none of its device code{vendor}: it holds {}, so nothing would be kept; \
+         name a target it holds ('offload size {path}' lists them; --allow-empty would remove all of it)",
+        keep.join(","),
+        held.join(", ")
+    ))
 }
 
 /// Bytes saved: the input's size less the output's.
@@ -313,6 +373,10 @@ fn run(argv0: &str, args: &PruneArgs) -> u8 {
             return 2;
         }
     };
+    // `--keep gfx9000`: did you mean gfx900? (as size --keep and --gpu say)
+    for w in crate::cli::keep_warnings(&args.keep) {
+        eprintln!("{argv0}: warning: {w}");
+    }
     let path = &args.input;
     if let Some(kind) = tree::package_kind(path) {
         let tree_args = tree::TreeArgs {
@@ -361,6 +425,12 @@ fn run(argv0: &str, args: &PruneArgs) -> u8 {
     let (planned, early) = plan_copying_host_bytes(data, &rules, &input, early_path);
     let (kind, pruned) = match planned {
         Ok(p) => p,
+        Err(e @ PruneError::Empty { .. }) => {
+            return match keeps_nothing(path, data, &rules, &args.keep) {
+                Some(advice) => fail(&advice),
+                None => fail(&e),
+            };
+        }
         Err(e) => return fail(&e),
     };
     let (file_cut, cut, shrunk, reason) = match choose_mode(path, data, &kind, &pruned, args.mode) {

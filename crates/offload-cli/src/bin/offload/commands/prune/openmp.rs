@@ -104,7 +104,7 @@ fn report(path: &str, pruned: &OpenMpPruned, json: bool, dry_run: bool, written:
                 format!("{:#x}", f.image.offset),
                 f.image.triple.clone(),
                 if f.image.arch.is_empty() { "-".into() } else { f.image.arch.clone() },
-                f.image.size.to_string(),
+                output::size(f.image.size),
                 if f.kept { "kept".into() } else { "dropped".into() },
             ]
         })
@@ -122,9 +122,9 @@ fn report(path: &str, pruned: &OpenMpPruned, json: bool, dry_run: bool, written:
     let counts: Vec<String> =
         pruned.descriptors.iter().map(|d| format!("{} -> {}", d.old_count, d.new_count)).collect();
     let (input_size, output_size) = (written.input_size, written.output_size);
-    let mut effect = format!("{input_size} -> {output_size} bytes, {} saved", super::saved(input_size, output_size));
+    let mut effect = super::effect(input_size, output_size);
     if written.cut.is_none() {
-        effect.push_str(&format!(" ({} bytes zeroed)", pruned.dropped_bytes()));
+        effect.push_str(&format!(" ({}{} zeroed)", output::size(pruned.dropped_bytes()), output::bytes_unit()));
     }
     println!(
         "{path}: {verb} {} of {} OpenMP images; images registered: {}; {effect}; {}",

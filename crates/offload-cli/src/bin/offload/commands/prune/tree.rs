@@ -207,8 +207,8 @@ pub fn print_report(path: &str, r: &TreeReport, json: bool, dry_run: bool) {
                 output::escape_controls(&f.path),
                 f.action.name().into(),
                 f.mode.map_or("-", |m| m.name()).into(),
-                f.old_size.to_string(),
-                f.new_size.to_string(),
+                output::size(f.old_size),
+                output::size(f.new_size),
                 f.reason.clone(),
             ]
         })
@@ -217,7 +217,7 @@ pub fn print_report(path: &str, r: &TreeReport, json: bool, dry_run: bool) {
         print!("{}", output::table(&["FILE", "ACTION", "MODE", "OLD SIZE", "NEW SIZE", "WHY"], &rows));
     }
     let rows: Vec<Vec<String>> =
-        targets.iter().map(|(t, v)| vec![t.clone(), v.kept.to_string(), v.dropped.to_string()]).collect();
+        targets.iter().map(|(t, v)| vec![t.clone(), output::size(v.kept), output::size(v.dropped)]).collect();
     if !rows.is_empty() {
         print!("{}", output::table(&["TARGET", "KEPT BYTES", "DROPPED BYTES"], &rows));
     }
@@ -226,13 +226,14 @@ pub fn print_report(path: &str, r: &TreeReport, json: bool, dry_run: bool) {
     }
     let verb = if dry_run { "would rewrite or remove" } else { "rewrote or removed" };
     let about = if dry_run { "about " } else { "" };
+    let unit = output::bytes_unit();
     println!(
-        "{path}: {verb} {} of {} files with device code ({} files looked at); {} -> {about}{} bytes, {about}{} bytes saved",
+        "{path}: {verb} {} of {} files with device code ({} files looked at); {} -> {about}{}{unit}, {about}{}{unit} saved",
         r.changed(),
         r.files.len(),
         r.scanned,
-        r.input_size,
-        r.output_size,
-        r.saved()
+        output::size(r.input_size),
+        output::size(r.output_size),
+        output::signed_size(r.saved())
     );
 }
