@@ -22,6 +22,7 @@
 use super::binary;
 use super::object::{self as object_bundle, ObjectError};
 use crate::bitcode;
+use crate::elf;
 use crate::offload_binary::archive::{header_safe_name, patch_short_names};
 use crate::string_map::{StringHash, string_map_order};
 use crate::target_id::{BundleEntryId, find_conflict, is_compatible};
@@ -407,6 +408,17 @@ fn member_symbols(buf: &[u8], f: &mut dyn FnMut(&[u8]) -> std::io::Result<()>) -
         }
         return Ok(true);
     }
+    if elf::is_elf(buf) {
+        let Ok(file) = elf::symbol_index::open(buf) else { return Ok(false) };
+        let names = elf::symbol_index::names(&file)
+            .map_err(|e| std::io::Error::other(format!("unreadable symbol name: {e}")))?;
+        for name in names {
+            f(name)?;
+        }
+        return Ok(true);
+    }
+    // COFF and Mach-O: read through `object` (ARCHITECTURE.md, "One reader
+    // per format").
     let Ok(file) = object::File::parse(buf) else { return Ok(false) };
     for sym in file.symbols() {
         if matches!(sym.kind(), object::SymbolKind::File | object::SymbolKind::Section)
@@ -422,7 +434,8 @@ fn member_symbols(buf: &[u8], f: &mut dyn FnMut(&[u8]) -> std::io::Result<()>) -
 }
 
 fn is_64_bit(buf: &[u8]) -> bool {
-    matches!(object::FileKind::parse(buf), Ok(object::FileKind::Elf64 | object::FileKind::MachO64))
+    (elf::has_ident(buf) && buf.get(4) == Some(&2))
+        || matches!(object::FileKind::parse(buf), Ok(object::FileKind::MachO64))
 }
 
 static READER: ObjectReader = ObjectReader {
@@ -436,6 +449,9 @@ static READER: ObjectReader = ObjectReader {
 /// Whether LLVM's archive writer reads symbols from this member (bitcode
 /// and object files); only such members make it write a symbol table.
 fn is_symbolic(buf: &[u8]) -> bool {
+    if elf::is_elf(buf) {
+        return elf::symbol_index::open(buf).is_ok();
+    }
     bitcode::is_bitcode(buf) || object::File::parse(buf).is_ok()
 }
 

@@ -14,6 +14,7 @@ pub mod relocations;
 pub mod rewrite;
 pub mod segments;
 mod strtab;
+pub mod symbol_index;
 pub mod symbols;
 
 pub use codec::Codec;
@@ -140,6 +141,10 @@ pub enum ElfError {
     /// A removal that would break a reference (llvm-objcopy refuses these too).
     #[error("{0}")]
     Refused(String),
+    /// A field or table that cannot be read: what, at which file offset,
+    /// and how.
+    #[error("malformed ELF file: {0}")]
+    Read(#[source] crate::bytes::ReadError),
 }
 
 pub(crate) fn malformed(msg: impl Into<String>) -> ElfError {
@@ -231,27 +236,10 @@ pub struct ElfFile<'a> {
 impl<'a> ElfFile<'a> {
     /// Parses the ELF header and the section header table.
     pub fn parse(data: &'a [u8]) -> Result<ElfFile<'a>, ElfError> {
-        if !is_elf(data) {
-            return Err(malformed("no ELF magic"));
-        }
-        let codec = Codec::from_ident(data)?;
-        let eh = codec.ehdr_size();
-        if data.len() < eh {
-            return Err(malformed(format!("the ELF header needs {eh} bytes but the file has {}", data.len())));
-        }
+        let (codec, header) = parse_header(data)?;
         let c = &codec;
         let w = c.word_size();
         let field = |what: &str, v: Option<u64>| v.ok_or_else(|| malformed(format!("cannot read {what}")));
-        let header = Header {
-            osabi: data[7],
-            abi_version: data[8],
-            e_type: c.u16(data, 16).unwrap_or(0),
-            machine: c.u16(data, 18).unwrap_or(0),
-            version: c.u32(data, 20).unwrap_or(0),
-            entry: field("e_entry", c.word(data, 24))?,
-            flags: c.u32(data, 24 + 3 * w).unwrap_or(0),
-            phnum: c.u16(data, 24 + 3 * w + 4 + 2 + 2).unwrap_or(0),
-        };
         let shoff = field("e_shoff", c.word(data, 24 + 2 * w))?;
         let at = 24 + 3 * w + 4 + 2 + 2 + 2;
         let shentsize = c.u16(data, at).unwrap_or(0);
@@ -373,6 +361,33 @@ impl<'a> ElfFile<'a> {
     pub fn display_name(&self, index: usize) -> Cow<'a, str> {
         self.section_name(index).map(String::from_utf8_lossy).unwrap_or(Cow::Borrowed("<unnamed>"))
     }
+}
+
+/// The identification and the header fields kept, checked: the magic,
+/// class and byte order known, the whole header in the file.
+pub(crate) fn parse_header(data: &[u8]) -> Result<(Codec, Header), ElfError> {
+    if !is_elf(data) {
+        return Err(malformed("no ELF magic"));
+    }
+    let codec = Codec::from_ident(data)?;
+    let eh = codec.ehdr_size();
+    if data.len() < eh {
+        return Err(malformed(format!("the ELF header needs {eh} bytes but the file has {}", data.len())));
+    }
+    let c = &codec;
+    let w = c.word_size();
+    let field = |what: &str, v: Option<u64>| v.ok_or_else(|| malformed(format!("cannot read {what}")));
+    let header = Header {
+        osabi: data.get(7).copied().unwrap_or(0),
+        abi_version: data.get(8).copied().unwrap_or(0),
+        e_type: c.u16(data, 16).unwrap_or(0),
+        machine: c.u16(data, 18).unwrap_or(0),
+        version: c.u32(data, 20).unwrap_or(0),
+        entry: field("e_entry", c.word(data, 24))?,
+        flags: c.u32(data, 24 + 3 * w).unwrap_or(0),
+        phnum: c.u16(data, 24 + 3 * w + 4 + 2 + 2).unwrap_or(0),
+    };
+    Ok((codec, header))
 }
 
 /// The NUL-terminated string at `offset` of a string table that ends in NUL.

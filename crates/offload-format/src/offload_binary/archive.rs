@@ -48,6 +48,16 @@ fn member_symbols(buf: &[u8], f: &mut dyn FnMut(&[u8]) -> io::Result<()>) -> io:
         }
         return Ok(true);
     }
+    let invalid = |e: crate::elf::ElfError| io::Error::new(io::ErrorKind::InvalidData, e.to_string());
+    if crate::elf::is_elf(buf) {
+        let elf = crate::elf::symbol_index::open(buf).map_err(invalid)?;
+        for name in crate::elf::symbol_index::names(&elf).map_err(invalid)? {
+            f(name)?;
+        }
+        return Ok(true);
+    }
+    // COFF and Mach-O: read through `object` (ARCHITECTURE.md, "One reader
+    // per format").
     let file = object::File::parse(buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
     for sym in file.symbols() {
         if matches!(sym.kind(), SymbolKind::File | SymbolKind::Section) || !sym.is_global() || sym.is_undefined() {

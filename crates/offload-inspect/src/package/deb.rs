@@ -7,10 +7,10 @@ use super::{ErrorKind, Walker, start_in};
 use object::read::archive::ArchiveFile;
 
 pub(super) fn walk(w: &mut Walker, data: &[u8], offset: Option<u64>, depth: usize) -> Result<(), ErrorKind> {
-    let archive = ArchiveFile::parse(data).map_err(|e| ErrorKind::Ar(e.to_string()))?;
+    let archive = ArchiveFile::parse(data).map_err(ErrorKind::Ar)?;
     let mut done = 0;
     for member in archive.members() {
-        let member = member.map_err(|e| ErrorKind::Ar(e.to_string()))?;
+        let member = member.map_err(ErrorKind::Ar)?;
         done += 1;
         let name = member.name().to_vec();
         if name == b"debian-binary" || name.starts_with(b"control.tar") {
@@ -22,7 +22,7 @@ pub(super) fn walk(w: &mut Walker, data: &[u8], offset: Option<u64>, depth: usiz
                 let at = start_in(data, bytes).and_then(|s| offset?.checked_add(s));
                 w.member(bytes, at, depth);
             }
-            Err(e) => w.problem(ErrorKind::Ar(e.to_string())),
+            Err(e) => w.problem(ErrorKind::Ar(e)),
         });
         w.progress(depth, done, None);
     }

@@ -143,9 +143,9 @@ pub enum ErrorKind {
     /// A damaged tar archive (the reader's message).
     #[error("damaged tar archive: {0}")]
     Tar(String),
-    /// A damaged `ar` archive (a `.deb`; the reader's message).
+    /// A damaged `ar` archive (a `.deb`; the reader's error).
     #[error("damaged ar archive: {0}")]
-    Ar(String),
+    Ar(#[source] object::read::Error),
     /// A compressed stream (`deflate` for zip members) failed to decode or
     /// its checksum did not match.
     #[error("{format} stream corrupt: {message}")]

@@ -620,10 +620,10 @@ fn check_split(host: &[u8], kernel_name: &str, search_paths: &[String], records:
 
 /// The join record in `host`'s marker, if any.
 fn find_join(host: &[u8]) -> Result<JoinRecord, KpackError> {
-    let hb = HostBinary::read(host).map_err(|e| KpackError::Join(e.to_string()))?;
-    let file = ElfFile::parse(host).map_err(|e| KpackError::Join(e.to_string()))?;
+    let hb = HostBinary::read(host).map_err(KpackError::JoinHost)?;
+    let file = ElfFile::parse(host).map_err(KpackError::JoinElf)?;
     let section = hb.marker_section.ok_or_else(|| KpackError::Join(format!("no {MARKER_SECTION} section")))?;
-    let bytes = file.section_data(section.index).map_err(|e| KpackError::Join(e.to_string()))?;
+    let bytes = file.section_data(section.index).map_err(KpackError::JoinElf)?;
     let (value, _) = msgpack::read(bytes).map_err(|e| KpackError::Join(format!("marker: {e}")))?;
     match value.get(JOIN_KEY) {
         Some(msgpack::Value::Bin(b)) => JoinRecord::decode(b),

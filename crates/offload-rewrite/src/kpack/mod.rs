@@ -33,6 +33,7 @@ use std::path::{Path, PathBuf};
 
 /// Why a split, join or prune cannot be done.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum KpackError {
     /// The input is not understood well enough to rewrite it safely.
     #[error("{0}")]
@@ -55,9 +56,26 @@ pub enum KpackError {
     /// returned).
     #[error("check failed: {0}")]
     Check(String),
+    /// The output would not serve the same bytes: a split binary cannot
+    /// be read back (a bug; nothing is returned).
+    #[error("check failed: {path}: {source}")]
+    CheckHost {
+        /// The binary, by its path inside the tree.
+        path: String,
+        /// The reader's error.
+        source: offload_format::kpack::host::HostError,
+    },
     /// A join is not possible.
     #[error("join: {0}")]
     Join(String),
+    /// A join is not possible: the split binary cannot be read as a
+    /// host binary (the reader's error).
+    #[error("join: {0}")]
+    JoinHost(#[source] offload_format::kpack::host::HostError),
+    /// A join is not possible: the split binary's ELF cannot be read (the
+    /// reader's error).
+    #[error("join: {0}")]
+    JoinElf(#[source] offload_format::elf::ElfError),
 }
 
 /// The `@GFXARCH@` pattern for a binary at `rel` (a path inside the tree
@@ -293,7 +311,7 @@ pub fn check_tree(inputs: &[(&str, &[CodeObject])], out: &TreeSplit) -> Result<u
             .iter()
             .find(|(r, _)| r == rel)
             .ok_or_else(|| KpackError::Check(format!("{rel} has no output")))?;
-        let hb = HostBinary::read(split).map_err(|e| KpackError::Check(format!("{rel}: {e}")))?;
+        let hb = HostBinary::read(split).map_err(|source| KpackError::CheckHost { path: rel.to_string(), source })?;
         let mut agents: BTreeSet<String> = objects.iter().map(|o| o.target.clone()).collect();
         for p in GENERIC_USERS {
             let list = clr_arch_list(p);

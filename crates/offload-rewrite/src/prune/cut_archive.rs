@@ -79,7 +79,7 @@ fn refuse(why: impl Into<String>) -> PruneError {
 }
 
 fn bad(e: object::Error) -> PruneError {
-    refuse(format!("malformed archive: {e}"))
+    PruneError::CutArchive(e)
 }
 
 /// A member as walked: (name, header offset, BSD name bytes, data offset,

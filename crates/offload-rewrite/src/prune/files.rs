@@ -174,7 +174,7 @@ type ArchivePlan<'a> = (usize, Vec<String>, Vec<UnitChange<'a>>, Vec<(u64, u64, 
 
 /// Plans every member of an archive.
 fn plan_archive<'a>(data: &'a [u8], rules: &Rules) -> Result<ArchivePlan<'a>, PruneError> {
-    let bad = |e: object::Error| unsupported(format!("malformed archive: {e}"));
+    let bad = PruneError::MalformedArchive;
     let archive = ArchiveFile::parse(data).map_err(bad)?;
     if archive.is_thin() {
         return Err(unsupported("a thin archive: its members live in other files; prune those".into()));

@@ -106,9 +106,15 @@ pub enum PruneError {
     /// `--mode cut` cannot read the program header table (the reader's error).
     #[error("cannot cut this file: {0}; --mode zero prunes it without moving anything")]
     CutSegments(#[source] SegmentsError),
+    /// `--mode cut` cannot read the archive (the reader's error).
+    #[error("cannot cut this file: malformed archive: {0}; --mode zero prunes it without moving anything")]
+    CutArchive(#[source] object::read::Error),
     /// An input `prune` does not handle (what it is, or why not).
     #[error("{0}")]
     Unsupported(String),
+    /// An archive that cannot be read (the reader's error).
+    #[error("malformed archive: {0}")]
+    MalformedArchive(#[source] object::read::Error),
     /// A problem in one member of an archive.
     #[error("member {name}: {source}")]
     Member {

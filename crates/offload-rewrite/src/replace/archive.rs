@@ -23,7 +23,7 @@ type Member<'a> = (String, u64, &'a [u8]);
 
 /// The members of `data`.
 fn members(data: &[u8]) -> Result<Vec<Member<'_>>, ReplaceError> {
-    let bad = |e: object::Error| ReplaceError::Archive(format!("malformed archive: {e}"));
+    let bad = ReplaceError::MalformedArchive;
     let archive = ArchiveFile::parse(data).map_err(bad)?;
     if archive.is_thin() {
         return Err(ReplaceError::Archive("a thin archive: its members live in other files; replace in those".into()));

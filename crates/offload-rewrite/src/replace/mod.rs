@@ -146,6 +146,9 @@ pub enum ReplaceError {
     /// An archive that cannot be read (why).
     #[error("{0}")]
     Archive(String),
+    /// An archive the reader refuses (its error).
+    #[error("malformed archive: {0}")]
+    MalformedArchive(#[source] ::object::read::Error),
     /// No archive member has this name (the members there are).
     #[error("the archive has no member '{name}'; its members are: {members}")]
     NoMember {
