@@ -246,7 +246,14 @@ fn the_cli_prunes_the_committed_fixture_and_refuses_what_it_cannot_do() {
     assert!(dry.status.success() && String::from_utf8_lossy(&dry.stdout).contains("would drop 1 of 2 OpenMP images"));
     for (args, says) in [
         (&["prune", "--keep-gpu", "gfx90a", "-o", o][..], "--keep-gpu"),
-        (&["prune", "--keep", "gfx942", "-o", o][..], "--allow-empty"),
+        // --keep alone matching no image: what the file holds, not --allow-empty.
+        (
+            &["prune", "--keep", "gfx942", "-o", o][..],
+            "matches none of its device code: it holds gfx90a, x86_64-pc-linux-gnu",
+        ),
+        (&["prune", "--keep", "sm_89", "-o", o][..], "--keep sm_89 matches none of its device code: it holds"),
+        // Rules that empty the descriptor otherwise: --allow-empty is the way out.
+        (&["prune", "--drop", "x86_64-pc-linux-gnu,gfx90a", "-o", o][..], "use --allow-empty"),
     ] {
         let before = std::fs::read(&out).unwrap();
         let r = offload(args, &input);

@@ -308,13 +308,19 @@ fn keeps_nothing(path: &str, data: &[u8], rules: &Rules, keep: &[String]) -> Opt
             held.push(target);
         }
     }
+    nothing_kept_advice(path, keep, held)
+}
+
+/// The message of [`keeps_nothing`] for the targets `held` (none kept).
+pub(super) fn nothing_kept_advice(path: &str, keep: &[String], mut held: Vec<&str>) -> Option<String> {
     if held.is_empty() {
         return None;
     }
     held.sort_by(|a, b| offload_inspect::report::size::target_cmp(a, b));
     let nvidia = |t: &str| ["sm_", "compute_", "lto_"].iter().any(|p| t.starts_with(p));
     let what = if keep.len() == 1 { "an NVIDIA target" } else { "NVIDIA targets" };
-    let vendor = if keep.iter().all(|k| nvidia(k)) && !held.iter().any(|t| nvidia(t)) {
+    let amd = |t: &str| t.starts_with("gfx") || t.starts_with("amdgcn");
+    let vendor = if keep.iter().all(|k| nvidia(k)) && held.iter().all(|t| amd(t)) {
         format!(" ({what}, and the file holds AMD GPU code only)")
     } else if !keep.iter().any(|k| nvidia(k)) && held.iter().all(|t| nvidia(t)) {
         " (the file holds NVIDIA GPU code only)".to_string()

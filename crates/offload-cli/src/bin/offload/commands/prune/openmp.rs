@@ -170,6 +170,24 @@ pub fn run(argv0: &str, args: &PruneArgs, rules: &Rules, input: &offload_io::Inp
     };
     let (pruned, cut, reason) = match planned {
         Ok(p) => p,
+        // `--keep` matching no image anywhere: name what the file holds
+        // rather than advise `--allow-empty`, which would strip it all.
+        Err(e @ openmp::OpenMpPruneError::Empty { .. }) => {
+            let alone = !args.keep.is_empty() && rules.drop.is_empty() && !rules.allow_empty;
+            let none_kept = !map.images.iter().any(|im| rules.keeps_image(&im.triple, &im.arch));
+            let mut held: Vec<&str> = Vec::new();
+            for im in &map.images {
+                let target = if im.arch.is_empty() { im.triple.as_str() } else { im.arch.as_str() };
+                if !held.contains(&target) {
+                    held.push(target);
+                }
+            }
+            let advice = if alone && none_kept { super::nothing_kept_advice(path, &args.keep, held) } else { None };
+            return match advice {
+                Some(advice) => fail(&advice),
+                None => fail(&e),
+            };
+        }
         Err(e) => return fail(&e),
     };
     let plan = match &cut {
