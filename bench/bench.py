@@ -24,6 +24,7 @@ Needs LLVM 19 (scripts/install-reference-llvm.sh) and a release build
 """
 
 import argparse
+import atexit
 import os
 import random
 import shutil
@@ -153,6 +154,9 @@ def main():
         subprocess.run(["cargo", "build", "--release", "-p", "offload-cli"], cwd=ROOT, check=True)
 
     work = args.dir or tempfile.mkdtemp(prefix="offload-bench-")
+    if not args.dir:
+        # Its inputs and outputs take about 10 GiB: never left behind.
+        atexit.register(shutil.rmtree, work, True)
     os.makedirs(work, exist_ok=True)
     size = args.size_mib << 20
     n = args.devices
