@@ -175,6 +175,8 @@ PY
         if [ -z "$qemu" ]; then
             echo "test-dist: skipped: running the aarch64 offload (no qemu-aarch64; apt install qemu-user-static)"
         elif [ -f "$bin" ]; then
+            # zipfile -e drops the mode bits (pip sets them on install).
+            chmod +x "$bin"
             out=$("$qemu" "$bin" --version) && [[ "$out" == *"$version"* ]] \
                 && ok "aarch64 offload --version under $(basename "$qemu"): $out" \
                 || fail "aarch64 offload --version printed '$out'"
