@@ -64,6 +64,37 @@ selected() {
     rm -rf "$d"
 }
 
+# Every file of folder $2 that the prune report $1 does not name is
+# byte-identical in folder $3; removed ones are gone, rewritten ones there.
+untouched_identical() {
+    python3 - "$@" <<'EOF'
+import json, os, sys, filecmp
+report, before, after = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
+named = {f["path"].lstrip("./"): f["action"] for f in report["files"]}
+# Installed RECORDs that got the new hashes (a note each, --in-place only)
+named.update({n.split(": the new hashes")[0]: "rewritten" for n in report.get("notes", []) if ": the new hashes" in n})
+same = bad = 0
+for top, dirs, files in os.walk(before):
+    for n in files:
+        p = os.path.relpath(os.path.join(top, n), before)
+        a, b = os.path.join(before, p), os.path.join(after, p)
+        action = named.get(p)
+        if action == "removed":
+            bad += os.path.lexists(b)
+        elif action == "rewritten":
+            bad += not os.path.lexists(b)
+        elif os.path.islink(a):
+            bad += not os.path.islink(b) or os.readlink(a) != os.readlink(b)
+        elif not (os.path.isfile(b) and filecmp.cmp(a, b, shallow=False)):
+            print(f"PROBLEM: {p} changed but the report does not say so")
+            bad += 1
+        else:
+            same += 1
+print(f"   {same} files the report does not name: byte-identical" + ("" if not bad else f"; {bad} PROBLEMS"))
+sys.exit(1 if bad else 0)
+EOF
+}
+
 echo "# $($O --version | head -1), $(nproc) cores, $(date -u +%FT%TZ)"
 
 mkdir -p "$CACHE/wheels" "$CACHE/debs"
@@ -163,30 +194,7 @@ for f in r["files"]:
     print(f"   {f['path']}: {f['action']} {f['mode'] or '-'} {f['old_size']} -> {f['new_size']} bytes")
 EOF
 # Files the report does not name are byte-identical; removed ones are gone.
-python3 - "$T/root.json" "$R" "$T/after" <<'EOF' || fail=1
-import json, os, sys, filecmp
-report, before, after = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
-named = {f["path"].lstrip("./"): f["action"] for f in report["files"]}
-same = bad = 0
-for top, dirs, files in os.walk(before):
-    for n in files:
-        p = os.path.relpath(os.path.join(top, n), before)
-        a, b = os.path.join(before, p), os.path.join(after, p)
-        action = named.get(p)
-        if action == "removed":
-            bad += os.path.lexists(b)
-        elif action == "rewritten":
-            bad += not os.path.lexists(b)
-        elif os.path.islink(a):
-            bad += not os.path.islink(b) or os.readlink(a) != os.readlink(b)
-        elif not (os.path.isfile(b) and filecmp.cmp(a, b, shallow=False)):
-            print(f"PROBLEM: {p} changed but the report does not say so")
-            bad += 1
-        else:
-            same += 1
-print(f"   {same} files the report does not name: byte-identical" + ("" if not bad else f"; {bad} PROBLEMS"))
-sys.exit(1 if bad else 0)
-EOF
+untouched_identical "$T/root.json" "$R" "$T/after" || fail=1
 CHECK_GPUS=${CHECK_GPUS:-$ROOT_KEEP:xnack-,$ROOT_KEEP:xnack+}
 for g in ${CHECK_GPUS//,/ }; do
     b=$("$O" check --gpu "$g" --root "$R" "$R/opt/rocm/lib" 2>&1 | sed "s#$R#ROOT#g") || true
@@ -225,49 +233,11 @@ r = json.load(open(sys.argv[1]))
 for f in r["files"]:
     print(f"   {f['path']}: {f['action']} {f['mode'] or '-'} {f['old_size']} -> {f['new_size']} bytes ({f['reason'][:100]})")
 EOF2
-python3 - "$T/venv.json" "$T/venv.before" "$V" <<'EOF2' || fail=1
-import json, os, sys, filecmp
-report, before, after = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
-named = {f["path"].lstrip("./"): f["action"] for f in report["files"]}
-# Installed RECORDs that got the new hashes (a note each)
-named.update({n.split(": the new hashes")[0]: "rewritten" for n in report["notes"] if ": the new hashes" in n})
-same = bad = 0
-for top, dirs, files in os.walk(before):
-    for n in files:
-        p = os.path.relpath(os.path.join(top, n), before)
-        a, b = os.path.join(before, p), os.path.join(after, p)
-        action = named.get(p)
-        if action == "removed":
-            bad += os.path.lexists(b)
-        elif action == "rewritten":
-            bad += not os.path.lexists(b)
-        elif os.path.islink(a):
-            bad += not os.path.islink(b) or os.readlink(a) != os.readlink(b)
-        elif not (os.path.isfile(b) and filecmp.cmp(a, b, shallow=False)):
-            print(f"PROBLEM: {p} changed but the report does not say so")
-            bad += 1
-        else:
-            same += 1
-print(f"   {same} files the report does not name: byte-identical" + ("" if not bad else f"; {bad} PROBLEMS"))
-sys.exit(1 if bad else 0)
-EOF2
+untouched_identical "$T/venv.json" "$T/venv.before" "$V" || fail=1
 # Every installed RECORD still matches its files (hashes by Python's hashlib).
-python3 - "$V" <<'EOF2' || problem "venv: an installed RECORD does not match its files"
-import base64, csv, glob, hashlib, os, sys
-checked, bad = 0, []
-for record in glob.glob(os.path.join(sys.argv[1], "lib/python*/site-packages/*.dist-info/RECORD")):
-    base = os.path.dirname(os.path.dirname(record))
-    for row in csv.reader(open(record, newline="")):
-        if len(row) < 3 or not row[1]:
-            continue
-        data = open(os.path.normpath(os.path.join(base, row[0])), "rb").read()
-        digest = "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        checked += 1
-        if (digest, str(len(data))) != (row[1], row[2]):
-            bad.append(row[0])
-print(f"   installed RECORDs: {checked} lines, {len(bad)} not matching their files {' '.join(bad)}")
-sys.exit(1 if bad else 0)
-EOF2
+read -r rec_lines rec_bad rec_names < <(python3 "$(dirname "$0")/check_installed_records.py" "$V")
+echo "   installed RECORDs: $rec_lines lines, $rec_bad not matching their files $rec_names"
+[ "$rec_bad" = 0 ] || problem "venv: an installed RECORD does not match its files"
 if [ "$sel_before" = "$(selected "$V" "$VENV_KEEP")" ]; then
     echo "   $VENV_KEEP selects the same code objects, byte for byte ($(echo "$sel_before" | grep -c .) of them)"
 else

@@ -80,27 +80,12 @@ fn selected(root: &Path, gpu: &str, out_dir: &Path) -> Vec<(String, [u8; 16])> {
     files.into_iter().map(|(_, name, md5)| (name, md5)).collect()
 }
 
-/// Checks every installed distribution's RECORD against the files, with
-/// Python's own hashlib: (lines checked, mismatches).
-const CHECK_RECORDS: &str = r#"
-import base64, csv, glob, hashlib, os, sys
-checked, bad = 0, []
-for record in glob.glob(os.path.join(sys.argv[1], "lib/python*/site-packages/*.dist-info/RECORD")):
-    base = os.path.dirname(os.path.dirname(record))
-    for row in csv.reader(open(record, newline="")):
-        if len(row) < 3 or not row[1]:
-            continue
-        path = os.path.normpath(os.path.join(base, row[0]))
-        data = open(path, "rb").read()
-        digest = "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        checked += 1
-        if (digest, str(len(data))) != (row[1], row[2]):
-            bad.append(row[0])
-print(checked, len(bad), " ".join(bad))
-"#;
-
+/// Every installed distribution's RECORD against the files: (lines
+/// checked, mismatches, the mismatching names).
 fn check_records(venv: &Path) -> (u64, u64, String) {
-    let (ok, text) = run(Command::new("python3").args(["-c", CHECK_RECORDS]).arg(venv));
+    // Python's own hashlib, by the script scripts/real-env-prune.sh uses too.
+    let checker = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/check_installed_records.py");
+    let (ok, text) = run(Command::new("python3").arg(checker).arg(venv));
     assert!(ok, "{text}");
     let mut it = text.trim().splitn(3, ' ');
     let checked = it.next().unwrap().parse().unwrap();
