@@ -266,8 +266,9 @@ fn staging_files(dir: &Path) -> Vec<String> {
 /// staging file present by SIGSTOP, so the test does not depend on timing
 /// (a run that finished before it was caught is tried again).
 #[test]
+#[allow(unsafe_code)]
 fn signals_during_a_write_leave_no_staging_file() {
-    use std::os::unix::process::ExitStatusExt;
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
     let t = tempfile::tempdir().unwrap();
     let input = t.path().join("big.bc");
     // Two entries of 96 MiB each (sparse zeros after an ELF magic).
@@ -284,7 +285,18 @@ fn signals_during_a_write_leave_no_staging_file() {
         let mut caught = false;
         for _attempt in 0..20 {
             fs::write(&out, b"precious").unwrap();
-            let mut child = Command::new(OFFLOAD)
+            let mut command = Command::new(OFFLOAD);
+            // A shell's background job (`cargo test &`) starts with SIGINT
+            // ignored, and the child would inherit that and never see it:
+            // the test is about the default disposition.
+            // SAFETY: signal() is async-signal-safe, as pre_exec requires.
+            unsafe {
+                command.pre_exec(|| {
+                    libc::signal(libc::SIGINT, libc::SIG_DFL);
+                    Ok(())
+                });
+            }
+            let mut child = command
                 .args(["prune", "--keep", "gfx906"])
                 .arg(&input)
                 .arg("-o")
