@@ -5,6 +5,7 @@ its output out as an installed tree.
 
     AMD_KPACK_SRC=/path/to/shared/kpack/python \
         python3 scripts/amd-kpack-split.py LIBRARY OUT [--runs N]
+    AMD_KPACK_SRC=... python3 scripts/amd-kpack-split.py --wheel ROOT X.whl OUT [--runs N]
 
 The library is put in an artifact folder (`artifact_manifest.txt` naming
 one prefix, `stage`, the library at `stage/lib/`), split with
@@ -15,6 +16,13 @@ what an install of the split artifacts gives. With `--runs N` the split is
 timed N times (the output of the last run is kept) and one line per run is
 printed: `wall_s cpu_s` (CPU = user + system of this process, AMD's
 splitter runs in-process).
+
+With `--wheel ROOT` the input is a wheel and AMD's wheel splitter
+(`rocm_kpack.wheel_splitter.WheelSplitter`, one worker, zstd level 3, its
+defaults) writes the host wheel and one device wheel per processor into
+OUT; ROOT is the wheel's top-level package folder (AMD's `--overlay-root`)
+and the device wheels are named `amd-<ROOT>-device-<processor>`. It needs
+`rocm-bootstrap` from PyPI beside `msgpack` and `zstandard`.
 """
 import os
 import shutil
@@ -27,6 +35,11 @@ from pathlib import Path
 def main() -> int:
     args = sys.argv[1:]
     runs = 1
+    wheel_root = None
+    if "--wheel" in args:
+        i = args.index("--wheel")
+        wheel_root = args[i + 1]
+        del args[i : i + 2]
     if "--runs" in args:
         i = args.index("--runs")
         runs = int(args[i + 1])
@@ -44,6 +57,8 @@ def main() -> int:
 
     lib = Path(args[0]).resolve()
     out = Path(args[1])
+    if wheel_root is not None:
+        return split_wheel(lib, out, wheel_root, runs)
     work = Path(tempfile.mkdtemp(prefix="amd-kpack-"))
     try:
         art = work / "artifact"
@@ -66,6 +81,28 @@ def main() -> int:
             stage = artifact / "stage"
             if stage.is_dir():
                 shutil.copytree(stage, out / "stage", dirs_exist_ok=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def split_wheel(wheel: Path, out: Path, root: str, runs: int) -> int:
+    from rocm_kpack.binutils import Toolchain  # AMD's code
+    from rocm_kpack.wheel_splitter import WheelSplitter
+
+    work = Path(tempfile.mkdtemp(prefix="amd-kpack-wheel-"))
+    try:
+        # AMD's splitter unpacks next to its input: give it a private copy.
+        src = work / wheel.name
+        shutil.copyfile(wheel, src)
+        for _ in range(runs):
+            shutil.rmtree(out, ignore_errors=True)
+            t0 = time.perf_counter()
+            c0 = os.times()
+            WheelSplitter(f"amd-{root}-device", root, Toolchain()).split(src, out)
+            c1 = os.times()
+            t1 = time.perf_counter()
+            print(f"{t1 - t0:.4f} {(c1.user - c0.user) + (c1.system - c0.system):.4f}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -25,7 +25,11 @@
 # must give the same bytes (or the same refusal) as on the fat original;
 # the same check runs on our own split output. Exit 1 if any differs.
 #
-#   scripts/bench-kpack.sh [LIBRARY...]    # default: Debian's librocrand
+# A wheel (.whl) is split by ours into a host wheel and device wheels, and
+# by AMD's wheel splitter (overlay root: the wheel's name up to its first
+# '-'); the check then reads the host wheel `--with` its device wheels.
+#
+#   scripts/bench-kpack.sh [LIBRARY|WHEEL...]    # default: Debian's librocrand
 #   RUNS=9 OFFLOAD=path/to/offload AMD_KPACK_SRC=... scripts/bench-kpack.sh LIB
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -66,23 +70,31 @@ timeit() {
 
 ratio() { echo "$1 / $2" | bc -l | xargs printf '%.2f'; }
 
-# The sorted md5s of what `offload extract --gpu GPU` writes for FILE, and its exit status.
+# The sorted md5s of what `offload extract --gpu GPU FILE [ARGS]` writes, and its exit status.
 served() {
-    local d rc=0
+    local d rc=0 g=$1
+    shift
     d=$(mktemp -d -p "$work")
-    "$bin" extract --gpu "$1" --output-dir "$d" "$2" >/dev/null 2>&1 || rc=$?
+    "$bin" extract --gpu "$g" --output-dir "$d" "$@" >/dev/null 2>&1 || rc=$?
     (cd "$d" && find . -type f -exec md5sum {} + | awk '{print $1}' | sort | tr '\n' ' ')
     echo "exit $rc"
     rm -rf "$d"
 }
 
-# Compares what each GPU is served from the fat LIBRARY and from a split tree's copy of it.
-check_split() { # LABEL FAT SPLIT_LIBRARY TARGETS...
-    local label=$1 fat=$2 split=$3 g same=0 diff=0 none=0 a b
+# Compares what each GPU is served from the fat input and from its split form
+# (a library in a split tree, or a host wheel with its device wheels).
+check_split() { # LABEL FAT SPLIT TARGETS...
+    local label=$1 fat=$2 split=$3 g same=0 diff=0 none=0 a b w
+    local -a with=()
     shift 3
+    if [[ $split == *.whl ]]; then
+        for w in "$(dirname "$split")"/*.whl; do
+            [ "$w" = "$split" ] || with+=(--with "$w")
+        done
+    fi
     for g in "$@"; do
         a=$(served "$g" "$fat")
-        b=$(served "$g" "$split")
+        b=$(served "$g" "$split" "${with[@]}")
         if [ "$a" != "$b" ]; then
             diff=$((diff + 1))
             echo "  $label: $g differs: fat [$a] split [$b]"
@@ -115,7 +127,13 @@ for lib in "$@"; do
     read -r zw zwm zc zcm <<<"$(timeit zstd_stream)"
     read -r fw fwm fc fcm <<<"$(timeit zstd_frames)"
     read -r ow owm oc ocm <<<"$(timeit ours)"
-    archives=$(cat "$work"/ours/.kpack/*.kpack | wc -c)
+    if [[ $name == *.whl ]]; then
+        our_split=$work/ours/$name            # the host wheel keeps the input's name
+        our_out="$(ls "$work/ours" | wc -l) wheels, $(cat "$work"/ours/*.whl | wc -c) bytes"
+    else
+        our_split=$work/ours/$name
+        our_out="$(ls "$work/ours/.kpack" | wc -l) archives, $(cat "$work"/ours/.kpack/*.kpack | wc -c) bytes"
+    fi
 
     echo
     printf '%s: %d bytes, %d bytes of device code in %d code objects\n' \
@@ -124,8 +142,7 @@ for lib in "$@"; do
         "$(wc -c <"$work/device.zst")"
     printf '  %-15s wall %s / %s  cpu %s / %s  -> %d bytes\n' "zstd frames" "$fw" "$fwm" "$fc" "$fcm" \
         "$(cat "$work"/frames/* | wc -c)"
-    printf '  %-15s wall %s / %s  cpu %s / %s  -> %d archives, %d bytes\n' "offload split" "$ow" "$owm" "$oc" "$ocm" \
-        "$(ls "$work/ours/.kpack" | wc -l)" "$archives"
+    printf '  %-15s wall %s / %s  cpu %s / %s  -> %s\n' "offload split" "$ow" "$owm" "$oc" "$ocm" "$our_out"
     printf '  split / zstd stream  %sx wall, %sx cpu (min); %sx, %sx (median)  goal <= 1.5x\n' \
         "$(ratio "$ow" "$zw")" "$(ratio "$oc" "$zc")" "$(ratio "$owm" "$zwm")" "$(ratio "$ocm" "$zcm")"
     printf '  split / zstd frames  %sx wall, %sx cpu (min); %sx, %sx (median)\n' \
@@ -134,20 +151,31 @@ for lib in "$@"; do
     targets=$("$bin" list --json "$lib" | python3 -c '
 import json, sys
 print(" ".join(sorted({r["target_id"] for r in json.load(sys.stdin) if r["target_id"]})))')
-    check_split "ours" "$lib" "$work/ours/$name" $targets $gpus
+    check_split "ours" "$lib" "$our_split" $targets $gpus
 
     if [ -z "${AMD_KPACK_SRC:-}" ]; then
         echo "  AMD splitter     not run (set AMD_KPACK_SRC to a checkout of ROCm/rocm-systems shared/kpack/python)"
         continue
     fi
+    amd_args=("$lib" "$work/amd")
+    if [[ $name == *.whl ]]; then
+        # AMD's wheel splitter: the overlay root is the wheel's top-level package
+        amd_args=(--wheel "${name%%-*}" "${amd_args[@]}")
+    fi
     amd_times=$(AMD_KPACK_SRC="$AMD_KPACK_SRC" "$py" "$root/scripts/amd-kpack-split.py" --runs "$runs" \
-        "$lib" "$work/amd") || { echo "  AMD splitter failed on $name" >&2; status=1; continue; }
+        "${amd_args[@]}") || { echo "  AMD splitter failed on $name" >&2; status=1; continue; }
     read -r aw awm <<<"$(awk '{print $1}' <<<"$amd_times" | stats)"
     read -r ac acm <<<"$(awk '{print $2}' <<<"$amd_times" | stats)"
-    printf '  %-15s wall %s / %s  cpu %s / %s  -> %d archives, %d bytes\n' "AMD splitter" "$aw" "$awm" "$ac" "$acm" \
-        "$(ls "$work/amd/stage/.kpack" | wc -l)" "$(cat "$work"/amd/stage/.kpack/*.kpack | wc -c)"
+    if [[ $name == *.whl ]]; then
+        amd_split=$(ls "$work"/amd/"${name%%-*}"-*.whl)
+        amd_out="$(ls "$work/amd" | wc -l) wheels, $(cat "$work"/amd/*.whl | wc -c) bytes"
+    else
+        amd_split=$work/amd/stage/lib/$name
+        amd_out="$(ls "$work/amd/stage/.kpack" | wc -l) archives, $(cat "$work"/amd/stage/.kpack/*.kpack | wc -c) bytes"
+    fi
+    printf '  %-15s wall %s / %s  cpu %s / %s  -> %s\n' "AMD splitter" "$aw" "$awm" "$ac" "$acm" "$amd_out"
     printf '  split / AMD          %sx wall, %sx cpu (min); %sx, %sx (median)  goal <= 0.1x\n' \
         "$(ratio "$ow" "$aw")" "$(ratio "$oc" "$ac")" "$(ratio "$owm" "$awm")" "$(ratio "$ocm" "$acm")"
-    check_split "AMD's split" "$lib" "$work/amd/stage/lib/$name" $targets $gpus
+    check_split "AMD's split" "$lib" "$amd_split" $targets $gpus
 done
 exit "$status"
