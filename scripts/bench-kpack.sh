@@ -127,6 +127,12 @@ for lib in "$@"; do
     read -r zw zwm zc zcm <<<"$(timeit zstd_stream)"
     read -r fw fwm fc fcm <<<"$(timeit zstd_frames)"
     read -r ow owm oc ocm <<<"$(timeit ours)"
+    if [ ! -e "$work/ours/$name" ]; then
+        echo
+        echo "$name: offload split --kpack failed: $("$bin" split --kpack "$lib" -o "$work/ours" 2>&1 | tail -1)"
+        status=1
+        continue
+    fi
     if [[ $name == *.whl ]]; then
         our_split=$work/ours/$name            # the host wheel keeps the input's name
         our_out="$(ls "$work/ours" | wc -l) wheels, $(cat "$work"/ours/*.whl | wc -c) bytes"

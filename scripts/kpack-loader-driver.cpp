@@ -58,8 +58,8 @@ bool parse_elf() {
   if (!phoff || !shoff || !phnum || !shnum || !shstrndx) return false;
   for (uint64_t i = 0; i < *phnum; ++i) {
     uint64_t p = *phoff + i * 56;
-    auto type = at<uint32_t>(p), off = at<uint64_t>(p + 8), va = at<uint64_t>(p + 16),
-         fsz = at<uint64_t>(p + 32);
+    auto type = at<uint32_t>(p);
+    auto off = at<uint64_t>(p + 8), va = at<uint64_t>(p + 16), fsz = at<uint64_t>(p + 32);
     if (!type || !off || !va || !fsz) return false;
     if (*type == 1) loads.push_back({*off, *va, *fsz});
   }
@@ -101,7 +101,8 @@ std::optional<uint64_t> pointer_at(uint64_t va) {
     if (s.type != 4) continue;  // SHT_RELA
     uint64_t ent = s.entsize ? s.entsize : 24;
     for (uint64_t o = s.offset; o + 24 <= s.offset + s.size; o += ent) {
-      auto r_off = at<uint64_t>(o), info = at<uint64_t>(o + 8), addend = at<int64_t>(o + 16);
+      auto r_off = at<uint64_t>(o), info = at<uint64_t>(o + 8);
+      auto addend = at<int64_t>(o + 16);
       if (!r_off || !info || !addend) return std::nullopt;
       if (*r_off == va && (*info & 0xffffffff) == 8) return static_cast<uint64_t>(*addend);
     }
