@@ -1170,7 +1170,7 @@ fn lz4_reference(mut input: &[u8], limit: usize) -> Option<Vec<u8>> {
         if input.is_empty() {
             return Some(out);
         }
-        let offset = usize::from(u16::from_le_bytes([*input.first()?, *input.get(1)?]));
+        let offset = usize::from(offload_format::bytes::u16_le(input, 0)?);
         input = &input[2..];
         if offset == 0 || offset > out.len() {
             return None;
@@ -1191,6 +1191,7 @@ fn lz4_reference(mut input: &[u8], limit: usize) -> Option<Vec<u8>> {
 pub fn cuda_lz4(data: &[u8]) {
     use offload_format::cuda::{Codec, decompress};
     let Some((size, block)) = data.split_first_chunk::<2>() else { return };
+    // `size` is the 2-byte array split off above.
     let declared = u64::from(u16::from_le_bytes(*size));
     if let Ok(out) = decompress(Codec::Lz4, block, declared) {
         assert_eq!(out.len() as u64, declared);

@@ -126,6 +126,112 @@ pub fn require<'a>(data: &'a [u8], offset: u64, len: u64, what: &'static str) ->
     slice(data, offset, len).ok_or_else(|| ReadError::truncated(data, offset, len, what))
 }
 
+// Single bytes, big-endian fields and fields in a byte order known only at
+// run time (ELF's `EI_DATA`); then a cursor for fields read in order.
+
+/// A single byte at `at`.
+pub fn u8(data: &[u8], at: impl Offset) -> Option<u8> {
+    data.get(at.index()?).copied()
+}
+
+/// A big-endian `u16` at `at`.
+pub fn u16_be(data: &[u8], at: impl Offset) -> Option<u16> {
+    array(data, at).map(u16::from_be_bytes)
+}
+
+/// A big-endian `u32` at `at`.
+pub fn u32_be(data: &[u8], at: impl Offset) -> Option<u32> {
+    array(data, at).map(u32::from_be_bytes)
+}
+
+/// A big-endian `u64` at `at`.
+pub fn u64_be(data: &[u8], at: impl Offset) -> Option<u64> {
+    array(data, at).map(u64::from_be_bytes)
+}
+
+/// A `u16` at `at`, big-endian when `big` (an ELF file's `EI_DATA`).
+pub fn u16_endian(data: &[u8], at: impl Offset, big: bool) -> Option<u16> {
+    if big { u16_be(data, at) } else { u16_le(data, at) }
+}
+
+/// A `u32` at `at`, big-endian when `big`.
+pub fn u32_endian(data: &[u8], at: impl Offset, big: bool) -> Option<u32> {
+    if big { u32_be(data, at) } else { u32_le(data, at) }
+}
+
+/// A `u64` at `at`, big-endian when `big`.
+pub fn u64_endian(data: &[u8], at: impl Offset, big: bool) -> Option<u64> {
+    if big { u64_be(data, at) } else { u64_le(data, at) }
+}
+
+/// Fields read one after another from the start of a slice. Each read
+/// returns `None`, and leaves the position where it was, when the field
+/// does not lie wholly inside the slice.
+#[derive(Clone, Debug)]
+pub struct Cursor<'a> {
+    data: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Cursor<'a> {
+    /// A cursor at the start of `data`.
+    pub fn new(data: &'a [u8]) -> Cursor<'a> {
+        Cursor { data, at: 0 }
+    }
+
+    /// The offset of the next read.
+    pub fn position(&self) -> usize {
+        self.at
+    }
+
+    /// The bytes not read yet.
+    pub fn rest(&self) -> &'a [u8] {
+        self.data.get(self.at..).unwrap_or_default()
+    }
+
+    /// The next `len` bytes.
+    pub fn take(&mut self, len: impl Offset) -> Option<&'a [u8]> {
+        let s = slice(self.data, self.at, len)?;
+        self.at += s.len();
+        Some(s)
+    }
+
+    fn field<const N: usize>(&mut self) -> Option<[u8; N]> {
+        let a = array(self.data, self.at)?;
+        self.at += N;
+        Some(a)
+    }
+
+    /// The next byte.
+    pub fn u8(&mut self) -> Option<u8> {
+        self.field::<1>().map(|[b]| b)
+    }
+    /// The next little-endian `u16`.
+    pub fn u16_le(&mut self) -> Option<u16> {
+        self.field().map(u16::from_le_bytes)
+    }
+    /// The next little-endian `u32`.
+    pub fn u32_le(&mut self) -> Option<u32> {
+        self.field().map(u32::from_le_bytes)
+    }
+    /// The next little-endian `u64`.
+    pub fn u64_le(&mut self) -> Option<u64> {
+        self.field().map(u64::from_le_bytes)
+    }
+    /// The next big-endian `u16`.
+    pub fn u16_be(&mut self) -> Option<u16> {
+        self.field().map(u16::from_be_bytes)
+    }
+    /// The next big-endian `u32`.
+    pub fn u32_be(&mut self) -> Option<u32> {
+        self.field().map(u32::from_be_bytes)
+    }
+    /// The next big-endian `u64`.
+    pub fn u64_be(&mut self) -> Option<u64> {
+        self.field().map(u64::from_be_bytes)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,5 +257,44 @@ mod tests {
         assert_eq!(require(&d, 6, 4, "x").unwrap(), &[0u8; 4]);
         let e = require(&d, u64::MAX, 1, "x").unwrap_err();
         assert_eq!(e.kind, ReadErrorKind::Truncated { need: 1, have: 0 });
+    }
+
+    #[test]
+    fn big_endian_and_either_order_read_the_same_bytes() {
+        let d = [1u8, 2, 3, 4, 5, 6, 7, 8, 9];
+        assert_eq!(u8(&d, 8usize), Some(9));
+        assert_eq!(u8(&d, 9usize), None);
+        assert_eq!(u16_be(&d, 0usize), Some(0x0102));
+        assert_eq!(u32_be(&d, 1usize), Some(0x0203_0405));
+        assert_eq!(u64_be(&d, 1usize), Some(0x0203_0405_0607_0809));
+        assert_eq!(u64_be(&d, 2usize), None);
+        assert_eq!(u32_be(&d, u64::MAX), None);
+        for big in [false, true] {
+            assert_eq!(u16_endian(&d, 3usize, big), if big { u16_be(&d, 3usize) } else { u16_le(&d, 3usize) });
+            assert_eq!(u32_endian(&d, 5usize, big), if big { u32_be(&d, 5usize) } else { u32_le(&d, 5usize) });
+            assert_eq!(u64_endian(&d, 1usize, big), if big { u64_be(&d, 1usize) } else { u64_le(&d, 1usize) });
+            assert_eq!(u64_endian(&d, 2usize, big), None);
+        }
+    }
+
+    #[test]
+    fn a_cursor_moves_past_what_it_reads_and_stays_on_a_short_read() {
+        let d = [0xaau8, 1, 0, 2, 0, 0, 0, 0, 0, 0, 3, 0x12, 0x34, 9];
+        let mut c = Cursor::new(&d);
+        assert_eq!(c.u8(), Some(0xaa));
+        assert_eq!(c.u16_le(), Some(1));
+        assert_eq!(c.u32_le(), Some(2));
+        assert_eq!(c.position(), 7);
+        assert_eq!(c.u64_le(), None);
+        assert_eq!(c.position(), 7, "a short read does not move");
+        assert_eq!(c.take(4usize), Some(&[0u8, 0, 0, 3][..]));
+        assert_eq!(c.u16_be(), Some(0x1234));
+        assert_eq!(c.rest(), &[9]);
+        assert_eq!(c.take(2u64), None);
+        assert_eq!(c.take(u64::MAX), None);
+        assert_eq!(c.u8(), Some(9));
+        assert_eq!((c.u8(), c.u32_be(), c.rest()), (None, None, &[][..]));
+        let mut c = Cursor::new(&[0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2]);
+        assert_eq!((c.u32_be(), c.u64_be()), (Some(1), Some(2)));
     }
 }

@@ -26,6 +26,8 @@ const K2: u64 = 0x9ae1_6a3b_2f90_404f;
 const K3: u64 = 0xc949_d7c7_509e_6557;
 const KMUL: u64 = 0x9ddf_ea08_eb38_2d69;
 
+// Word loads of the hash algorithm, not reads of a file: each caller's
+// length branch has chosen offsets inside `s` (as LLVM's own loads are).
 fn rd64(s: &[u8], at: usize) -> u64 {
     let mut b = [0u8; 8];
     b.copy_from_slice(&s[at..at + 8]);

@@ -193,6 +193,7 @@ impl<'a> Reader<'a> {
         Ok(slice)
     }
 
+    /// A big-endian integer of `n` (1 to 8) bytes; `take` checks the bounds.
     fn uint(&mut self, n: u64) -> Result<u64, Error> {
         Ok(self.take(n)?.iter().fold(0u64, |acc, &b| (acc << 8) | u64::from(b)))
     }

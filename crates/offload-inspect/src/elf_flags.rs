@@ -7,9 +7,9 @@
 //! ([`offload_format::amdgpu`]), so code objects for GPUs newer than LLVM 19
 //! (gfx950, gfx1250, ...) are recognised.
 
+use offload_format::bytes::{u16_endian, u32_endian};
+use offload_format::elf::ELFOSABI_AMDGPU_HSA;
 pub use offload_format::elf::EM_AMDGPU;
-/// `ELFOSABI_AMDGPU_HSA`.
-const ELFOSABI_AMDGPU_HSA: u8 = 64;
 
 /// How a code object was built with respect to one feature.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,18 +37,10 @@ pub fn read(data: &[u8]) -> Option<ElfTarget> {
     if !data.starts_with(b"\x7fELF") || data.len() < 52 {
         return None;
     }
-    let little = data[5] != 2;
-    let u16_at = |at: usize| {
-        let b = [data[at], data[at + 1]];
-        if little { u16::from_le_bytes(b) } else { u16::from_be_bytes(b) }
-    };
+    let big = data[5] == 2;
     let flags_at = if data[4] == 2 { 48 } else { 36 };
-    if data.len() < flags_at + 4 {
-        return None;
-    }
-    let b = [data[flags_at], data[flags_at + 1], data[flags_at + 2], data[flags_at + 3]];
-    let flags = if little { u32::from_le_bytes(b) } else { u32::from_be_bytes(b) };
-    let machine = u16_at(18);
+    let flags = u32_endian(data, flags_at, big)?;
+    let machine = u16_endian(data, 18, big)?;
     let mach = (flags & 0xff) as u8;
     let processor = offload_format::amdgpu::processor_by_elf_mach(mach).map(|p| p.name);
     let (xnack, sramecc) = match (data[7], data[8]) {

@@ -591,7 +591,7 @@ impl<'a> Scanner<'a> {
         // bundle), and the region goes on after its stored size rounded up
         // to 8.
         if let Some(Err(offload_binary::read::Error::Compressed { .. })) = Binaries::new(rest).next() {
-            let size = rest.get(8..16).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes)?;
+            let size = offload_format::bytes::u64_le(rest, 8)?;
             match offload_binary::read::inflate(rest, at.unwrap_or(0), crate::decode::MEMORY_BUDGET) {
                 Ok(data) => {
                     let (rc, index) = self.own(data);

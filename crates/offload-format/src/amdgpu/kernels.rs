@@ -9,11 +9,9 @@
 //! the wrong type is an error naming it; nothing indexes unchecked.
 
 use crate::elf::symbols::{symbol_bytes, symtab};
-use crate::elf::{EM_AMDGPU, ElfError, ElfFile};
+use crate::elf::{EM_AMDGPU, ElfError, ElfFile, SHT_NOTE};
 use crate::msgpack::{self, Value};
 
-/// `SHT_NOTE`.
-const SHT_NOTE: u32 = 7;
 /// The note type of the code object v3+ metadata.
 pub const NT_AMDGPU_METADATA: u32 = 32;
 /// Size of a kernel descriptor.

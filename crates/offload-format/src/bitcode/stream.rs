@@ -124,7 +124,7 @@ pub(crate) fn open(data: &[u8]) -> Result<Cursor<'_>> {
     let mut data = data;
     // The wrapper header: magic, version, offset, size, cpu type.
     if data.starts_with(&[0xDE, 0xC0, 0x17, 0x0B]) {
-        let word = |i: usize| data.get(i..i + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
+        let word = |i: usize| crate::bytes::u32_le(data, i).map(|w| w as usize);
         let (off, size) = (word(8).ok_or("short wrapper header")?, word(12).ok_or("short wrapper header")?);
         data = off.checked_add(size).and_then(|end| data.get(off..end)).ok_or("invalid bitcode wrapper header")?;
     }

@@ -47,7 +47,7 @@ const FB_FORMAT_SPECIFIC: u32 = 1 << 11;
 /// `None` when the file has no readable IR symbol table.
 pub fn archive_symbols(data: &[u8]) -> Option<Vec<&[u8]>> {
     let (symtab, strtab) = symtab_and_strtab(data)?;
-    let word = |at: usize| symtab.get(at..at + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+    let word = |at: usize| crate::bytes::u32_le(symtab, at);
     let version = word(0)?;
     if !(1..=4).contains(&version) {
         return None;
@@ -58,12 +58,14 @@ pub fn archive_symbols(data: &[u8]) -> Option<Vec<&[u8]>> {
     let table = symtab.get(offset..offset.checked_add(count.checked_mul(24)?)?)?;
     let mut names = Vec::new();
     for sym in table.chunks_exact(24) {
-        let w = |at: usize| u32::from_le_bytes([sym[at], sym[at + 1], sym[at + 2], sym[at + 3]]) as usize;
-        let flags = w(20) as u32;
+        // Each symbol is 24 bytes, so these reads never fail.
+        let w = |at: usize| crate::bytes::u32_le(sym, at).map(|v| v as usize);
+        let flags = w(20)? as u32;
         if flags & FB_GLOBAL == 0 || flags & (FB_UNDEFINED | FB_FORMAT_SPECIFIC) != 0 {
             continue;
         }
-        names.push(strtab.get(w(0)..w(0).checked_add(w(4))?)?);
+        let (name, len) = (w(0)?, w(4)?);
+        names.push(strtab.get(name..name.checked_add(len)?)?);
     }
     Some(names)
 }

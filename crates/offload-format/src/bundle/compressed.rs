@@ -400,6 +400,7 @@ impl Hasher {
     /// The hash of everything added, as [`truncated_md5`] gives it.
     pub fn finish(self) -> u64 {
         let digest = self.0.finalize();
+        // The digest's first 8 bytes (it always has 16), not file data.
         let mut low = [0u8; 8];
         low.copy_from_slice(&digest[..8]);
         u64::from_le_bytes(low)

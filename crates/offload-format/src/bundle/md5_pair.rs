@@ -37,6 +37,8 @@ fn i(w: u32, x: u32, y: u32, z: u32, m: u32, t: u32, s: u32) -> u32 {
     (y ^ (x | !z)).wrapping_add(w).wrapping_add(m).wrapping_add(t).rotate_left(s).wrapping_add(x)
 }
 
+/// The 16 message words of a 64-byte block (MD5's own loads: the caller
+/// hands whole blocks, so this is hashing, not reading a field of a file).
 fn words(block: &[u8]) -> [u32; 16] {
     let mut m = [0u32; 16];
     for (word, bytes) in m.iter_mut().zip(block.chunks_exact(4)) {

@@ -20,7 +20,7 @@ pub mod pe;
 mod view;
 pub use view::{ObjectSection, ObjectSymbol, ObjectView, SectionChecksum, is_object};
 
-use crate::bytes::{u16_le, u32_le};
+use crate::bytes::{array, u16_le, u32_le};
 use crate::elf::NewSection;
 use crate::plan::Plan;
 use std::borrow::Cow;
@@ -141,8 +141,7 @@ fn short_name(raw: &[u8]) -> &[u8] {
 
 impl<'a> Model<'a> {
     fn read(data: &'a [u8]) -> Result<Model<'a>, CoffError> {
-        let header: [u8; HEADER] =
-            data.get(..HEADER).and_then(|h| h.try_into().ok()).ok_or_else(|| malformed("truncated file header"))?;
+        let header: [u8; HEADER] = array(data, 0).ok_or_else(|| malformed("truncated file header"))?;
         if u16_le(&header, 0) == Some(0) && u16_le(&header, 2) == Some(0xffff) {
             return Err(CoffError::Unsupported("big objects (/bigobj)".into()));
         }
@@ -183,7 +182,8 @@ impl<'a> Model<'a> {
         let mut sections = Vec::with_capacity(nsec);
         for i in 0..nsec {
             let at = HEADER + i * SECTION;
-            let header: [u8; SECTION] = data[at..at + SECTION].try_into().unwrap_or([0; SECTION]);
+            // Inside the section table, which lies inside `data`.
+            let header: [u8; SECTION] = array(data, at).unwrap_or([0; SECTION]);
             let raw_name = &data[at..at + 8];
             let what = || format!("section {}", i + 1);
             let name = if raw_name.starts_with(b"//") {
@@ -224,7 +224,8 @@ impl<'a> Model<'a> {
         let mut symbols = Vec::new();
         let mut k = 0;
         while k < nsym {
-            let record: [u8; SYMBOL] = symbols_raw[k * SYMBOL..(k + 1) * SYMBOL].try_into().unwrap_or([0; SYMBOL]);
+            // k < nsym, and the symbol table's nsym records lie inside it.
+            let record: [u8; SYMBOL] = array(symbols_raw, k * SYMBOL).unwrap_or([0; SYMBOL]);
             let naux = record[17] as usize;
             let aux = symbols_raw
                 .get((k + 1) * SYMBOL..(k + 1 + naux) * SYMBOL)

@@ -432,6 +432,7 @@ impl Checksum {
         if start >= self.field && start < self.field + 4 {
             return;
         }
+        // The checksum's 16-bit word of two bytes `update` has in hand.
         self.sum += u64::from(u16::from_le_bytes([lo, hi]));
         if self.sum > 0xffff_ffff {
             self.sum = (self.sum & 0xffff) + (self.sum >> 16);

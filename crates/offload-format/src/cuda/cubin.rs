@@ -88,7 +88,8 @@ pub fn cubin_extent(data: &[u8]) -> Option<u64> {
         end = end.max(table);
         for i in 0..phnum {
             let at = usize::try_from(phoff + i * phentsize).ok()?;
-            let segment_end = u64_le(data, at + 8)?.checked_add(u64_le(data, at + 32)?)?;
+            let segment = crate::elf::segments::entry(crate::elf::Codec { is64: true, big: false }, data, at)?;
+            let segment_end = segment.offset.checked_add(segment.filesz)?;
             end = end.max(segment_end);
         }
     }

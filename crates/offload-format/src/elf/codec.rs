@@ -12,10 +12,6 @@ pub struct Codec {
     pub big: bool,
 }
 
-fn bytes<const N: usize>(data: &[u8], at: usize) -> Option<[u8; N]> {
-    data.get(at..at.checked_add(N)?)?.try_into().ok()
-}
-
 impl Codec {
     /// Reads EI_CLASS and EI_DATA.
     pub fn from_ident(data: &[u8]) -> Result<Codec, ElfError> {
@@ -57,18 +53,15 @@ impl Codec {
 
     /// The u16 at `at`; `None` past the end of `data`.
     pub fn u16(&self, data: &[u8], at: usize) -> Option<u16> {
-        let b = bytes::<2>(data, at)?;
-        Some(if self.big { u16::from_be_bytes(b) } else { u16::from_le_bytes(b) })
+        crate::bytes::u16_endian(data, at, self.big)
     }
     /// The u32 at `at`; `None` past the end of `data`.
     pub fn u32(&self, data: &[u8], at: usize) -> Option<u32> {
-        let b = bytes::<4>(data, at)?;
-        Some(if self.big { u32::from_be_bytes(b) } else { u32::from_le_bytes(b) })
+        crate::bytes::u32_endian(data, at, self.big)
     }
     /// The u64 at `at`; `None` past the end of `data`.
     pub fn u64(&self, data: &[u8], at: usize) -> Option<u64> {
-        let b = bytes::<8>(data, at)?;
-        Some(if self.big { u64::from_be_bytes(b) } else { u64::from_le_bytes(b) })
+        crate::bytes::u64_endian(data, at, self.big)
     }
     /// An address-sized field (Elf32_Addr/Off/Word or Elf64_Addr/Off/Xword).
     pub fn word(&self, data: &[u8], at: usize) -> Option<u64> {

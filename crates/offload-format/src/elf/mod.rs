@@ -48,6 +48,8 @@ pub const SHT_SYMTAB_SHNDX: u32 = 18;
 pub const SHT_GNU_HASH: u32 = 0x6fff_fff6;
 /// LLVM's compact relocations (not supported by the rewriter).
 pub const SHT_CREL: u32 = 0x4000_0014;
+/// Section type: notes (`Elf_Nhdr` records).
+pub const SHT_NOTE: u32 = 7;
 
 /// Section flag: member of a section group.
 pub const SHF_GROUP: u64 = 0x200;
@@ -79,6 +81,10 @@ pub const EM_AMDGPU: u16 = 224;
 pub const EM_X86_64: u16 = 62;
 /// Machine: NVIDIA CUDA (cubins).
 pub const EM_CUDA: u16 = 190;
+/// `EI_OSABI` of AMDGPU code objects for the HSA runtime.
+pub const ELFOSABI_AMDGPU_HSA: u8 = 64;
+/// `e_flags` bit of pre-CUDA-13 cubins (`EI_OSABI` 0x33): 64-bit addresses.
+pub const EF_CUDA_64BIT_ADDRESS: u32 = 0x400;
 
 /// File type: relocatable object.
 pub const ET_REL: u16 = 1;

@@ -1,7 +1,9 @@
 //! The program header table of a linked ELF64 little-endian file, read
 //! and written whole: what the file map asks (does a PT_LOAD map this
 //! section?), what prune's cut splits, shifts and checks, and what replace
-//! extends with a new segment. One reader for all three.
+//! extends with a new segment. One reader for all three; [`entry`] reads
+//! one header of any class and byte order for the readers that walk a
+//! table themselves (a cubin's extent, the OpenMP notes writer).
 
 pub use super::{PT_DYNAMIC, PT_LOAD, PT_PHDR};
 
@@ -29,7 +31,8 @@ pub struct Segment {
     pub align: u64,
 }
 
-use crate::bytes::{ReadError, array as le, require};
+use super::Codec;
+use crate::bytes::{ReadError, require, u16_le, u64_le};
 
 /// Why the program header table cannot be read. The messages are the ones
 /// the rewriters have always printed; truncation carries the failed read
@@ -65,9 +68,10 @@ pub enum SegmentsError {
 /// `e_phoff`, `e_phnum` and the table, or why not.
 pub fn read(data: &[u8]) -> Result<(u64, Vec<Segment>), SegmentsError> {
     let header = |at: u64, len: u64, what| require(data, at, len, what).map_err(SegmentsError::Header);
-    let phoff = le::<8>(header(32, 8, "e_phoff")?, 0).map_or(0, u64::from_le_bytes);
-    let entsize = le::<2>(header(54, 2, "e_phentsize")?, 0).map_or(0, u16::from_le_bytes);
-    let count = le::<2>(header(56, 2, "e_phnum")?, 0).map_or(0, u16::from_le_bytes);
+    // `require` has checked each field's bytes, so the zeros are never used.
+    let phoff = u64_le(header(32, 8, "e_phoff")?, 0).unwrap_or(0);
+    let entsize = u16_le(header(54, 2, "e_phentsize")?, 0).unwrap_or(0);
+    let count = u16_le(header(56, 2, "e_phnum")?, 0).unwrap_or(0);
     if count == 0xffff {
         return Err(SegmentsError::Extended);
     }
@@ -77,24 +81,45 @@ pub fn read(data: &[u8]) -> Result<(u64, Vec<Segment>), SegmentsError> {
     usize::try_from(phoff).map_err(|_| SegmentsError::Offset)?;
     let table = require(data, phoff, u64::from(count) * PHDR_SIZE, "program header table")
         .map_err(|source| SegmentsError::Table { count, phoff, source })?;
-    let segments = table
-        .chunks_exact(PHDR_SIZE as usize)
-        .map(|e| {
-            let u32_at = |at| le::<4>(e, at).map_or(0, u32::from_le_bytes);
-            let u64_at = |at| le::<8>(e, at).map_or(0, u64::from_le_bytes);
-            Segment {
-                kind: u32_at(0),
-                flags: u32_at(4),
-                offset: u64_at(8),
-                vaddr: u64_at(16),
-                paddr: u64_at(24),
-                filesz: u64_at(32),
-                memsz: u64_at(40),
-                align: u64_at(48),
-            }
-        })
-        .collect();
+    // Each entry is PHDR_SIZE bytes, so `entry` reads every one.
+    let segments = table.chunks_exact(PHDR_SIZE as usize).filter_map(|e| entry(ELF64_LE, e, 0)).collect();
     Ok((phoff, segments))
+}
+
+/// The class and byte order [`read`] and [`write`] handle.
+const ELF64_LE: Codec = Codec { is64: true, big: false };
+
+/// The program header at `at` in a file of `codec`'s class and byte order
+/// (the field order differs between ELF32 and ELF64); `None` when it does
+/// not lie wholly inside `data`.
+pub fn entry(codec: Codec, data: &[u8], at: usize) -> Option<Segment> {
+    let c = &codec;
+    if codec.is64 {
+        crate::bytes::slice(data, at, PHDR_SIZE)?;
+        Some(Segment {
+            kind: c.u32(data, at)?,
+            flags: c.u32(data, at + 4)?,
+            offset: c.u64(data, at + 8)?,
+            vaddr: c.u64(data, at + 16)?,
+            paddr: c.u64(data, at + 24)?,
+            filesz: c.u64(data, at + 32)?,
+            memsz: c.u64(data, at + 40)?,
+            align: c.u64(data, at + 48)?,
+        })
+    } else {
+        crate::bytes::slice(data, at, 32usize)?;
+        let word = |off: usize| c.u32(data, at + off).map(u64::from);
+        Some(Segment {
+            kind: c.u32(data, at)?,
+            offset: word(4)?,
+            vaddr: word(8)?,
+            paddr: word(12)?,
+            filesz: word(16)?,
+            memsz: word(20)?,
+            flags: c.u32(data, at + 24)?,
+            align: word(28)?,
+        })
+    }
 }
 
 /// The table as bytes.
@@ -154,4 +179,47 @@ pub fn maps(data: &[u8], addr: u64, offset: u64, size: u64) -> bool {
             })
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_entry_is_read_in_either_class_and_byte_order() {
+        let want =
+            Segment { kind: 1, flags: 5, offset: 0x10, vaddr: 0x2010, paddr: 0x3010, filesz: 7, memsz: 9, align: 16 };
+        let le64 = write(&[want]);
+        assert_eq!(entry(ELF64_LE, &le64, 0), Some(want));
+        assert_eq!(read_table(&le64), vec![want]);
+        assert_eq!(entry(ELF64_LE, &le64[..55], 0), None);
+        assert_eq!(entry(ELF64_LE, &le64, usize::MAX), None);
+        let mut be64 = Vec::new();
+        be64.extend_from_slice(&want.kind.to_be_bytes());
+        be64.extend_from_slice(&want.flags.to_be_bytes());
+        for v in [want.offset, want.vaddr, want.paddr, want.filesz, want.memsz, want.align] {
+            be64.extend_from_slice(&v.to_be_bytes());
+        }
+        assert_eq!(entry(Codec { is64: true, big: true }, &be64, 0), Some(want));
+        // ELF32: type, offset, vaddr, paddr, filesz, memsz, flags, align.
+        for big in [false, true] {
+            let fields = [1u32, 0x10, 0x2010, 0x3010, 7, 9, 5, 16];
+            let mut e32 = vec![0xeeu8; 3];
+            for f in fields {
+                e32.extend_from_slice(&if big { f.to_be_bytes() } else { f.to_le_bytes() });
+            }
+            assert_eq!(entry(Codec { is64: false, big }, &e32, 3), Some(want));
+            assert_eq!(entry(Codec { is64: false, big }, &e32[..34], 3), None);
+        }
+    }
+
+    fn read_table(table: &[u8]) -> Vec<Segment> {
+        // A minimal ELF64 header pointing at `table`, placed after it.
+        let mut file = vec![0u8; 64];
+        file[32..40].copy_from_slice(&64u64.to_le_bytes());
+        file[54..56].copy_from_slice(&(PHDR_SIZE as u16).to_le_bytes());
+        file[56..58].copy_from_slice(&((table.len() as u64 / PHDR_SIZE) as u16).to_le_bytes());
+        file.extend_from_slice(table);
+        read(&file).unwrap().1
+    }
 }

@@ -50,8 +50,9 @@ pub enum FrameHeaderError {
 /// ```
 pub fn read_header(data: &[u8]) -> Result<FrameHeader, FrameHeaderError> {
     let short = |needed| FrameHeaderError::Truncated { have: data.len(), needed };
-    let (Some(magic), Some(&fhd)) = (data.get(..4), data.get(4)) else { return Err(short(5)) };
-    let magic = u32::from_le_bytes([magic[0], magic[1], magic[2], magic[3]]);
+    let (Some(magic), Some(fhd)) = (crate::bytes::u32_le(data, 0), crate::bytes::u8(data, 4)) else {
+        return Err(short(5));
+    };
     if magic != ZSTD_MAGIC {
         return Err(FrameHeaderError::Magic(magic));
     }
@@ -70,6 +71,7 @@ pub fn read_header(data: &[u8]) -> Result<FrameHeader, FrameHeaderError> {
     let len = 5 + window_len + dict_len + fcs_len;
     let Some(rest) = data.get(5 + window_len..len) else { return Err(short(len)) };
     let (dict, fcs) = rest.split_at(dict_len);
+    // A field of 0 to 8 bytes (its width is in `fhd`), of a slice taken above.
     let le = |bytes: &[u8]| bytes.iter().rev().fold(0u64, |acc, &b| (acc << 8) | u64::from(b));
     let content_size = match fcs_len {
         0 => None,

@@ -139,9 +139,8 @@ impl WrapperRecord {
     /// when fewer than 24 bytes are given.
     pub fn parse(bytes: &[u8]) -> Option<WrapperRecord> {
         let b = bytes.get(..RECORD_LEN)?;
-        let u32_at = |at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
-        let u64_at = |at: usize| u64::from(u32_at(at)) | (u64::from(u32_at(at + 4)) << 32);
-        Some(WrapperRecord { magic: u32_at(0), version: u32_at(4), binary: u64_at(8), reserved1: u64_at(16) })
+        let (u32_at, u64_at) = (|at: usize| crate::bytes::u32_le(b, at), |at: usize| crate::bytes::u64_le(b, at));
+        Some(WrapperRecord { magic: u32_at(0)?, version: u32_at(4)?, binary: u64_at(8)?, reserved1: u64_at(16)? })
     }
 
     /// Whether the record is `HIPF`, `HIPK` or neither.
@@ -369,12 +368,9 @@ fn relative_addends(file: &ElfFile<'_>, start: u64, size: u64) -> BTreeMap<u64, 
         }
         let Ok(bytes) = file.section_data(i) else { continue };
         for rel in bytes.chunks_exact(24) {
-            let word = |at: usize| {
-                let mut b = [0u8; 8];
-                b.copy_from_slice(&rel[at..at + 8]);
-                u64::from_le_bytes(b)
-            };
-            let (at, info, addend) = (word(0), word(8), word(16));
+            let word = |at: usize| crate::bytes::u64_le(rel, at);
+            // Each entry is 24 bytes: the three words are inside it.
+            let (Some(at), Some(info), Some(addend)) = (word(0), word(8), word(16)) else { continue };
             if info as u32 == R_X86_64_RELATIVE && at.wrapping_sub(start) < size {
                 out.insert(at, addend);
             }

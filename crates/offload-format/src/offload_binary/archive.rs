@@ -76,8 +76,8 @@ fn is_64_bit(buf: &[u8]) -> bool {
 
 fn coff_machine(buf: &[u8]) -> Option<u16> {
     match object::FileKind::parse(buf) {
-        Ok(object::FileKind::Coff) => buf.get(0..2).map(|b| u16::from_le_bytes([b[0], b[1]])),
-        Ok(object::FileKind::CoffImport) => buf.get(6..8).map(|b| u16::from_le_bytes([b[0], b[1]])),
+        Ok(object::FileKind::Coff) => crate::bytes::u16_le(buf, 0),
+        Ok(object::FileKind::CoffImport) => crate::bytes::u16_le(buf, 6),
         _ => None,
     }
 }

@@ -99,11 +99,7 @@ fn openmp_image_range(bytes: &[u8]) -> Option<(u64, u64)> {
     if !bytes.starts_with(&crate::offload_binary::MAGIC) {
         return Some((0, bytes.len() as u64));
     }
-    let u64_at = |at: u64| -> Option<u64> {
-        let at = usize::try_from(at).ok()?;
-        let field = bytes.get(at..at.checked_add(8)?)?;
-        Some(u64::from_le_bytes(field.try_into().ok()?))
-    };
+    let u64_at = |at: u64| crate::bytes::u64_le(bytes, at);
     let entry = u64_at(16)?;
     let offset = u64_at(entry.checked_add(24)?)?;
     let size = u64_at(entry.checked_add(32)?)?;

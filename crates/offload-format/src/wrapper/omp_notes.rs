@@ -8,18 +8,15 @@
 //! 14's for the images its regression test uses (docs/formats/wrapper.md
 //! §1.4 has the layout and the limits).
 
+use crate::bytes::{u16_endian, u32_endian, u64_endian};
+use crate::elf::{Codec, SHN_LORESERVE, SHT_NOBITS, SHT_NOTE, SHT_STRTAB, SHT_SYMTAB};
+
 /// The note owner ("name") of every note.
 pub const OWNER: &str = "LLVMOMPOFFLOAD";
 /// The name of the section added.
 pub const SECTION: &str = ".note.openmp";
 /// `NT_LLVM_OPENMP_OFFLOAD_VERSION`, `_PRODUCER`, `_PRODUCER_VERSION`.
 pub const NOTE_TYPES: [u32; 3] = [1, 2, 3];
-
-const SHT_SYMTAB: u32 = 2;
-const SHT_STRTAB: u32 = 3;
-const SHT_NOTE: u32 = 7;
-const SHT_NOBITS: u32 = 8;
-const SHN_LORESERVE: u64 = 0xff00;
 
 /// Why notes were not added; the image is then wrapped unchanged.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -67,17 +64,16 @@ impl Reader<'_> {
         let (a, e) = (usize::try_from(at).ok(), usize::try_from(end).ok());
         a.zip(e).and_then(|(a, e)| self.data.get(a..e)).ok_or_else(|| bad("a header points past the end of the file"))
     }
+    // `bytes` gives the refusal for a field past the end; the field read
+    // from what it returns cannot fail.
     fn u16(&self, at: u64) -> Result<u64, NotesError> {
-        let b: [u8; 2] = self.bytes(at, 2)?.try_into().map_err(|_| bad("short"))?;
-        Ok(u64::from(if self.big { u16::from_be_bytes(b) } else { u16::from_le_bytes(b) }))
+        u16_endian(self.bytes(at, 2)?, 0, self.big).map(u64::from).ok_or_else(|| bad("short"))
     }
     fn u32(&self, at: u64) -> Result<u64, NotesError> {
-        let b: [u8; 4] = self.bytes(at, 4)?.try_into().map_err(|_| bad("short"))?;
-        Ok(u64::from(if self.big { u32::from_be_bytes(b) } else { u32::from_le_bytes(b) }))
+        u32_endian(self.bytes(at, 4)?, 0, self.big).map(u64::from).ok_or_else(|| bad("short"))
     }
     fn u64(&self, at: u64) -> Result<u64, NotesError> {
-        let b: [u8; 8] = self.bytes(at, 8)?.try_into().map_err(|_| bad("short"))?;
-        Ok(if self.big { u64::from_be_bytes(b) } else { u64::from_le_bytes(b) })
+        u64_endian(self.bytes(at, 8)?, 0, self.big).ok_or_else(|| bad("short"))
     }
     /// An address-sized field (`Elf32_Addr`/`Elf64_Addr`, offsets, sizes).
     fn word(&self, at: u64) -> Result<u64, NotesError> {
@@ -171,7 +167,7 @@ pub fn add_notes(image: &[u8], producer_version: &str) -> Result<Vec<u8>, NotesE
     let shentsize = r.u16(half_at + 4)?;
     let shnum = r.u16(half_at + 6)?;
     let shstrndx = r.u16(half_at + 8)?;
-    if shoff == 0 || shnum == 0 || shstrndx == 0 || shstrndx >= shnum || shnum + 1 >= SHN_LORESERVE {
+    if shoff == 0 || shnum == 0 || shstrndx == 0 || shstrndx >= shnum || shnum + 1 >= u64::from(SHN_LORESERVE) {
         return Err(bad("no section header table, or an extended one"));
     }
     if shentsize != shent || (phnum > 0 && phentsize != phent) {
@@ -186,7 +182,8 @@ pub fn add_notes(image: &[u8], producer_version: &str) -> Result<Vec<u8>, NotesE
     }
     for i in 0..phnum {
         let at = phoff + i * phent;
-        let (off, filesz) = if wide { (r.u64(at + 8)?, r.u64(at + 32)?) } else { (r.u32(at + 4)?, r.u32(at + 16)?) };
+        let header = crate::elf::segments::entry(Codec { is64: wide, big }, r.bytes(at, phent)?, 0);
+        let (off, filesz) = header.map(|s| (s.offset, s.filesz)).ok_or_else(|| bad("short"))?;
         r.bytes(off, filesz)?;
         segments.push((off, off + filesz));
         keep_end = keep_end.max(off + filesz);

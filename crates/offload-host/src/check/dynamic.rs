@@ -65,8 +65,7 @@ pub fn abi(data: &[u8]) -> Option<Abi> {
         return None;
     }
     let little = data[5] != 2;
-    let machine =
-        if little { u16::from_le_bytes([data[18], data[19]]) } else { u16::from_be_bytes([data[18], data[19]]) };
+    let machine = offload_format::bytes::u16_endian(data, 18, !little)?;
     Some(Abi { is64: data[4] == 2, little, machine })
 }
 

@@ -59,7 +59,10 @@ pub fn read_image(data: &[u8]) -> Option<Image> {
         return Some(Image::Pe { machine: image.machine, imports });
     }
     let abi = dynamic::abi(data)?;
-    if !dynamic::is_loadable(data) || abi.machine == offload_format::elf::EM_AMDGPU || abi.machine == 190 {
+    if !dynamic::is_loadable(data)
+        || abi.machine == offload_format::elf::EM_AMDGPU
+        || abi.machine == offload_format::elf::EM_CUDA
+    {
         return None;
     }
     Some(Image::Elf { abi, dynamic: dynamic::read(data).ok()? })

@@ -285,11 +285,8 @@ impl FileMap {
             move |at: u64| at.checked_sub(seg_addr).is_some_and(|rel| rel < seg_size && rel % RECORD_SIZE == 8);
         let relocs = pointers::relocations(&file, relocatable, seg_index, &is_pointer_word)?;
         for (record, raw) in seg_data.chunks_exact(RECORD_SIZE as usize).enumerate() {
-            let word = |i: usize| {
-                let mut w = [0u8; 8];
-                w.copy_from_slice(&raw[i..i + 8]);
-                u64::from_le_bytes(w)
-            };
+            // Each record is RECORD_SIZE bytes: the words read are inside it.
+            let word = |i: usize| offload_format::bytes::u64_le(raw, i).unwrap_or(0);
             let magic = (word(0) & 0xffff_ffff) as u32;
             let version = (word(0) >> 32) as u32;
             if magic == HIPK && section == FatbinSection::Hip {

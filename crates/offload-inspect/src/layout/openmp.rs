@@ -299,12 +299,11 @@ impl Resolver<'_, '_> {
                     continue;
                 };
                 let first = (8 - s.addr % 8) % 8;
-                for (i, w) in bytes.get(first as usize..).unwrap_or(&[]).chunks_exact(8).enumerate() {
-                    let mut b = [0u8; 8];
-                    b.copy_from_slice(w);
+                let words = bytes.get(first as usize..).unwrap_or(&[]).chunks_exact(8).filter_map(|w| u64_le(w, 0));
+                for (i, word) in words.enumerate() {
                     let addr = s.addr.wrapping_add(first + i as u64 * 8);
-                    if wanted(u64::from_le_bytes(b)) && !self.relocs.contains_key(&addr) {
-                        out.push((addr, u64::from_le_bytes(b)));
+                    if wanted(word) && !self.relocs.contains_key(&addr) {
+                        out.push((addr, word));
                     }
                 }
             }

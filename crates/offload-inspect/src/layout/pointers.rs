@@ -6,7 +6,7 @@
 //! `.hip_fatbin` in `.rela.hipFatBinSegment`.
 
 use super::LayoutError;
-use offload_format::bytes::u64_le;
+use offload_format::bytes::{slice, u16_le, u32_le, u64_le};
 use offload_format::elf::R_X86_64_64;
 use offload_format::elf::{ElfFile, SHF_ALLOC, SHT_RELA};
 use std::collections::HashMap;
@@ -57,10 +57,7 @@ pub(super) enum Found {
 fn relr_words(file: &ElfFile, index: usize, wanted: &dyn Fn(u64) -> bool, out: &mut HashMap<u64, Vec<Found>>) {
     let Ok(data) = file.section_data(index) else { return };
     let mut base = 0u64;
-    for word in data.chunks_exact(8) {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(word);
-        let entry = u64::from_le_bytes(w);
+    for entry in data.chunks_exact(8).filter_map(|w| u64_le(w, 0)) {
         if entry & 1 == 0 {
             if wanted(entry) {
                 out.entry(entry).or_default().push(Found::Relr);
@@ -102,11 +99,8 @@ pub(super) fn relocations(
         }
         let data = file.section_data(index).map_err(LayoutError::Elf)?;
         for (n, rel) in data.chunks_exact(24).enumerate() {
-            let word = |i: usize| {
-                let mut w = [0u8; 8];
-                w.copy_from_slice(&rel[i * 8..i * 8 + 8]);
-                u64::from_le_bytes(w)
-            };
+            // Each entry is 24 bytes: the three words are inside it.
+            let word = |i: usize| u64_le(rel, i * 8).unwrap_or(0);
             let (offset, info, addend) = (word(0), word(1), word(2));
             if wanted(offset) {
                 out.entry(offset).or_default().push(Found::Rela {
@@ -126,11 +120,11 @@ pub(super) fn relocations(
 fn symbol(file: &ElfFile, table: usize, index: u32) -> Result<(String, u64, u16), String> {
     let data = file.section_data(table).map_err(|e| e.to_string())?;
     let at = (index as usize).checked_mul(24).ok_or("symbol index overflows")?;
-    let sym = data.get(at..at + 24).ok_or_else(|| format!("symbol {index} is past the end of its table"))?;
-    let name_off = u32::from_le_bytes([sym[0], sym[1], sym[2], sym[3]]);
-    let shndx = u16::from_le_bytes([sym[6], sym[7]]);
-    let mut v = [0u8; 8];
-    v.copy_from_slice(&sym[8..16]);
+    let past = || format!("symbol {index} is past the end of its table");
+    let sym = slice(data, at, 24usize).ok_or_else(past)?;
+    // `sym` is 24 bytes: these reads cannot fail.
+    let (name_off, shndx, value) =
+        (u32_le(sym, 0).ok_or_else(past)?, u16_le(sym, 6).ok_or_else(past)?, u64_le(sym, 8).ok_or_else(past)?);
     let link = file.sections.get(table).map_or(0, |s| s.link as usize);
     let name = file
         .string_table(link)
@@ -138,7 +132,7 @@ fn symbol(file: &ElfFile, table: usize, index: u32) -> Result<(String, u64, u16)
         .and_then(|t| offload_format::elf::c_string(t, name_off))
         .map(|n| String::from_utf8_lossy(n).into_owned())
         .unwrap_or_default();
-    Ok((name, u64::from_le_bytes(v), shndx))
+    Ok((name, value, shndx))
 }
 
 /// Turns what was found for one pointer word into its storage and value.

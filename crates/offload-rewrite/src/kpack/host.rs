@@ -21,6 +21,7 @@ use super::KpackError;
 use crate::prune::cut::{Cut, CutPlan, Patch, copy_patched, cut_section};
 use crate::prune::{Contents, read_contents};
 use offload_format::bundle::binary;
+use offload_format::bytes::Cursor;
 use offload_format::elf::ElfFile;
 use offload_format::elf::segments;
 use offload_format::kpack::host::HostBinary;
@@ -149,35 +150,35 @@ impl JoinRecord {
             return Err(bad("over 16 MiB"));
         }
         let raw = zstd::bulk::decompress(stored, declared as usize).map_err(|e| bad(&e.to_string()))?;
-        let mut r = Reader { data: &raw, at: 0 };
+        let mut r = Cursor::new(&raw);
         if r.take(4).ok_or_else(|| bad("short"))? != JOIN_MAGIC {
             return Err(bad("magic"));
         }
         let mut head = [0u64; 4];
         for h in &mut head {
-            *h = r.u64().ok_or_else(|| bad("short header"))?;
+            *h = r.u64_le().ok_or_else(|| bad("short header"))?;
         }
-        let n = r.u32().ok_or_else(|| bad("short"))?;
+        let n = r.u32_le().ok_or_else(|| bad("short"))?;
         let mut undo = Vec::new();
         for _ in 0..n {
-            let at = r.u64().ok_or_else(|| bad("short undo"))?;
-            let len = r.u32().ok_or_else(|| bad("short undo"))?;
+            let at = r.u64_le().ok_or_else(|| bad("short undo"))?;
+            let len = r.u32_le().ok_or_else(|| bad("short undo"))?;
             undo.push((at, r.take(len as u64).ok_or_else(|| bad("short undo"))?.to_vec()));
         }
-        let n = r.u32().ok_or_else(|| bad("short"))?;
+        let n = r.u32_le().ok_or_else(|| bad("short"))?;
         let mut pieces = Vec::new();
         for _ in 0..n {
             match r.take(1).ok_or_else(|| bad("short piece"))?.first() {
                 Some(0) => {
-                    let len = r.u64().ok_or_else(|| bad("short literal"))?;
+                    let len = r.u64_le().ok_or_else(|| bad("short literal"))?;
                     pieces.push(Piece::Literal(r.take(len).ok_or_else(|| bad("short literal"))?.to_vec()));
                 }
                 Some(1) => {
-                    let co_index = r.u32().ok_or_else(|| bad("short object"))?;
-                    let tlen = r.u32().ok_or_else(|| bad("short object"))?;
+                    let co_index = r.u32_le().ok_or_else(|| bad("short object"))?;
+                    let tlen = r.u32_le().ok_or_else(|| bad("short object"))?;
                     let target = String::from_utf8(r.take(tlen as u64).ok_or_else(|| bad("short object"))?.to_vec())
                         .map_err(|_| bad("target is not UTF-8"))?;
-                    let len = r.u64().ok_or_else(|| bad("short object"))?;
+                    let len = r.u64_le().ok_or_else(|| bad("short object"))?;
                     pieces.push(Piece::Object { co_index, target, len });
                 }
                 _ => return Err(bad("unknown piece")),
@@ -191,26 +192,6 @@ impl JoinRecord {
             undo,
             pieces,
         })
-    }
-}
-
-struct Reader<'a> {
-    data: &'a [u8],
-    at: u64,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: u64) -> Option<&'a [u8]> {
-        let end = self.at.checked_add(n)?;
-        let s = self.data.get(usize::try_from(self.at).ok()?..usize::try_from(end).ok()?)?;
-        self.at = end;
-        Some(s)
-    }
-    fn u32(&mut self) -> Option<u32> {
-        self.take(4).and_then(|b| b.try_into().ok()).map(u32::from_le_bytes)
-    }
-    fn u64(&mut self) -> Option<u64> {
-        self.take(8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes)
     }
 }
 

@@ -45,7 +45,8 @@ fn references(file: &ElfFile) -> Result<References, PruneError> {
     for (i, sh) in file.sections.iter().enumerate().skip(1) {
         let data = file.section_data(i).map_err(|e| fail(e.to_string()))?;
         if sh.sh_type == SHT_SYMTAB {
-            syms.extend(data.chunks_exact(24).map(|s| (u16::from_le_bytes([s[6], s[7]]), u64_at(s, 8))));
+            let shndx = |s: &[u8]| offload_format::bytes::u16_le(s, 6).unwrap_or(0);
+            syms.extend(data.chunks_exact(24).map(|s| (shndx(s), u64_at(s, 8))));
         } else if sh.sh_type == SHT_RELA {
             relocs.extend(data.chunks_exact(24).map(|r| ((u64_at(r, 8) >> 32) as usize, u64_at(r, 16))));
         }

@@ -23,7 +23,7 @@
 //! segment overlapping it. Relocatable objects are `cut_object`'s.
 
 use super::{PruneError, Pruned};
-use offload_format::bytes::u64_le;
+use offload_format::bytes::{u16_le, u32_le, u64_le};
 use offload_format::elf::STT_TLS;
 use offload_format::elf::segments::{self, PHDR_SIZE, PT_LOAD, PT_PHDR, Segment};
 use offload_format::elf::{ElfFile, SHF_ALLOC, SHT_DYNAMIC, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB};
@@ -520,13 +520,14 @@ fn symbol_patches(
         let data = file.section_data(index).map_err(|e| refuse(e.to_string()))?;
         let names = file.string_table(sh.link as usize).ok();
         for (i, sym) in data.chunks_exact(24).enumerate() {
-            let shndx = u16::from_le_bytes([sym[6], sym[7]]);
+            // Symbols are 24 bytes each: these reads cannot fail.
+            let shndx = u16_le(sym, 6).unwrap_or(0);
             let value = u64_le(sym, 8).unwrap_or(0);
             if shndx == 0 || sym[4] & 0xf == STT_TLS || !overlaps(value, 1, v, s) || value == v {
                 continue;
             }
             let Some(&(_, new)) = moves.iter().find(|m| m.0 == value) else {
-                let name_at = u32::from_le_bytes([sym[0], sym[1], sym[2], sym[3]]);
+                let name_at = u32_le(sym, 0).unwrap_or(0);
                 let symbol = names.and_then(|t| offload_format::elf::c_string(t, name_at)).unwrap_or(b"?");
                 return Err(refuse(format!(
                     "symbol '{}' ({value:#x}) points inside {name}, at no fat binary's start",

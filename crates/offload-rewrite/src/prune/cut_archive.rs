@@ -20,6 +20,7 @@ use super::cut_object::{ObjectCut, plan_object_cut, verify_object_cut};
 use super::files::check_unit;
 use super::{PruneError, Pruned, UnitChange};
 use object::read::archive::{ArchiveFile, ArchiveKind};
+use offload_format::bytes::{u32_endian, u64_endian};
 use offload_format::plan::Plan;
 use offload_inspect::layout::UnitKind;
 use std::ops::Range;
@@ -267,14 +268,9 @@ fn symbol_table(
     let mut bytes = data.get(offset as usize..(offset + size) as usize).unwrap_or(&[]).to_vec();
     // (width, big-endian, first offset field, stride, count)
     let read = |bytes: &[u8], at: usize, width: usize, big: bool| -> Option<u64> {
-        let b = bytes.get(at..at + width)?;
-        let mut w = [0u8; 8];
-        if big {
-            w[8 - width..].copy_from_slice(b);
-            Some(u64::from_be_bytes(w))
-        } else {
-            w[..width].copy_from_slice(b);
-            Some(u64::from_le_bytes(w))
+        match width {
+            4 => u32_endian(bytes, at, big).map(u64::from),
+            _ => u64_endian(bytes, at, big),
         }
     };
     let short = || refuse("the archive symbol table is truncated");

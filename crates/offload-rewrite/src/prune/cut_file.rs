@@ -25,7 +25,7 @@ pub enum FileCut {
 
 /// Whether `data` is a relocatable ELF object (`ET_REL`).
 fn is_relocatable(data: &[u8]) -> bool {
-    offload_format::elf::ElfFile::parse(data).is_ok_and(|f| f.header.e_type == 1)
+    offload_format::elf::ElfFile::parse(data).is_ok_and(|f| f.header.e_type == offload_format::elf::ET_REL)
 }
 
 /// Plans the cut of `data`, read as `input` and pruned as `pruned`;

@@ -25,14 +25,13 @@
 
 use super::cut::{Patch, copy_patched};
 use super::{PruneError, UnitChange};
-use offload_format::bytes::u64_le;
+// Symbols and RELA entries come in exact chunks: their fields' reads
+// cannot fail, and the `unwrap_or(0)`s below are never taken.
+use offload_format::bytes::{u16_le, u64_le};
 use offload_format::elf::ET_REL;
-use offload_format::elf::{ElfFile, SHN_XINDEX, SHT_DYNSYM, SHT_NOBITS, SHT_REL, SHT_RELA, SHT_SYMTAB};
+use offload_format::elf::{ElfFile, SHN_XINDEX, SHT_CREL, SHT_DYNSYM, SHT_NOBITS, SHT_REL, SHT_RELA, SHT_SYMTAB};
 use offload_format::plan::Plan;
 
-/// `SHT_CREL`: LLVM's compact relocations, whose entries cannot be patched
-/// in place.
-const SHT_CREL: u32 = offload_format::elf::SHT_CREL;
 /// Bytes of an ELF64 symbol and RELA entry.
 const SYM_SIZE: u64 = 24;
 const RELA_SIZE: u64 = 24;
@@ -96,7 +95,7 @@ fn symbols(file: &ElfFile, table: usize) -> Result<Vec<Symbol>, PruneError> {
         .enumerate()
         .map(|(i, s)| Symbol {
             at: base + i as u64 * SYM_SIZE,
-            shndx: u16::from_le_bytes([s[6], s[7]]),
+            shndx: u16_le(s, 6).unwrap_or(0),
             value: u64_le(s, 8).unwrap_or(0),
             size: u64_le(s, 16).unwrap_or(0),
         })

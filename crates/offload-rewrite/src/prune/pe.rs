@@ -428,7 +428,7 @@ pub fn plan_pe_cut(data: &[u8], pe_input: &PeInput, pruned: &Pruned) -> Result<P
             continue;
         }
         if s.raw_offset != 0
-            && (u32::from_le_bytes(data[s.header_offset + 24..s.header_offset + 28].try_into().unwrap_or([0; 4])) != 0)
+            && offload_format::bytes::u32_le(data, s.header_offset + 24).is_some_and(|relocations| relocations != 0)
         {
             return Err(cut_refused("a section has COFF relocations in an image"));
         }

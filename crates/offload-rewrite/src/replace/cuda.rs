@@ -22,7 +22,7 @@ use super::{InputKind, Placement, ReplaceError, Replaced, pick_entry};
 use super::{cuda_grow, cuda_object, segment};
 use crate::prune::{PruneError, Rules, UnitChange, cuda as prune_cuda};
 use offload_format::cuda::{self, EntryKind, FATBIN_MAGIC_BYTES, write};
-use offload_format::elf::ElfFile;
+use offload_format::elf::{ET_REL, ElfFile};
 use offload_format::plan::Plan;
 use offload_inspect::layout::{FatBinary, FileMap};
 
@@ -72,7 +72,7 @@ fn units_of(data: &[u8]) -> Result<Units, ReplaceError> {
     } else {
         let file =
             ElfFile::parse(data).map_err(|e| PruneError::Layout(offload_inspect::layout::LayoutError::Elf(e)))?;
-        let input = if file.header.e_type == 1 { InputKind::Relocatable } else { InputKind::Linked };
+        let input = if file.header.e_type == ET_REL { InputKind::Relocatable } else { InputKind::Linked };
         let sections: Vec<(u64, u64)> = (1..file.sections.len())
             .filter(|&i| file.section_name(i).is_ok_and(|n| prune_cuda::SECTIONS.contains(&n)))
             .map(|i| (file.sections[i].offset, file.sections[i].offset.saturating_add(file.sections[i].size)))

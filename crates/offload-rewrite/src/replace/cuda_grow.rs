@@ -12,7 +12,7 @@
 
 use super::ReplaceError;
 use crate::prune::cuda::SECTIONS;
-use offload_format::bytes::u64_le;
+use offload_format::bytes::{u16_le, u64_le};
 use offload_format::elf::ElfFile;
 use offload_format::plan::Plan;
 use offload_inspect::layout::FatBinary;
@@ -30,7 +30,7 @@ pub(super) struct Grown<'a> {
 /// File offset of the `sh_offset` word of section `index`'s header.
 fn header_word(data: &[u8], index: usize) -> Option<u64> {
     let shoff = u64_le(data, 40)?;
-    let shentsize = u64::from(u16::from_le_bytes(data.get(58..60)?.try_into().ok()?));
+    let shentsize = u64::from(u16_le(data, 58)?);
     let word = (index as u64).checked_mul(shentsize)?.checked_add(shoff)?.checked_add(24)?;
     (shentsize >= 64 && word.checked_add(16)? <= data.len() as u64).then_some(word)
 }

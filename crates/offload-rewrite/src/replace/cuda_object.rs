@@ -20,15 +20,10 @@ use super::ReplaceError;
 use super::object::{ObjectCheck, defined_symbols};
 use offload_format::bytes::u16_le;
 use offload_format::cuda::{Arch, Cubin, EM_CUDA, Entry, EntryKind, cubin_extent, ptx_text};
-use offload_format::elf::ElfFile;
+use offload_format::elf::symbols::STT_FUNC;
+use offload_format::elf::{EF_CUDA_64BIT_ADDRESS, EM_AMDGPU, ET_REL, ElfFile, STT_OBJECT};
 use std::collections::BTreeSet;
 
-const STT_OBJECT: u8 = 1;
-const STT_FUNC: u8 = 2;
-const EM_AMDGPU: u16 = 224;
-const ET_REL: u16 = 1;
-/// `e_flags` bit of pre-CUDA-13 cubins (ABI 0x33): 64-bit addresses.
-const EF_CUDA_64BIT_ADDRESS: u32 = 0x400;
 /// `EI_OSABI` of pre-CUDA-13 cubins, whose `e_flags` carry the bit above.
 const OLD_CUBIN_ABI: u8 = 0x33;
 

@@ -6,6 +6,7 @@
 //! global variable the old object defined.
 
 use super::ReplaceError;
+use offload_format::bytes::{u16_le, u32_le};
 use offload_format::elf::{EM_CUDA, STB_LOCAL, STT_OBJECT};
 use offload_format::elf::{ElfFile, SHT_DYNSYM, SHT_SYMTAB};
 use offload_format::target_id::TargetId;
@@ -59,8 +60,12 @@ pub(super) fn defined_symbols(elf: &ElfFile, types: &[u8]) -> BTreeSet<String> {
         };
         // Entry 0 is the null symbol.
         for sym in table.chunks_exact(24).skip(1) {
-            let name = u32::from_le_bytes([sym[0], sym[1], sym[2], sym[3]]);
-            let (info, shndx) = (sym[4], u16::from_le_bytes([sym[6], sym[7]]));
+            // Symbols are 24 bytes each: these reads cannot fail.
+            let (Some(name), Some(info), Some(shndx)) =
+                (u32_le(sym, 0), offload_format::bytes::u8(sym, 4), u16_le(sym, 6))
+            else {
+                continue;
+            };
             if shndx == 0 || info >> 4 == STB_LOCAL || !types.contains(&(info & 0xf)) {
                 continue;
             }

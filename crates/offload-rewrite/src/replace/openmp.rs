@@ -27,7 +27,9 @@
 use super::object::{ObjectCheck, check_object, defined_symbols};
 use super::{InputKind, Placement, ReplaceError, Replaced, entry_matches, pick_entry};
 use crate::prune::openmp::{Edit, as_triple, same_target, set_word};
+use offload_format::bytes::{u16_le, u32_le};
 use offload_format::elf::ElfFile;
+use offload_format::elf::symbols::STT_FUNC;
 use offload_format::elf::{EM_X86_64, STT_OBJECT};
 use offload_format::offload_binary::{Binaries, OffloadBinary, STRING_RECORD_SIZE_V1};
 use offload_format::plan::Plan;
@@ -36,7 +38,6 @@ use offload_inspect::layout::openmp::{Image, OpenMpMap};
 use offload_inspect::layout::{FatBinary, UnitKind};
 use std::collections::HashSet;
 
-const STT_FUNC: u8 = 2;
 /// Offset of `image_size` in an OffloadBinary entry (LLVM's `Entry`:
 /// kinds and flags, string offset, string count, image offset, size).
 const IMAGE_SIZE_FIELD: u64 = 32;
@@ -139,8 +140,7 @@ fn elf_header(d: &[u8]) -> Option<(u16, u16, u32)> {
     if !(d.starts_with(b"\x7fELF") && d.get(4) == Some(&2) && d.get(5) == Some(&1)) {
         return None;
     }
-    let half = |at: usize| Some(u16::from_le_bytes(d.get(at..at + 2)?.try_into().ok()?));
-    Some((half(16)?, half(18)?, u32::from_le_bytes(d.get(48..52)?.try_into().ok()?)))
+    Some((u16_le(d, 16)?, u16_le(d, 18)?, u32_le(d, 48)?))
 }
 
 /// Checks that `new` may replace `old`, an x86-64 host-offload image that

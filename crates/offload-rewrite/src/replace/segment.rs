@@ -23,10 +23,10 @@
 //! x86-64 only, as the file map is.
 
 use super::{Placement, ReplaceError};
-use offload_format::bytes::u64_le;
+use offload_format::bytes::{u16_le, u64_le};
 use offload_format::elf::segments::{self, PHDR_SIZE, Segment};
+use offload_format::elf::{ET_DYN, PF_R, PT_INTERP, R_X86_64_RELATIVE};
 use offload_format::elf::{ElfFile, SHF_ALLOC, SHT_DYNSYM, SHT_RELA, SHT_SYMTAB};
-use offload_format::elf::{PF_R, PT_INTERP, R_X86_64_RELATIVE};
 use offload_format::plan::Plan;
 use offload_inspect::layout::{FatBinary, FileMap, Storage};
 use std::collections::BTreeMap;
@@ -160,7 +160,7 @@ pub(super) fn move_fatbin<'a>(
         // A shared library (no PT_INTERP) is mapped by ld.so, which finds
         // the table through PT_PHDR or the PT_LOAD holding it: any
         // congruent address above the others will do, without padding.
-        None if elf.header.e_type == 3 && !phdrs.iter().any(|p| p.kind == PT_INTERP) => {
+        None if elf.header.e_type == ET_DYN && !phdrs.iter().any(|p| p.kind == PT_INTERP) => {
             match (up(file_len), up(max_end)) {
                 (Some(o), Some(a)) => (o, a),
                 _ => return Err(refuse("addresses overflow".into())),
@@ -231,7 +231,8 @@ pub(super) fn move_fatbin<'a>(
         let table = elf.section_data(index).map_err(|e| refuse(e.to_string()))?;
         if sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM || linked.contains(&index) {
             for (i, sym) in table.chunks_exact(24).enumerate() {
-                let shndx = u16::from_le_bytes([sym[6], sym[7]]);
+                // Symbols are 24 bytes each: these reads cannot fail.
+                let shndx = u16_le(sym, 6).unwrap_or(0);
                 let value = u64_le(sym, 8).unwrap_or(0);
                 if usize::from(shndx) != fat_index {
                     continue;

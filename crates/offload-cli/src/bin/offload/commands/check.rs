@@ -381,7 +381,8 @@ fn is_program(path: &str) -> bool {
     }
     let Ok(input) = offload_io::Input::open_regular(path) else { return false };
     let bytes = input.bytes();
-    dynamic::abi(bytes).is_some_and(|a| a.machine != offload_format::elf::EM_AMDGPU && a.machine != 190)
+    dynamic::abi(bytes)
+        .is_some_and(|a| a.machine != offload_format::elf::EM_AMDGPU && a.machine != offload_format::elf::EM_CUDA)
         && dynamic::is_loadable(bytes)
 }
 /// `offload check`'s options (docs/guide/checking.md).
