@@ -23,8 +23,11 @@ use std::collections::{BTreeMap, BTreeSet};
 #[non_exhaustive]
 pub enum TargetIdError {
     /// Features without a processor (`:xnack+`; the whole ID).
-    #[error("target ID '{0}' has an empty processor name")]
-    EmptyProcessor(String),
+    #[error("target ID '{id}' has an empty processor name")]
+    EmptyProcessor {
+        /// The whole target ID.
+        id: String,
+    },
     /// A feature without its `+`/`-`.
     #[error("target ID '{id}': feature '{feature}' must end in '+' or '-'")]
     MissingSign {
@@ -82,7 +85,7 @@ pub fn parse_format(id: &str) -> Result<TargetIdParts<'_>, TargetIdError> {
     }
     let (processor, rest) = id.split_once(':').unwrap_or((id, ""));
     if processor.is_empty() {
-        return Err(TargetIdError::EmptyProcessor(id.to_string()));
+        return Err(TargetIdError::EmptyProcessor { id: id.to_string() });
     }
     parts.processor = processor;
     if rest.is_empty() {
@@ -575,7 +578,7 @@ mod tests {
         assert_eq!(p.processor, "gfx90a");
         assert_eq!(p.features.into_iter().collect::<Vec<_>>(), [("sramecc", false), ("xnack", true)]);
         assert_eq!(parse_format("").unwrap().processor, "");
-        assert!(matches!(parse_format(":xnack+"), Err(TargetIdError::EmptyProcessor(_))));
+        assert!(matches!(parse_format(":xnack+"), Err(TargetIdError::EmptyProcessor { .. })));
         assert!(matches!(parse_format("gfx906:xnack"), Err(TargetIdError::MissingSign { .. })));
         assert!(matches!(parse_format("gfx906:xnack+:xnack-"), Err(TargetIdError::DuplicateFeature { .. })));
         assert!(matches!(parse_format("gfx906::xnack+"), Err(TargetIdError::MissingSign { .. })));

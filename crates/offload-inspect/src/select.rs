@@ -108,17 +108,26 @@ pub struct Gpu {
 #[non_exhaustive]
 pub enum GpuError {
     /// A generic target (`gfx9-generic`) names code, not a GPU.
-    #[error("'{0}' is a generic target, not a GPU; name the processor (e.g. gfx906)")]
-    Generic(String),
+    #[error("'{name}' is a generic target, not a GPU; name the processor (e.g. gfx906)")]
+    Generic {
+        /// The generic target given.
+        name: String,
+    },
     /// Not a valid AMDGPU target ID (unknown processor, bad feature, ...).
     #[error("{0} (a processor name with its settings: gfx90a, gfx942:sramecc+:xnack-, gfx1100, fiji, sm_80, ...)")]
     TargetId(#[from] TargetIdError),
     /// An NVIDIA GPU given with `:feature` settings.
-    #[error("'{0}': NVIDIA GPUs have no target-ID features")]
-    NvptxFeatures(String),
+    #[error("'{text}': NVIDIA GPUs have no target-ID features")]
+    NvptxFeatures {
+        /// The GPU as given.
+        text: String,
+    },
     /// An NVIDIA architecture with an `a`/`f` suffix (`sm_90a`).
-    #[error("'{0}': a GPU has no a/f suffix (those name code); give its compute capability, e.g. sm_90 or 9.0")]
-    NvidiaSuffix(String),
+    #[error("'{text}': a GPU has no a/f suffix (those name code); give its compute capability, e.g. sm_90 or 9.0")]
+    NvidiaSuffix {
+        /// The GPU as given.
+        text: String,
+    },
 }
 
 impl Gpu {
@@ -144,7 +153,7 @@ impl Gpu {
         if tid.starts_with("sm_") {
             let parts = parse_format(tid)?;
             if !parts.features.is_empty() {
-                return Err(GpuError::NvptxFeatures(text.to_string()));
+                return Err(GpuError::NvptxFeatures { text: text.to_string() });
             }
             return Ok(Gpu { arch: "nvptx64", processor: parts.processor.to_string(), xnack: None, sramecc: None });
         }
@@ -157,7 +166,7 @@ impl Gpu {
             parsed => parsed?,
         };
         if parsed.processor.ends_with("-generic") {
-            return Err(GpuError::Generic(parsed.processor));
+            return Err(GpuError::Generic { name: parsed.processor });
         }
         Ok(Gpu {
             arch: "amdgcn",
@@ -276,7 +285,7 @@ fn nvidia_gpu(text: &str) -> Option<Result<String, GpuError>> {
     Some(if arch.suffix == offload_format::cuda::Suffix::None {
         Ok(format!("sm_{}", arch.number))
     } else {
-        Err(GpuError::NvidiaSuffix(text.to_string()))
+        Err(GpuError::NvidiaSuffix { text: text.to_string() })
     })
 }
 
@@ -588,7 +597,7 @@ mod tests {
         let g = gpu("gfx950:xnack-:sramecc+");
         assert_eq!((g.processor.as_str(), g.xnack, g.sramecc, g.warning()), ("gfx950", Some(false), Some(true), None));
         assert!(matches!(Gpu::parse("gfx1153:xnack+"), Err(GpuError::TargetId(_))));
-        assert!(matches!(Gpu::parse("gfx12-5-generic"), Err(GpuError::Generic(_))));
+        assert!(matches!(Gpu::parse("gfx12-5-generic"), Err(GpuError::Generic { .. })));
         // Not in the table: accepted by name, with a warning.
         let g = gpu("gfx9999:xnack+");
         assert_eq!((g.processor.as_str(), g.xnack, g.sramecc), ("gfx9999", Some(true), None));
@@ -597,7 +606,7 @@ mod tests {
         assert!(matches!(Gpu::parse("gfx99-generic"), Err(GpuError::TargetId(_))));
         assert!(matches!(Gpu::parse("banana"), Err(GpuError::TargetId(_))));
         assert_eq!(gpu("sm_80").warning(), None);
-        assert!(matches!(Gpu::parse("gfx9-generic"), Err(GpuError::Generic(_))));
+        assert!(matches!(Gpu::parse("gfx9-generic"), Err(GpuError::Generic { .. })));
         assert!(Gpu::parse("sm_80:xnack+").is_err());
     }
 

@@ -128,14 +128,23 @@ pub struct FileUri {
 #[non_exhaustive]
 pub enum UriError {
     /// A `memory://` URI: bytes of a running process, not of a file.
-    #[error("'{0}' names memory of a running process, not a file: only file:// URIs can be read")]
-    Memory(String),
+    #[error("'{uri}' names memory of a running process, not a file: only file:// URIs can be read")]
+    Memory {
+        /// The URI given.
+        uri: String,
+    },
     /// Not a `file://` URI at all.
-    #[error("'{0}' is not a file:// URI")]
-    Scheme(String),
+    #[error("'{uri}' is not a file:// URI")]
+    Scheme {
+        /// The URI given.
+        uri: String,
+    },
     /// `file://` with nothing after it.
-    #[error("'{0}' names no file")]
-    NoPath(String),
+    #[error("'{uri}' names no file")]
+    NoPath {
+        /// The URI given.
+        uri: String,
+    },
     /// A `%` not followed by two hexadecimal digits (at this byte of the
     /// path).
     #[error("'{uri}': bad percent escape at byte {at} of the path")]
@@ -205,13 +214,13 @@ fn decode(uri: &str, encoded: &str) -> Result<Vec<u8>, UriError> {
 /// Parses a code-object URI. The scheme is matched without regard to case;
 /// the range parameters may come in either order, each at most once.
 pub fn parse(uri: &str) -> Result<FileUri, UriError> {
-    let scheme_end = uri.find("://").ok_or_else(|| UriError::Scheme(uri.to_string()))?;
+    let scheme_end = uri.find("://").ok_or_else(|| UriError::Scheme { uri: uri.to_string() })?;
     let scheme = &uri[..scheme_end];
     if scheme.eq_ignore_ascii_case("memory") {
-        return Err(UriError::Memory(uri.to_string()));
+        return Err(UriError::Memory { uri: uri.to_string() });
     }
     if !scheme.eq_ignore_ascii_case("file") {
-        return Err(UriError::Scheme(uri.to_string()));
+        return Err(UriError::Scheme { uri: uri.to_string() });
     }
     let rest = &uri[scheme_end + 3..];
     let (encoded, query) = match rest.find(['#', '?']) {
@@ -219,7 +228,7 @@ pub fn parse(uri: &str) -> Result<FileUri, UriError> {
         None => (rest, None),
     };
     if encoded.is_empty() {
-        return Err(UriError::NoPath(uri.to_string()));
+        return Err(UriError::NoPath { uri: uri.to_string() });
     }
     let path = decode(uri, encoded)?;
     let (mut offset, mut size) = (None, None);

@@ -8,8 +8,11 @@
 
 #![warn(missing_docs)]
 
+mod error;
 pub mod kpack;
 pub mod prune;
 pub mod replace;
 pub mod split;
 pub mod tree;
+
+pub use error::FormatError;

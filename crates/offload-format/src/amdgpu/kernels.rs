@@ -8,6 +8,7 @@
 //! metadata goes through the bounded [`crate::msgpack`] reader; a key of
 //! the wrong type is an error naming it; nothing indexes unchecked.
 
+use crate::bytes::ReadError;
 use crate::elf::symbols::{symbol_bytes, symtab};
 use crate::elf::{EM_AMDGPU, ElfError, ElfFile, SHT_NOTE};
 use crate::msgpack::{self, Value};
@@ -27,9 +28,16 @@ pub enum KernelError {
     /// The AMDGPU metadata note is not MessagePack.
     #[error("AMDGPU metadata: {0}")]
     Msgpack(#[source] msgpack::Error),
-    /// The notes, metadata or descriptors do not say what they must (why).
+    /// The ELF file is not for AMDGPU (its `e_machine`).
+    #[error("not an AMDGPU code object (e_machine {machine})")]
+    NotAmdgpu {
+        /// The file's `e_machine`.
+        machine: u16,
+    },
+    /// A note or metadata value that cannot be read: what, at which file
+    /// offset (the note, for metadata values), and how.
     #[error("{0}")]
-    Invalid(String),
+    Read(#[source] ReadError),
 }
 
 impl From<ElfError> for KernelError {
@@ -38,8 +46,8 @@ impl From<ElfError> for KernelError {
     }
 }
 
-fn err(msg: impl Into<String>) -> KernelError {
-    KernelError::Invalid(msg.into())
+fn invalid(offset: u64, what: &'static str, why: impl Into<String>) -> KernelError {
+    KernelError::Read(ReadError::invalid(offset, what, why))
 }
 
 /// The fields of a kernel descriptor that the metadata also states.
@@ -130,16 +138,18 @@ pub fn metadata_notes<'a>(elf: &ElfFile<'a>) -> Result<Vec<&'a [u8]>, KernelErro
         while at < data.len() {
             let field = |o: usize| crate::bytes::u32_le(data, at + o);
             let (Some(namesz), Some(descsz), Some(kind)) = (field(0), field(4), field(8)) else {
-                return Err(err(format!("note section {i}: a note header at offset {at:#x} is truncated")));
+                let at = sh.offset.saturating_add(at as u64);
+                return Err(KernelError::Read(ReadError::truncated(elf.data, at, 12, "note header")));
             };
             let name_at = at + 12;
             let desc_at = (name_at as u64) + align4(u64::from(namesz));
             let next = desc_at + align4(u64::from(descsz));
             if desc_at + u64::from(descsz) > data.len() as u64 {
-                return Err(err(format!(
-                    "note section {i}: the note at offset {at:#x} (name {namesz} bytes, descriptor {descsz} bytes) runs past the section ({} bytes)",
+                let why = format!(
+                    "note section {i}: the note (name {namesz} bytes, descriptor {descsz} bytes) runs past the section ({} bytes)",
                     data.len()
-                )));
+                );
+                return Err(invalid(sh.offset.saturating_add(at as u64), "note", why));
             }
             // In bounds: checked just above.
             let name = &data[name_at..name_at + namesz as usize];
@@ -163,7 +173,7 @@ fn align4(v: u64) -> u64 {
 pub fn read(data: &[u8]) -> Result<CodeObjectKernels, KernelError> {
     let elf = ElfFile::parse(data)?;
     if elf.header.machine != EM_AMDGPU {
-        return Err(err(format!("not an AMDGPU code object (e_machine {})", elf.header.machine)));
+        return Err(KernelError::NotAmdgpu { machine: elf.header.machine });
     }
     let mut out = CodeObjectKernels {
         code_object_version: match elf.header.abi_version {
@@ -177,26 +187,29 @@ pub fn read(data: &[u8]) -> Result<CodeObjectKernels, KernelError> {
         return Ok(out);
     };
     let (root, _) = msgpack::read(note).map_err(KernelError::Msgpack)?;
+    // Metadata values have no offset of their own: errors name the note's.
+    let note_at = (note.as_ptr() as usize).wrapping_sub(data.as_ptr() as usize) as u64;
+    let err = |why: String| invalid(note_at, "AMDGPU metadata", why);
     if root.as_map().is_none() {
-        return Err(err(format!("AMDGPU metadata: the root is a {}, not a map", root.type_name())));
+        return Err(err(format!("the root is a {}, not a map", root.type_name())));
     }
     if let Some(v) = root.get("amdhsa.version") {
         let pair = v.as_array().and_then(|a| match a {
             [major, minor] => Some((major.as_u64()?, minor.as_u64()?)),
             _ => None,
         });
-        out.metadata_version = Some(pair.ok_or_else(|| err("AMDGPU metadata: amdhsa.version is not two integers"))?);
+        out.metadata_version = Some(pair.ok_or_else(|| err("amdhsa.version is not two integers".into()))?);
     }
     if let Some(v) = root.get("amdhsa.target") {
-        out.target = Some(v.as_str().ok_or_else(|| err("AMDGPU metadata: amdhsa.target is not a string"))?.to_owned());
+        out.target = Some(v.as_str().ok_or_else(|| err("amdhsa.target is not a string".into()))?.to_owned());
     }
     let Some(list) = root.get("amdhsa.kernels") else {
         return Ok(out);
     };
-    let list = list.as_array().ok_or_else(|| err("AMDGPU metadata: amdhsa.kernels is not an array"))?;
+    let list = list.as_array().ok_or_else(|| err("amdhsa.kernels is not an array".into()))?;
     let symbols = symtab(&elf)?;
     for (i, entry) in list.iter().enumerate() {
-        let mut k = kernel(entry).map_err(|e| err(format!("AMDGPU metadata: kernel {i}: {e}")))?;
+        let mut k = kernel(entry).map_err(|e| err(format!("kernel {i}: {e}")))?;
         let sym = symbols.iter().find(|s| s.name == k.symbol.as_bytes() && s.shndx != 0);
         match sym.and_then(|s| symbol_bytes(&elf, s, KERNEL_DESCRIPTOR_SIZE)) {
             Some(bytes) => k.descriptor = KernelDescriptor::parse(bytes),

@@ -20,7 +20,7 @@ pub mod pe;
 mod view;
 pub use view::{ObjectSection, ObjectSymbol, ObjectView, SectionChecksum, is_object};
 
-use crate::bytes::{array, u16_le, u32_le};
+use crate::bytes::{ReadError, array, u16_le, u32_le};
 use crate::elf::NewSection;
 use crate::plan::Plan;
 use std::borrow::Cow;
@@ -30,9 +30,10 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum CoffError {
-    /// The file does not parse as COFF (what is wrong).
+    /// A field or table that cannot be read: what, at which file offset,
+    /// and how.
     #[error("malformed COFF file: {0}")]
-    Malformed(String),
+    Read(#[source] ReadError),
     /// A valid COFF file this writer cannot rewrite (why).
     #[error("cannot rewrite this COFF file: {0}")]
     Unsupported(String),
@@ -41,8 +42,12 @@ pub enum CoffError {
     Refused(String),
 }
 
-fn malformed(msg: impl Into<String>) -> CoffError {
-    CoffError::Malformed(msg.into())
+fn invalid(offset: usize, what: &'static str, why: impl Into<String>) -> CoffError {
+    CoffError::Read(ReadError::invalid(offset as u64, what, why))
+}
+
+fn truncated(data: &[u8], offset: usize, need: usize, what: &'static str) -> CoffError {
+    CoffError::Read(ReadError::truncated(data, offset as u64, need as u64, what))
 }
 
 const HEADER: usize = 20;
@@ -141,7 +146,7 @@ fn short_name(raw: &[u8]) -> &[u8] {
 
 impl<'a> Model<'a> {
     fn read(data: &'a [u8]) -> Result<Model<'a>, CoffError> {
-        let header: [u8; HEADER] = array(data, 0).ok_or_else(|| malformed("truncated file header"))?;
+        let header: [u8; HEADER] = array(data, 0).ok_or_else(|| truncated(data, 0, HEADER, "file header"))?;
         if u16_le(&header, 0) == Some(0) && u16_le(&header, 2) == Some(0xffff) {
             return Err(CoffError::Unsupported("big objects (/bigobj)".into()));
         }
@@ -153,7 +158,7 @@ impl<'a> Model<'a> {
         }
         let table_end = HEADER + nsec * SECTION;
         if table_end > data.len() {
-            return Err(malformed(format!("the section table ({nsec} sections) runs past the end of the file")));
+            return Err(truncated(data, HEADER, nsec * SECTION, "section table"));
         }
         // The string table follows the symbol table, also when there are no
         // symbols (an object with only long section names, such as a fat
@@ -162,21 +167,21 @@ impl<'a> Model<'a> {
             (&[], &[])
         } else {
             let end = nsym.checked_mul(SYMBOL).and_then(|n| n.checked_add(symptr)).filter(|&e| e <= data.len());
-            let end = end
-                .ok_or_else(|| malformed(format!("the symbol table ({nsym} records) runs past the end of the file")))?;
+            let end = end.ok_or_else(|| truncated(data, symptr, nsym.saturating_mul(SYMBOL), "symbol table"))?;
             let size = (u32_le(data, end).unwrap_or(4) as usize).max(4);
             let strings = match data.get(end..end.saturating_add(size)) {
                 Some(strings) => strings,
                 // No symbols and nothing after them: no string table either.
                 None if nsym == 0 && end == data.len() => &[],
-                None => return Err(malformed("the string table runs past the end of the file")),
+                None => return Err(truncated(data, end, size, "string table")),
             };
             (&data[symptr..end], strings)
         };
-        let long = |offset: u32, what: &dyn Fn() -> String| {
+        // `at`: where the name field is in the file.
+        let long = |offset: u32, at: usize, what: &dyn Fn() -> String| {
             string_at(strings, offset)
                 .filter(|_| offset >= 4)
-                .ok_or_else(|| malformed(format!("{}: bad string table offset {offset}", what())))
+                .ok_or_else(|| invalid(at, "long name", format!("{}: bad string table offset {offset}", what())))
         };
 
         let mut sections = Vec::with_capacity(nsec);
@@ -188,11 +193,12 @@ impl<'a> Model<'a> {
             let what = || format!("section {}", i + 1);
             let name = if raw_name.starts_with(b"//") {
                 let offset = decode_base64_offset(short_name(&raw_name[2..]))
-                    .ok_or_else(|| malformed(format!("{}: bad name", what())))?;
-                long(offset, &what)?
+                    .ok_or_else(|| invalid(at, "section name", format!("{}: bad name", what())))?;
+                long(offset, at, &what)?
             } else if raw_name.starts_with(b"/") {
                 let digits = std::str::from_utf8(short_name(&raw_name[1..])).ok().and_then(|s| s.parse::<u32>().ok());
-                long(digits.ok_or_else(|| malformed(format!("{}: bad name", what())))?, &what)?
+                let offset = digits.ok_or_else(|| invalid(at, "section name", format!("{}: bad name", what())))?;
+                long(offset, at, &what)?
             } else {
                 short_name(raw_name)
             };
@@ -201,8 +207,7 @@ impl<'a> Model<'a> {
             let contents = if ptr == 0 {
                 &[][..]
             } else {
-                data.get(ptr..ptr.saturating_add(size))
-                    .ok_or_else(|| malformed(format!("{}: raw data past the end of the file", what())))?
+                data.get(ptr..ptr.saturating_add(size)).ok_or_else(|| truncated(data, ptr, size, "section raw data"))?
             };
             let characteristics = u32_le(&header, 36).unwrap_or(0);
             let nrel = u16_le(&header, 32).unwrap_or(0) as usize;
@@ -213,7 +218,7 @@ impl<'a> Model<'a> {
             let rdata = data
                 .get(rptr..rptr.saturating_add(nrel * RELOC))
                 .filter(|_| nrel == 0 || rptr != 0)
-                .ok_or_else(|| malformed(format!("{}: relocations past the end of the file", what())))?;
+                .ok_or_else(|| truncated(data, rptr, nrel * RELOC, "section relocations"))?;
             let relocs = rdata
                 .chunks_exact(RELOC)
                 .map(|r| (u32_le(r, 0).unwrap_or(0), u32_le(r, 4).unwrap_or(0) as usize, u16_le(r, 8).unwrap_or(0)))
@@ -227,17 +232,19 @@ impl<'a> Model<'a> {
             // k < nsym, and the symbol table's nsym records lie inside it.
             let record: [u8; SYMBOL] = array(symbols_raw, k * SYMBOL).unwrap_or([0; SYMBOL]);
             let naux = record[17] as usize;
-            let aux = symbols_raw
-                .get((k + 1) * SYMBOL..(k + 1 + naux) * SYMBOL)
-                .ok_or_else(|| malformed(format!("symbol {k}: auxiliary records past the symbol table")))?;
+            let aux = symbols_raw.get((k + 1) * SYMBOL..(k + 1 + naux) * SYMBOL).ok_or_else(|| {
+                let why = format!("symbol {k}: auxiliary records past the symbol table");
+                invalid(symptr + (k + 1) * SYMBOL, "auxiliary symbol records", why)
+            })?;
             let name = if record[..4] == [0; 4] {
-                long(u32_le(&record, 4).unwrap_or(0), &|| format!("symbol {k}"))?
+                long(u32_le(&record, 4).unwrap_or(0), symptr + k * SYMBOL, &|| format!("symbol {k}"))?
             } else {
                 short_name(&symbols_raw[k * SYMBOL..k * SYMBOL + 8])
             };
             let section = i32::from(u16_le(&record, 12).unwrap_or(0) as i16);
             if section > nsec as i32 {
-                return Err(malformed(format!("symbol {k} refers to section {section}")));
+                let why = format!("symbol {k} refers to section {section}");
+                return Err(invalid(symptr + k * SYMBOL + 12, "symbol section number", why));
             }
             let class = record[16];
             let mut associative = None;
@@ -560,9 +567,9 @@ mod tests {
 
     #[test]
     fn truncated_files_are_errors() {
-        assert!(matches!(rewrite(&[0x64, 0x86, 1, 0], &|_| false, Vec::new()), Err(CoffError::Malformed(_))));
+        assert!(matches!(rewrite(&[0x64, 0x86, 1, 0], &|_| false, Vec::new()), Err(CoffError::Read(_))));
         let mut h = vec![0x64, 0x86, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0];
-        assert!(matches!(rewrite(&h, &|_| false, Vec::new()), Err(CoffError::Malformed(_))));
+        assert!(matches!(rewrite(&h, &|_| false, Vec::new()), Err(CoffError::Read(_))));
         h[8..12].fill(0);
         h[12] = 0;
         assert!(rewrite(&h, &|_| false, Vec::new()).is_ok());

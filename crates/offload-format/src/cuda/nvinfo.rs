@@ -10,7 +10,7 @@
 //! are read with bounds-checked accessors only.
 
 use super::Cubin;
-use crate::bytes::{u16_le, u32_le};
+use crate::bytes::{ReadError, u16_le, u32_le};
 use crate::elf::symbols::{STT_FUNC, symtab};
 use crate::elf::{ElfError, ElfFile};
 
@@ -64,19 +64,19 @@ pub enum NvInfoError {
         #[source]
         source: Box<NvInfoError>,
     },
-    /// The file or its records are not what they must be (why).
+    /// The file is not a cubin (a little-endian ELF64 for `EM_CUDA`).
+    #[error("not a cubin")]
+    NotCubin,
+    /// A record that cannot be read: what, at which offset of its section,
+    /// and how.
     #[error("{0}")]
-    Invalid(String),
+    Read(#[source] ReadError),
 }
 
 impl From<ElfError> for NvInfoError {
     fn from(e: ElfError) -> Self {
         NvInfoError::Elf(e)
     }
-}
-
-fn err(msg: impl Into<String>) -> NvInfoError {
-    NvInfoError::Invalid(msg.into())
 }
 
 /// One EIATTR record.
@@ -107,7 +107,7 @@ pub fn records(data: &[u8]) -> Result<Vec<Record<'_>>, NvInfoError> {
     while at < data.len() {
         let (Some(&format), Some(&attribute), Some(value)) = (data.get(at), data.get(at + 1), u16_le(data, at + 2))
         else {
-            return Err(err(format!("EIATTR record at offset {at:#x} is truncated")));
+            return Err(NvInfoError::Read(ReadError::truncated(data, at as u64, 4, "EIATTR record")));
         };
         let mut payload: &[u8] = &[];
         match format {
@@ -115,14 +115,19 @@ pub fn records(data: &[u8]) -> Result<Vec<Record<'_>>, NvInfoError> {
             EIFMT_SVAL => {
                 let end = at + 4 + usize::from(value);
                 payload = data.get(at + 4..end).ok_or_else(|| {
-                    err(format!(
-                        "EIATTR record {attribute:#x} at offset {at:#x} claims {value} bytes, past the section ({} bytes)",
-                        data.len()
+                    NvInfoError::Read(ReadError::truncated(
+                        data,
+                        at as u64 + 4,
+                        u64::from(value),
+                        "EIATTR record payload",
                     ))
                 })?;
                 at = end;
             }
-            _ => return Err(err(format!("EIATTR record at offset {at:#x} has an unknown format {format:#x}"))),
+            _ => {
+                let why = format!("unknown format {format:#x}");
+                return Err(NvInfoError::Read(ReadError::invalid(at as u64, "EIATTR record", why)));
+            }
         }
         out.push(Record { format, attribute, value, payload });
     }
@@ -187,7 +192,7 @@ fn payload_words<const N: usize>(r: &Record<'_>) -> Option<[u32; N]> {
 /// Reads the kernels of a cubin (a little-endian ELF64 with `e_machine`
 /// EM_CUDA).
 pub fn read(data: &[u8]) -> Result<CubinKernels, NvInfoError> {
-    let cubin = Cubin::parse(data).ok_or_else(|| err("not a cubin"))?;
+    let cubin = Cubin::parse(data).ok_or(NvInfoError::NotCubin)?;
     let elf = ElfFile::parse(data)?;
     let symbols = symtab(&elf)?;
     let mut out = CubinKernels { sm: cubin.sm(), ..CubinKernels::default() };

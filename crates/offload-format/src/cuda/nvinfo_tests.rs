@@ -47,7 +47,11 @@ fn damaged_records_are_errors_not_panics() {
     let (off, _) = sections[0];
     let mut data = RES_SM80.to_vec();
     data[off + 2..off + 4].copy_from_slice(&0xfff0u16.to_le_bytes());
-    assert!(read(&data).unwrap_err().to_string().contains("past the section"));
+    let e = read(&data).unwrap_err();
+    let NvInfoError::Section { source, .. } = &e else { panic!("{e:?}") };
+    let NvInfoError::Read(read_error) = source.as_ref() else { panic!("{e:?}") };
+    assert_eq!((read_error.what, read_error.offset), ("EIATTR record payload", 4));
+    assert!(matches!(read_error.kind, crate::bytes::ReadErrorKind::Truncated { need: 0xfff0, .. }), "{e}");
     let mut data = RES_SM80.to_vec();
     data[off] = 9;
     assert!(read(&data).unwrap_err().to_string().contains("unknown format"));

@@ -1,7 +1,7 @@
 //! Reading and writing ELF fields for one class (32/64-bit) and byte order.
 //! Readers return `None` when a field would run past the input.
 
-use super::{ElfError, SectionHeader, malformed};
+use super::{ElfError, SectionHeader, invalid, truncated};
 
 /// The ELF class and byte order of a file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,14 +18,14 @@ impl Codec {
         let is64 = match data.get(4) {
             Some(1) => false,
             Some(2) => true,
-            Some(c) => return Err(malformed(format!("unknown ELF class {c}"))),
-            None => return Err(malformed("truncated ELF identification")),
+            Some(c) => return Err(invalid(4, "EI_CLASS", format!("unknown ELF class {c}"))),
+            None => return Err(truncated(data, 4, 1, "ELF identification")),
         };
         let big = match data.get(5) {
             Some(1) => false,
             Some(2) => true,
-            Some(d) => return Err(malformed(format!("unknown ELF data encoding {d}"))),
-            None => return Err(malformed("truncated ELF identification")),
+            Some(d) => return Err(invalid(5, "EI_DATA", format!("unknown ELF data encoding {d}"))),
+            None => return Err(truncated(data, 5, 1, "ELF identification")),
         };
         Ok(Codec { is64, big })
     }

@@ -138,9 +138,6 @@ pub const DT_FLAGS_1: u64 = 0x6fff_fffb;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ElfError {
-    /// The file does not parse as ELF (what is wrong).
-    #[error("malformed ELF file: {0}")]
-    Malformed(String),
     /// A valid ELF file this rewriter cannot handle (why).
     #[error("cannot rewrite this ELF file: {0}")]
     Unsupported(String),
@@ -153,8 +150,14 @@ pub enum ElfError {
     Read(#[source] crate::bytes::ReadError),
 }
 
-pub(crate) fn malformed(msg: impl Into<String>) -> ElfError {
-    ElfError::Malformed(msg.into())
+/// A field at `offset` whose value the format does not allow.
+pub(crate) fn invalid(offset: u64, what: &'static str, why: impl Into<String>) -> ElfError {
+    ElfError::Read(crate::bytes::ReadError::invalid(offset, what, why))
+}
+
+/// A field of `need` bytes at `offset` that `data` does not hold.
+pub(crate) fn truncated(data: &[u8], offset: u64, need: u64, what: &'static str) -> ElfError {
+    ElfError::Read(crate::bytes::ReadError::truncated(data, offset, need, what))
 }
 
 /// Whether `data` starts with the ELF magic.
@@ -245,8 +248,7 @@ impl<'a> ElfFile<'a> {
         let (codec, header) = parse_header(data)?;
         let c = &codec;
         let w = c.word_size();
-        let field = |what: &str, v: Option<u64>| v.ok_or_else(|| malformed(format!("cannot read {what}")));
-        let shoff = field("e_shoff", c.word(data, 24 + 2 * w))?;
+        let shoff = c.word(data, 24 + 2 * w).ok_or_else(|| truncated(data, 24 + 2 * w as u64, w as u64, "e_shoff"))?;
         let at = 24 + 3 * w + 4 + 2 + 2 + 2;
         let shentsize = c.u16(data, at).unwrap_or(0);
         let mut shnum = u64::from(c.u16(data, at + 2).unwrap_or(0));
@@ -254,15 +256,20 @@ impl<'a> ElfFile<'a> {
         let mut file = ElfFile { data, codec, header, sections: Vec::new(), shstrndx: 0 };
         if shoff == 0 {
             if shnum != 0 {
-                return Err(malformed(format!("e_shnum is {shnum} but there is no section header table")));
+                return Err(invalid(
+                    at as u64 + 2,
+                    "e_shnum",
+                    format!("e_shnum is {shnum} but there is no section header table"),
+                ));
             }
             return Ok(file);
         }
         if usize::from(shentsize) != c.shdr_size() {
-            return Err(malformed(format!(
-                "e_shentsize is {shentsize}, expected {} for this ELF class",
-                c.shdr_size()
-            )));
+            return Err(invalid(
+                at as u64,
+                "e_shentsize",
+                format!("e_shentsize is {shentsize}, expected {} for this ELF class", c.shdr_size()),
+            ));
         }
         let first = file.read_header(shoff, 0)?;
         if shnum == 0 {
@@ -273,10 +280,8 @@ impl<'a> ElfFile<'a> {
         }
         let table_end = shnum.checked_mul(c.shdr_size() as u64).and_then(|n| n.checked_add(shoff));
         if table_end.is_none_or(|end| end > data.len() as u64) {
-            return Err(malformed(format!(
-                "the section header table ({shnum} entries at offset {shoff:#x}) runs past the end of the file ({} bytes)",
-                data.len()
-            )));
+            let need = shnum.saturating_mul(c.shdr_size() as u64);
+            return Err(truncated(data, shoff, need, "section header table"));
         }
         // Bounded by the file size checked just above.
         let count = shnum as usize;
@@ -287,9 +292,11 @@ impl<'a> ElfFile<'a> {
         }
         file.sections = sections;
         if shstrndx as usize >= count {
-            return Err(malformed(format!(
-                "e_shstrndx {shstrndx} is not a section index (there are {count} sections)"
-            )));
+            return Err(invalid(
+                at as u64 + 4,
+                "e_shstrndx",
+                format!("e_shstrndx {shstrndx} is not a section index (there are {count} sections)"),
+            ));
         }
         file.shstrndx = shstrndx as usize;
         if file.shstrndx != 0 {
@@ -300,13 +307,20 @@ impl<'a> ElfFile<'a> {
 
     fn read_header(&self, shoff: u64, index: usize) -> Result<SectionHeader, ElfError> {
         let c = &self.codec;
-        let base = usize::try_from(shoff)
-            .ok()
-            .and_then(|o| o.checked_add(index.checked_mul(c.shdr_size())?))
-            .ok_or_else(|| malformed("section header offset overflows"))?;
-        c.read_shdr(self.data, base).ok_or_else(|| {
-            malformed(format!("section header {index} at offset {base:#x} runs past the end of the file"))
-        })
+        let base =
+            usize::try_from(shoff).ok().and_then(|o| o.checked_add(index.checked_mul(c.shdr_size())?)).ok_or_else(
+                || invalid(shoff, "section header table", format!("section header {index} overflows the offset")),
+            )?;
+        c.read_shdr(self.data, base)
+            .ok_or_else(|| truncated(self.data, base as u64, c.shdr_size() as u64, "section header"))
+    }
+
+    /// The file offset of section header `index` (for messages; saturated
+    /// where the table's offset is not in the header).
+    pub fn section_header_offset(&self, index: usize) -> u64 {
+        let c = &self.codec;
+        let shoff = c.word(self.data, 24 + 2 * c.word_size()).unwrap_or(0);
+        shoff.saturating_add((index as u64).saturating_mul(c.shdr_size() as u64))
     }
 
     /// Whether the file is 64-bit (ELFCLASS64).
@@ -316,51 +330,64 @@ impl<'a> ElfFile<'a> {
 
     /// The file contents of section `index` (empty for SHT_NOBITS).
     pub fn section_data(&self, index: usize) -> Result<&'a [u8], ElfError> {
-        let sh = self.sections.get(index).ok_or_else(|| malformed(format!("no section {index}")))?;
+        let sh = self.section(index)?;
         if sh.sh_type == SHT_NOBITS {
             return Ok(&[]);
         }
         let end = sh.offset.checked_add(sh.size);
         match end {
             Some(end) if end <= self.data.len() as u64 => Ok(&self.data[sh.offset as usize..end as usize]),
-            _ => Err(malformed(format!(
-                "section {index} claims {} bytes at offset {:#x}, past the end of the file ({} bytes)",
-                sh.size,
-                sh.offset,
-                self.data.len()
-            ))),
+            _ => Err(truncated(self.data, sh.offset, sh.size, "section contents")),
         }
     }
 
     /// The contents of a string table section, checked as LLVM checks them:
     /// of type SHT_STRTAB, non-empty and ending in a NUL byte.
     pub fn string_table(&self, index: usize) -> Result<&'a [u8], ElfError> {
-        let sh = self.sections.get(index).ok_or_else(|| malformed(format!("no section {index}")))?;
+        let sh = self.section(index)?;
+        let header = self.section_header_offset(index);
         if sh.sh_type != SHT_STRTAB {
-            return Err(malformed(format!("section {index} is used as a string table but is not SHT_STRTAB")));
+            let why = format!("section {index} is used as a string table but is not SHT_STRTAB");
+            return Err(invalid(header, "string table", why));
         }
         let data = self.section_data(index)?;
         match data.last() {
-            None => Err(malformed(format!("string table section {index} is empty"))),
+            None => Err(invalid(header, "string table", format!("string table section {index} is empty"))),
             Some(0) => Ok(data),
-            Some(_) => Err(malformed(format!("string table section {index} does not end in a NUL byte"))),
+            Some(_) => Err(invalid(
+                sh.offset.saturating_add(sh.size.saturating_sub(1)),
+                "string table",
+                format!("string table section {index} does not end in a NUL byte"),
+            )),
         }
     }
 
     /// The name of section `index`.
     pub fn section_name(&self, index: usize) -> Result<&'a [u8], ElfError> {
         if self.shstrndx == 0 {
-            return Err(malformed("the file has no section name table"));
+            let at = 24 + 3 * self.codec.word_size() as u64 + 4 + 2 + 2 + 2 + 4;
+            return Err(invalid(at, "e_shstrndx", "the file has no section name table"));
         }
-        let sh = self.sections.get(index).ok_or_else(|| malformed(format!("no section {index}")))?;
+        let sh = self.section(index)?;
         let table = self.string_table(self.shstrndx)?;
         c_string(table, sh.name).ok_or_else(|| {
-            malformed(format!(
-                "section {index} has a name offset {:#x} past the end of the section name table ({} bytes)",
-                sh.name,
-                table.len()
-            ))
+            invalid(
+                self.section_header_offset(index),
+                "section name",
+                format!(
+                    "section {index} has a name offset {:#x} past the end of the section name table ({} bytes)",
+                    sh.name,
+                    table.len()
+                ),
+            )
         })
+    }
+
+    /// Section header `index`, or an error naming the index.
+    fn section(&self, index: usize) -> Result<&SectionHeader, ElfError> {
+        self.sections
+            .get(index)
+            .ok_or_else(|| invalid(self.section_header_offset(index), "section header", format!("no section {index}")))
     }
 
     /// The section names, lossily converted, for messages.
@@ -373,23 +400,22 @@ impl<'a> ElfFile<'a> {
 /// class and byte order known, the whole header in the file.
 pub(crate) fn parse_header(data: &[u8]) -> Result<(Codec, Header), ElfError> {
     if !is_elf(data) {
-        return Err(malformed("no ELF magic"));
+        return Err(invalid(0, "ELF identification", "no ELF magic"));
     }
     let codec = Codec::from_ident(data)?;
     let eh = codec.ehdr_size();
     if data.len() < eh {
-        return Err(malformed(format!("the ELF header needs {eh} bytes but the file has {}", data.len())));
+        return Err(truncated(data, 0, eh as u64, "ELF header"));
     }
     let c = &codec;
     let w = c.word_size();
-    let field = |what: &str, v: Option<u64>| v.ok_or_else(|| malformed(format!("cannot read {what}")));
     let header = Header {
         osabi: data.get(7).copied().unwrap_or(0),
         abi_version: data.get(8).copied().unwrap_or(0),
         e_type: c.u16(data, 16).unwrap_or(0),
         machine: c.u16(data, 18).unwrap_or(0),
         version: c.u32(data, 20).unwrap_or(0),
-        entry: field("e_entry", c.word(data, 24))?,
+        entry: c.word(data, 24).ok_or_else(|| truncated(data, 24, w as u64, "e_entry"))?,
         flags: c.u32(data, 24 + 3 * w).unwrap_or(0),
         phnum: c.u16(data, 24 + 3 * w + 4 + 2 + 2).unwrap_or(0),
     };
@@ -422,7 +448,10 @@ mod tests {
         h[40] = 0xff;
         h[58] = 64;
         h[60] = 3;
-        let e = ElfFile::parse(&h).unwrap_err().to_string();
-        assert!(e.contains("runs past the end"), "{e}");
+        let e = ElfFile::parse(&h).unwrap_err();
+        assert_eq!(e.to_string(), "malformed ELF file: section header at offset 0xff: 64 bytes needed, 0 available");
+        let ElfError::Read(read) = &e else { panic!("{e:?}") };
+        assert_eq!(read.what, "section header");
+        assert_eq!(read.offset, 0xff);
     }
 }

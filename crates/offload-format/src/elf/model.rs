@@ -128,7 +128,8 @@ impl<'a> Model<'a> {
                 SHT_STRTAB if !alloc => Role::StrTab,
                 SHT_SYMTAB => {
                     if symtab.replace(i).is_some() {
-                        return Err(malformed("found multiple SHT_SYMTAB sections"));
+                        let at = file.section_header_offset(i);
+                        return Err(invalid(at, "section header", "found multiple SHT_SYMTAB sections"));
                     }
                     Role::SymTab
                 }
@@ -156,10 +157,8 @@ impl<'a> Model<'a> {
             });
         }
         if !matches!(secs.get(file.shstrndx).map(|s| s.role), Some(Role::StrTab)) {
-            return Err(malformed(format!(
-                "e_shstrndx {} does not refer to a non-allocated string table",
-                file.shstrndx
-            )));
+            let why = format!("e_shstrndx {} does not refer to a non-allocated string table", file.shstrndx);
+            return Err(invalid(file.section_header_offset(file.shstrndx), "e_shstrndx", why));
         }
         let mut model = Model { file, secs, syms: Vec::new(), symtab, shndx_table };
         model.read_symbols()?;
@@ -167,10 +166,12 @@ impl<'a> Model<'a> {
         Ok(model)
     }
 
-    pub(super) fn section_ref(&self, index: u32, what: impl FnOnce() -> String) -> Result<usize, ElfError> {
+    /// Section `index` as a reference read at file offset `at` (`what`
+    /// says which field, for the message).
+    pub(super) fn section_ref(&self, index: u32, at: u64, what: impl FnOnce() -> String) -> Result<usize, ElfError> {
         let i = index as usize;
         if i == 0 || i >= self.secs.len() {
-            return Err(malformed(format!("{} is not a valid section index", what())));
+            return Err(invalid(at, "section index", format!("{} is not a valid section index", what())));
         }
         Ok(i)
     }
@@ -179,26 +180,31 @@ impl<'a> Model<'a> {
         let Some(st) = self.symtab else { return Ok(()) };
         let c = self.file.codec;
         let sh = self.secs[st].sh;
-        let strtab = self.section_ref(sh.link, || format!("the symbol table's sh_link {}", sh.link))?;
+        let header = self.file.section_header_offset(st);
+        let strtab = self.section_ref(sh.link, header, || format!("the symbol table's sh_link {}", sh.link))?;
         if self.secs[strtab].role != Role::StrTab {
-            return Err(malformed(format!("the symbol table's sh_link {} is not a string table", sh.link)));
+            let why = format!("the symbol table's sh_link {} is not a string table", sh.link);
+            return Err(invalid(header, "sh_link", why));
         }
         let names = self.file.string_table(strtab)?;
         self.secs[st].link = Some(strtab);
         let size = c.sym_size();
         if sh.entsize != size as u64 {
-            return Err(malformed(format!("the symbol table has sh_entsize {}, expected {size}", sh.entsize)));
+            let why = format!("the symbol table has sh_entsize {}, expected {size}", sh.entsize);
+            return Err(invalid(header, "sh_entsize", why));
         }
         let data = self.secs[st].data;
         if !data.len().is_multiple_of(size) {
-            return Err(malformed(format!("the symbol table size {} is not a multiple of {size}", data.len())));
+            let why = format!("the symbol table size {} is not a multiple of {size}", data.len());
+            return Err(invalid(header, "sh_size", why));
         }
         let count = data.len() / size;
         let xindex = match self.shndx_table {
             Some(t) => {
                 let link = self.secs[t].sh.link as usize;
                 if link != st {
-                    return Err(malformed("SHT_SYMTAB_SHNDX does not refer to the symbol table"));
+                    let at = self.file.section_header_offset(t);
+                    return Err(invalid(at, "sh_link", "SHT_SYMTAB_SHNDX does not refer to the symbol table"));
                 }
                 self.secs[t].link = Some(st);
                 Some(self.secs[t].data)
@@ -209,6 +215,7 @@ impl<'a> Model<'a> {
         let mut syms = Vec::with_capacity(count);
         for k in 0..count {
             let at = k * size;
+            let entry = sh.offset.saturating_add(at as u64);
             let (name, value, sz, info, other, shndx) = if c.is64 {
                 (
                     c.u32(data, at),
@@ -229,37 +236,42 @@ impl<'a> Model<'a> {
                 )
             };
             let (Some(name), Some(value), Some(sz), Some(shndx)) = (name, value, sz, shndx) else {
-                return Err(malformed(format!("symbol {k} is truncated")));
+                return Err(truncated(self.file.data, entry, size as u64, "symbol table entry"));
             };
-            let name = c_string(names, name)
-                .ok_or_else(|| malformed(format!("symbol {k} has a name offset {name:#x} past its string table")))?;
+            let name = c_string(names, name).ok_or_else(|| {
+                invalid(entry, "symbol name", format!("symbol {k} has a name offset {name:#x} past its string table"))
+            })?;
             let shown = || String::from_utf8_lossy(name).into_owned();
             let shndx = if shndx == SHN_XINDEX {
                 let table = xindex.ok_or_else(|| {
-                    malformed(format!(
-                        "symbol '{}' has index SHN_XINDEX but no SHT_SYMTAB_SHNDX section exists",
-                        shown()
-                    ))
+                    let why =
+                        format!("symbol '{}' has index SHN_XINDEX but no SHT_SYMTAB_SHNDX section exists", shown());
+                    invalid(entry, "st_shndx", why)
                 })?;
                 if table.len() / 4 != count {
-                    return Err(malformed(
+                    return Err(invalid(
+                        self.shndx_table.map_or(0, |t| self.file.section_header_offset(t)),
+                        "sh_size",
                         "symbol section index table does not have the same number of entries as the symbol table",
                     ));
                 }
                 let index = c.u32(table, k * 4).unwrap_or(0);
-                Shndx::Section(self.section_ref(index, || format!("symbol '{}' section index {index}", shown()))?)
+                let at = self.shndx_table.map_or(0, |t| self.secs[t].sh.offset).saturating_add(k as u64 * 4);
+                Shndx::Section(self.section_ref(index, at, || format!("symbol '{}' section index {index}", shown()))?)
             } else if u32::from(shndx) >= SHN_LORESERVE {
                 if !reserved_index_ok(shndx, machine) {
-                    return Err(malformed(format!(
+                    let why = format!(
                         "symbol '{}' has unsupported value greater than or equal to SHN_LORESERVE: {shndx}",
                         shown()
-                    )));
+                    );
+                    return Err(invalid(entry, "st_shndx", why));
                 }
                 Shndx::Reserved(shndx)
             } else if shndx == SHN_UNDEF {
                 Shndx::Undef
             } else {
-                Shndx::Section(self.section_ref(u32::from(shndx), || format!("symbol '{}' section index", shown()))?)
+                let index = u32::from(shndx);
+                Shndx::Section(self.section_ref(index, entry, || format!("symbol '{}' section index", shown()))?)
             };
             if let Shndx::Section(s) = shndx {
                 self.secs[s].has_symbol = true;
@@ -278,81 +290,88 @@ impl<'a> Model<'a> {
             let sh = self.secs[i].sh;
             let shown = self.shown(i);
             let name = || shown.clone();
+            let header = self.file.section_header_offset(i);
             match self.secs[i].role {
                 Role::Plain | Role::DynReloc => {
                     if sh.link != 0 {
-                        let l = self.section_ref(sh.link, || format!("sh_link {} of section '{}'", sh.link, name()))?;
+                        let l = self
+                            .section_ref(sh.link, header, || format!("sh_link {} of section '{}'", sh.link, name()))?;
                         self.secs[i].link = Some(l);
                         self.secs[i].link_is_symtab = self.secs[l].role == Role::SymTab;
                     }
                     if sh.info != 0 && self.secs[i].role == Role::DynReloc {
-                        let t = self.section_ref(sh.info, || format!("sh_info {} of section '{}'", sh.info, name()))?;
+                        let t = self
+                            .section_ref(sh.info, header, || format!("sh_info {} of section '{}'", sh.info, name()))?;
                         self.secs[i].info = Some(t);
                     }
                 }
                 Role::Reloc { rela } => {
                     if sh.link != 0 {
-                        let l = self.section_ref(sh.link, || format!("sh_link {} of section '{}'", sh.link, name()))?;
+                        let l = self
+                            .section_ref(sh.link, header, || format!("sh_link {} of section '{}'", sh.link, name()))?;
                         if self.secs[l].role != Role::SymTab {
-                            return Err(malformed(format!("sh_link of section '{}' is not a symbol table", name())));
+                            let why = format!("sh_link of section '{}' is not a symbol table", name());
+                            return Err(invalid(header, "sh_link", why));
                         }
                         self.secs[i].link = Some(l);
                     }
                     if sh.info != 0 {
-                        let t = self.section_ref(sh.info, || format!("sh_info {} of section '{}'", sh.info, name()))?;
+                        let t = self
+                            .section_ref(sh.info, header, || format!("sh_info {} of section '{}'", sh.info, name()))?;
                         self.secs[i].info = Some(t);
                     }
                     let size = c.rel_size(rela);
                     if sh.entsize != size as u64 {
-                        return Err(malformed(format!(
-                            "section '{}' has sh_entsize {}, expected {size}",
-                            name(),
-                            sh.entsize
-                        )));
+                        let why = format!("section '{}' has sh_entsize {}, expected {size}", name(), sh.entsize);
+                        return Err(invalid(header, "sh_entsize", why));
                     }
                     let data = self.secs[i].data;
                     if !data.len().is_multiple_of(size) {
-                        return Err(malformed(format!("the size of section '{}' is not a multiple of {size}", name())));
+                        let why = format!("the size of section '{}' is not a multiple of {size}", name());
+                        return Err(invalid(header, "sh_size", why));
                     }
                     for at in (0..data.len()).step_by(size) {
                         let info = c.word(data, at + c.word_size()).unwrap_or(0);
                         let sym = ri.sym(info) as usize;
                         if sym != 0 && sym >= self.syms.len() {
-                            return Err(malformed(format!(
+                            let why = format!(
                                 "relocation in section '{}' refers to symbol {sym}, but there are {} symbols",
                                 name(),
                                 self.syms.len()
-                            )));
+                            );
+                            return Err(invalid(sh.offset.saturating_add(at as u64), "relocation", why));
                         }
                     }
                 }
                 Role::Group => {
                     if !sh.align.is_multiple_of(4) {
-                        return Err(malformed(format!("invalid alignment {} of group section '{}'", sh.align, name())));
+                        let why = format!("invalid alignment {} of group section '{}'", sh.align, name());
+                        return Err(invalid(header, "sh_addralign", why));
                     }
                     if sh.link != 0 {
-                        let l = self.section_ref(sh.link, || format!("sh_link {} of group '{}'", sh.link, name()))?;
+                        let l =
+                            self.section_ref(sh.link, header, || format!("sh_link {} of group '{}'", sh.link, name()))?;
                         if self.secs[l].role != Role::SymTab {
-                            return Err(malformed(format!("sh_link of group '{}' is not a symbol table", name())));
+                            let why = format!("sh_link of group '{}' is not a symbol table", name());
+                            return Err(invalid(header, "sh_link", why));
                         }
                         if sh.info as usize >= self.syms.len() {
-                            return Err(malformed(format!(
-                                "sh_info {} of group '{}' is not a valid symbol index",
-                                sh.info,
-                                name()
-                            )));
+                            let why = format!("sh_info {} of group '{}' is not a valid symbol index", sh.info, name());
+                            return Err(invalid(header, "sh_info", why));
                         }
                         self.secs[i].link = Some(l);
                     }
                     let data = self.secs[i].data;
                     if data.is_empty() || !data.len().is_multiple_of(4) {
-                        return Err(malformed(format!("the content of the section {} is malformed", name())));
+                        let why = format!("the content of the section {} is malformed", name());
+                        return Err(invalid(sh.offset, "group section", why));
                     }
                     let flag = c.u32(data, 0).unwrap_or(0);
                     let mut members = Vec::with_capacity(data.len() / 4 - 1);
                     for at in (4..data.len()).step_by(4) {
                         let m = c.u32(data, at).unwrap_or(0);
-                        members.push(self.section_ref(m, || format!("group member {m} in section '{}'", name()))?);
+                        let at = sh.offset.saturating_add(at as u64);
+                        members.push(self.section_ref(m, at, || format!("group member {m} in section '{}'", name()))?);
                     }
                     self.secs[i].group = Some((flag, members));
                 }

@@ -287,15 +287,20 @@ impl<'a> Model<'a> {
         for &i in &by_offset {
             let sh = &mut headers[i];
             let align = sh.align.max(1);
-            offset = offset.checked_next_multiple_of(align).ok_or_else(|| malformed("section alignment overflows"))?;
+            let header = self.file.section_header_offset(i);
+            offset = offset
+                .checked_next_multiple_of(align)
+                .ok_or_else(|| invalid(header, "sh_addralign", "section alignment overflows"))?;
             sh.offset = offset;
             if sh.sh_type != SHT_NOBITS {
                 placed.push((offset, i));
-                offset = offset.checked_add(sh.size).ok_or_else(|| malformed("section sizes overflow"))?;
+                offset =
+                    offset.checked_add(sh.size).ok_or_else(|| invalid(header, "sh_size", "section sizes overflow"))?;
             }
         }
-        let shoff =
-            offset.checked_next_multiple_of(c.word_size() as u64).ok_or_else(|| malformed("section sizes overflow"))?;
+        let shoff = offset
+            .checked_next_multiple_of(c.word_size() as u64)
+            .ok_or_else(|| invalid(0, "section header table", "section sizes overflow"))?;
         // Alignment padding is the only part of the output not backed by
         // input or added bytes; a hostile alignment must not make us write
         // (or hold, when the host object goes into an archive) far more

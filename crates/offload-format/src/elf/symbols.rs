@@ -3,7 +3,7 @@
 //! descriptor (AMDGPU `*.kd`) or the symbol an `.nv.info` record names.
 
 use super::ElfError;
-use super::{ElfFile, SHT_SYMTAB, c_string, malformed};
+use super::{ElfFile, SHT_SYMTAB, c_string, invalid, truncated};
 
 /// `STT_FUNC`.
 pub const STT_FUNC: u8 = 2;
@@ -47,7 +47,8 @@ pub fn symtab<'a>(elf: &ElfFile<'a>) -> Result<Vec<Symbol<'a>>, ElfError> {
     let mut out = Vec::with_capacity(count);
     for i in 0..count {
         let at = i * size;
-        let bad = || malformed(format!("symbol {i} cannot be read"));
+        let entry = elf.sections.get(index).map_or(0, |s| s.offset).saturating_add(at as u64);
+        let bad = || truncated(elf.data, entry, size as u64, "symbol table entry");
         let name_off = c.u32(data, at).ok_or_else(bad)?;
         let (info, shndx, value, sym_size) = if c.is64 {
             (
@@ -64,8 +65,10 @@ pub fn symtab<'a>(elf: &ElfFile<'a>) -> Result<Vec<Symbol<'a>>, ElfError> {
                 u64::from(c.u32(data, at + 8).ok_or_else(bad)?),
             )
         };
-        let name = c_string(names, name_off)
-            .ok_or_else(|| malformed(format!("symbol {i} has a name offset {name_off:#x} past its string table")))?;
+        let name = c_string(names, name_off).ok_or_else(|| {
+            let why = format!("symbol {i} has a name offset {name_off:#x} past its string table");
+            invalid(entry, "symbol name", why)
+        })?;
         out.push(Symbol { name, info, shndx, value, size: sym_size });
     }
     Ok(out)

@@ -9,7 +9,7 @@
 //! object, and only that one, with a size limit.
 
 use super::frame;
-use crate::bytes::{u32_le, u64_le};
+use crate::bytes::{ReadError, u32_le, u64_le};
 use crate::msgpack::{self, Value};
 use std::io::Read;
 
@@ -106,6 +106,7 @@ pub struct Archive<'a> {
 
 /// Why a file is not a usable archive, or a code object cannot be served.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ArchiveError {
     /// The file is shorter than the 16-byte header.
     #[error("a kpack archive starts with a 16-byte header; the file has {0} bytes")]
@@ -132,9 +133,10 @@ pub enum ArchiveError {
         /// The decoder's error (its offset counts from the TOC's start).
         error: msgpack::Error,
     },
-    /// The TOC is msgpack but not of the documented shape.
-    #[error("table of contents: {0}")]
-    TocShape(String),
+    /// The TOC is msgpack but not of the documented shape (the offset is
+    /// the TOC's: its values have none of their own).
+    #[error("{0}")]
+    TocShape(#[source] ReadError),
     /// The blob or a code object lies outside the file.
     #[error("{what} ({size} bytes at offset {offset:#x}) runs past the end of the file ({len} bytes)")]
     OutOfFile {
@@ -149,7 +151,7 @@ pub enum ArchiveError {
     },
     /// The `zstd-per-kernel` blob or its frame table is malformed.
     #[error("zstd-per-kernel blob: {0}")]
-    Blob(String),
+    Blob(#[source] ReadError),
     /// No entry for this key and target.
     #[error("no entry for {key:?} under target {target:?}")]
     NoEntry {
@@ -194,8 +196,13 @@ pub enum ArchiveError {
     },
 }
 
+/// A TOC of the wrong shape; [`Archive::parse`] puts in the TOC's offset.
 fn shape(msg: impl Into<String>) -> ArchiveError {
-    ArchiveError::TocShape(msg.into())
+    ArchiveError::TocShape(ReadError::invalid(0, "table of contents", msg))
+}
+
+fn blob_error(offset: u64, what: &'static str, why: impl Into<String>) -> ArchiveError {
+    ArchiveError::Blob(ReadError::invalid(offset, what, why))
 }
 
 fn str_field<'a>(v: &Value<'a>, what: &str) -> Result<&'a str, ArchiveError> {
@@ -225,6 +232,15 @@ impl<'a> Archive<'a> {
     /// assert!(Archive::parse(b"not an archive").is_err());
     /// ```
     pub fn parse(data: &'a [u8]) -> Result<Archive<'a>, ArchiveError> {
+        Archive::parse_unplaced(data).map_err(|mut e| {
+            if let ArchiveError::TocShape(read) = &mut e {
+                read.offset = u64_le(data, 8).unwrap_or(0);
+            }
+            e
+        })
+    }
+
+    fn parse_unplaced(data: &'a [u8]) -> Result<Archive<'a>, ArchiveError> {
         let len = data.len() as u64;
         if len < HEADER_LEN {
             return Err(ArchiveError::Truncated(len));
@@ -295,29 +311,35 @@ impl<'a> Archive<'a> {
         };
         let blob = Span { offset: field("zstd_offset")?, size: field("zstd_size")? };
         if blob.size > MAX_BLOB {
-            return Err(ArchiveError::Blob(format!("{} bytes, over the runtime's limit of 4 GiB", blob.size)));
+            return Err(blob_error(
+                blob.offset,
+                "zstd blob",
+                format!("{} bytes, over the runtime's limit of 4 GiB", blob.size),
+            ));
         }
         self.check_in_file(|| "the zstd blob".into(), blob.offset, blob.size)?;
         let end = blob.end();
         let count = u32_le(self.data, blob.offset)
             .filter(|_| blob.size >= 4)
-            .ok_or_else(|| ArchiveError::Blob("too short for its kernel count".into()))?;
+            .ok_or_else(|| blob_error(blob.offset, "kernel count", "the blob is too short to hold it"))?;
         if u64::from(count) > MAX_KERNELS {
-            return Err(ArchiveError::Blob(format!("{count} kernels, over the runtime's limit of 2^20")));
+            return Err(blob_error(
+                blob.offset,
+                "kernel count",
+                format!("{count} kernels, over the runtime's limit of 2^20"),
+            ));
         }
         // Each frame takes at least its 4-byte length.
         let mut spans = Vec::with_capacity((u64::from(count).min(blob.size / 4)) as usize);
         let mut pos = blob.offset + 4;
         for ordinal in 0..count {
             let frame_len = u32_le(self.data, pos).filter(|_| pos + 4 <= end).ok_or_else(|| {
-                ArchiveError::Blob(format!("the length of frame {ordinal} at {pos:#x} is past the end of the blob"))
+                blob_error(pos, "frame length", format!("the length of frame {ordinal} is past the end of the blob"))
             })?;
             let span = Span { offset: pos + 4, size: u64::from(frame_len) };
             if span.end() > end {
-                return Err(ArchiveError::Blob(format!(
-                    "frame {ordinal} ({frame_len} bytes at {:#x}) runs past the end of the blob at {end:#x}",
-                    span.offset
-                )));
+                let why = format!("frame {ordinal} ({frame_len} bytes) runs past the end of the blob at {end:#x}");
+                return Err(blob_error(span.offset, "frame", why));
             }
             spans.push(span);
             pos = span.end();

@@ -21,6 +21,7 @@ pub struct FrameHeader {
 
 /// Why bytes are not a zstd frame header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum FrameHeaderError {
     /// Fewer bytes than the header needs.
     #[error("the zstd frame header is cut short ({have} of {needed} bytes)")]

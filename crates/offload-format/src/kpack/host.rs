@@ -56,10 +56,11 @@ pub struct Marker<'a> {
 /// Why marker bytes are unusable; the loader answers all of these with
 /// `KPACK_ERROR_INVALID_METADATA` (12).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum MarkerError {
     /// Not valid msgpack inside the 64 KiB window.
     #[error("kpack marker: {0}")]
-    Msgpack(msgpack::Error),
+    Msgpack(#[source] msgpack::Error),
     /// msgpack of the wrong shape (what is wrong).
     #[error("kpack marker: {0}")]
     Shape(&'static str),
@@ -218,6 +219,7 @@ pub struct HostBinary<'a> {
 
 /// Why a host binary cannot be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum HostError {
     /// Not a readable ELF file.
     #[error(transparent)]

@@ -181,6 +181,7 @@ pub struct Loaded {
 
 /// The loader's errors, with its `kpack_error_t` codes ([`LoadError::code`]).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum LoadError {
     /// `ROCM_KPACK_DISABLE` is set (`KPACK_ERROR_NOT_IMPLEMENTED`, 8).
     #[error("ROCM_KPACK_DISABLE is set: kpack loading is turned off")]

@@ -31,7 +31,10 @@ pub enum Problem {
     FormatVersion(u64),
     /// `compression_scheme` names an unknown scheme (read as `none`, as the
     /// runtime does).
-    UnknownScheme(String),
+    UnknownScheme {
+        /// The scheme the TOC names.
+        scheme: String,
+    },
     /// Bytes between the end of the TOC value and the end of the file.
     TrailingBytes(u64),
     /// The blob or a code object overlaps the 16-byte header.
@@ -119,7 +122,9 @@ impl fmt::Display for Problem {
         let what = |o: &Option<u32>| o.map_or_else(|| "the zstd blob".to_string(), |o| format!("code object {o}"));
         match self {
             Problem::FormatVersion(v) => write!(f, "format_version {v} (1 is the only one written)"),
-            Problem::UnknownScheme(s) => write!(f, "unknown compression_scheme {s:?} (the runtime reads it as none)"),
+            Problem::UnknownScheme { scheme } => {
+                write!(f, "unknown compression_scheme {scheme:?} (the runtime reads it as none)")
+            }
             Problem::TrailingBytes(n) => write!(f, "{n} bytes follow the table of contents"),
             Problem::OverlapsHeader { ordinal } => write!(f, "{} overlaps the 16-byte header", what(ordinal)),
             Problem::OverlapsToc { ordinal } => write!(f, "{} reaches into the table of contents", what(ordinal)),
@@ -155,7 +160,7 @@ pub fn verify(archive: &Archive<'_>, options: &VerifyOptions) -> Vec<Problem> {
         problems.push(Problem::FormatVersion(v));
     }
     if let Some(s) = archive.unknown_scheme {
-        problems.push(Problem::UnknownScheme(s.to_string()));
+        problems.push(Problem::UnknownScheme { scheme: s.to_string() });
     }
     let file_len = archive.data().len() as u64;
     let toc_end = archive.toc_offset + archive.toc_len;

@@ -39,6 +39,7 @@ pub struct NewEntry<'a> {
 
 /// Why an archive cannot be written.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum WriteError {
     /// zstd failed.
     #[error("zstd: {0}")]

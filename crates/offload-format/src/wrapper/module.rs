@@ -41,8 +41,11 @@ use std::borrow::Cow;
 #[non_exhaustive]
 pub enum WrapError {
     /// LLVM 14's own message for a triple whose architecture it does not know.
-    #[error("'{0}': unsupported target triple")]
-    UnsupportedTriple(String),
+    #[error("'{triple}': unsupported target triple")]
+    UnsupportedTriple {
+        /// The triple given.
+        triple: String,
+    },
     /// Not one `--offload-arch` per image.
     #[error("{archs} --offload-arch values for {images} images: give one per image, in the same order")]
     ArchCountMismatch {
@@ -52,8 +55,11 @@ pub enum WrapError {
         images: usize,
     },
     /// An `--offload-arch` value with a NUL byte (the value).
-    #[error("--offload-arch value '{0}' contains a NUL byte")]
-    ArchWithNul(String),
+    #[error("--offload-arch value '{value}' contains a NUL byte")]
+    ArchWithNul {
+        /// The value given.
+        value: String,
+    },
     /// The module cannot be written as bitcode.
     #[error(transparent)]
     Bitcode(#[from] BitcodeError),
@@ -80,13 +86,13 @@ pub struct WrapperInput<'a> {
 /// triple, and one target ID per image when there are any.
 pub fn check(triple: &str, image_count: usize, offload_archs: &[&str]) -> Result<(), WrapError> {
     if !triple::is_known(triple) {
-        return Err(WrapError::UnsupportedTriple(triple.to_string()));
+        return Err(WrapError::UnsupportedTriple { triple: triple.to_string() });
     }
     if !offload_archs.is_empty() && offload_archs.len() != image_count {
         return Err(WrapError::ArchCountMismatch { archs: offload_archs.len(), images: image_count });
     }
     if let Some(a) = offload_archs.iter().find(|a| a.contains('\0')) {
-        return Err(WrapError::ArchWithNul(a.to_string()));
+        return Err(WrapError::ArchWithNul { value: a.to_string() });
     }
     Ok(())
 }
@@ -269,13 +275,13 @@ mod tests {
 
     #[test]
     fn argument_checks() {
-        assert_eq!(check("bogus-triple", 1, &[]), Err(WrapError::UnsupportedTriple("bogus-triple".into())));
+        assert_eq!(check("bogus-triple", 1, &[]), Err(WrapError::UnsupportedTriple { triple: "bogus-triple".into() }));
         assert_eq!(check("x86_64", 2, &["a"]), Err(WrapError::ArchCountMismatch { archs: 1, images: 2 }));
         assert_eq!(check("x86_64", 0, &["a"]), Err(WrapError::ArchCountMismatch { archs: 1, images: 0 }));
-        assert!(matches!(check("x86_64", 1, &["a\0b"]), Err(WrapError::ArchWithNul(_))));
+        assert!(matches!(check("x86_64", 1, &["a\0b"]), Err(WrapError::ArchWithNul { .. })));
         assert_eq!(check("x86_64", 0, &[]), Ok(()));
         assert_eq!(
-            WrapError::UnsupportedTriple("t".into()).to_string(),
+            WrapError::UnsupportedTriple { triple: "t".into() }.to_string(),
             "'t': unsupported target triple",
             "LLVM 14's wording"
         );

@@ -133,8 +133,7 @@ pub fn walk(section: &[u8], file_offset: u64) -> Result<Vec<FatBinary>, LayoutEr
 pub fn walk_cuda(section: &[u8], file_offset: u64) -> Result<Vec<FatBinary>, LayoutError> {
     let mut units: Vec<FatBinary> = Vec::new();
     for found in offload_format::cuda::fat_binaries(section) {
-        let (pos, fatbin) =
-            found.map_err(|e| LayoutError::BadFatBinary { offset: file_offset, reason: e.to_string() })?;
+        let (pos, fatbin) = found.map_err(|source| LayoutError::CudaFatBinary { offset: file_offset, source })?;
         if let Some(last) = units.last_mut() {
             last.extent = pos as u64 - last.section_offset;
         }

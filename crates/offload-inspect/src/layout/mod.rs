@@ -61,6 +61,15 @@ pub enum LayoutError {
         /// What is wrong.
         reason: String,
     },
+    /// A CUDA fat binary in `.nv_fatbin` that cannot be read.
+    #[error("fat binary at offset {offset:#x}: {source}")]
+    CudaFatBinary {
+        /// Its file offset.
+        offset: u64,
+        /// The fat binary reader's error.
+        #[source]
+        source: offload_format::cuda::CudaError,
+    },
     /// A bundle in `.hip_fatbin` whose header cannot be read.
     #[error("fat binary at offset {offset:#x}: {source}")]
     BundleHeader {

@@ -272,7 +272,7 @@ fn layout(inp: &Input, marker_len: u64, out_len_hint: &mut u64) -> Result<Layout
     let new_pointers = vec![v; map.wrappers.len()];
     let mut patches: Vec<Patch> = map
         .pointer_edits(inp.data, &new_pointers)
-        .map_err(|e| refuse(e.to_string()))?
+        .map_err(|e| KpackError::RefusedRead(e.into()))?
         .into_iter()
         .map(|e| Patch { offset: e.offset, bytes: e.value.to_le_bytes().to_vec() })
         .collect();
@@ -353,7 +353,7 @@ fn output(inp: &Input, layout: &Layout, marker: &[u8]) -> Result<Vec<u8>, KpackE
         Layout::Zero { .. } => plan.zeros(map.fatbin_size - marker.len() as u64),
     }
     copy_patched(&mut plan, data, layout.patches(), old_end, data.len() as u64);
-    let shstr = inp.file.section_data(inp.shstr_index).map_err(|e| refuse(e.to_string()))?;
+    let shstr = inp.file.section_data(inp.shstr_index).map_err(|e| KpackError::RefusedRead(e.into()))?;
     plan.borrow(shstr);
     plan.own(format!("{MARKER_SECTION}\0").into_bytes());
     Ok(plan.to_vec())
@@ -412,7 +412,7 @@ pub(super) fn prepare<'a>(
     if !has_fatbin {
         return Ok(None);
     }
-    let map = FileMap::read(data).map_err(|e| refuse(e.to_string()))?;
+    let map = FileMap::read(data).map_err(|e| KpackError::RefusedRead(e.into()))?;
     if map.section != FatbinSection::Hip {
         return Ok(None);
     }
@@ -439,7 +439,7 @@ pub(super) fn prepare<'a>(
             Contents::Compressed { inner } => {
                 joinable = false;
                 binary::read(&inner)
-                    .map_err(|e| refuse(e.to_string()))?
+                    .map_err(|e| KpackError::RefusedRead(e.into()))?
                     .unwrap_or_default()
                     .iter()
                     .map(|e| (String::from_utf8_lossy(e.id).into_owned(), Cow::Owned(e.payload.to_vec()), e.offset))
@@ -580,7 +580,7 @@ fn join_record(
 
 fn check_split(host: &[u8], kernel_name: &str, search_paths: &[String], records: usize) -> Result<(), KpackError> {
     let fail = |why: String| refuse(format!("the split output does not read back: {why}"));
-    let hb = HostBinary::read(host).map_err(|e| fail(e.to_string()))?;
+    let hb = HostBinary::read(host).map_err(|e| KpackError::ReadBack { what: "output", source: e.into() })?;
     if hb.wrappers.len() != records {
         return Err(fail(format!("{} records, not {records}", hb.wrappers.len())));
     }

@@ -38,6 +38,20 @@ pub enum KpackError {
     /// The input is not understood well enough to rewrite it safely.
     #[error("{0}")]
     Refused(String),
+    /// The input does not read well enough to rewrite it (the reader's
+    /// error).
+    #[error("{0}")]
+    RefusedRead(#[source] crate::FormatError),
+    /// The split output does not read back (the reader's error; a bug,
+    /// nothing is returned).
+    #[error("the split {what} does not read back: {source}")]
+    ReadBack {
+        /// `"output"` (an ELF binary) or `"image"` (a PE image).
+        what: &'static str,
+        /// The reader's error.
+        #[source]
+        source: crate::FormatError,
+    },
     /// The cutter refused.
     #[error(transparent)]
     Prune(#[from] crate::prune::PruneError),
@@ -50,6 +64,7 @@ pub enum KpackError {
         /// The archive.
         path: String,
         /// Why.
+        #[source]
         error: offload_format::kpack::ArchiveError,
     },
     /// The output would not serve the same bytes (a bug; nothing is

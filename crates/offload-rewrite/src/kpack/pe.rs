@@ -36,7 +36,7 @@ pub fn split_pe<'a>(
     kernel_name: &str,
     search_paths: &[String],
 ) -> Result<Option<SplitBinary<'a>>, KpackError> {
-    let image = PeImage::parse(data).map_err(|e| refuse(e.to_string()))?;
+    let image = PeImage::parse(data).map_err(|e| KpackError::RefusedRead(e.into()))?;
     let Some(fat_index) = image.sections.iter().position(|s| s.name() == PE_FATBIN_SECTION.as_bytes()) else {
         return Ok(None);
     };
@@ -129,7 +129,7 @@ pub fn split_pe<'a>(
         }
     }
     let pointer_fields: Vec<u64> = record_offsets.iter().map(|o| o + 8).collect();
-    for (rva, _) in image.base_relocations().map_err(|e| refuse(e.to_string()))? {
+    for (rva, _) in image.base_relocations().map_err(|e| KpackError::RefusedRead(e.into()))? {
         let Some(at) = image.rva_to_offset(rva) else { continue };
         let Some(target) = u64_le(data, at).and_then(|v| v.checked_sub(image.image_base)) else { continue };
         if in_fat(target) && !pointer_fields.contains(&(at as u64)) {
@@ -226,8 +226,8 @@ fn check_pe(
     records: usize,
 ) -> Result<(), KpackError> {
     let fail = |why: String| refuse(format!("the split image does not read back: {why}"));
-    let new = PeImage::parse(out).map_err(|e| fail(e.to_string()))?;
-    let old = PeImage::parse(input).map_err(|e| fail(e.to_string()))?;
+    let new = PeImage::parse(out).map_err(|e| KpackError::ReadBack { what: "image", source: e.into() })?;
+    let old = PeImage::parse(input).map_err(|e| KpackError::ReadBack { what: "image", source: e.into() })?;
     if new.sections.len() != old.sections.len() || new.size_of_image != old.size_of_image {
         return Err(fail("its section table or SizeOfImage changed".into()));
     }
@@ -250,7 +250,7 @@ fn check_pe(
     if new.checksum != 0 && new.checksum != pe::checksum(out, new.checksum_offset) {
         return Err(fail("the checksum is wrong".into()));
     }
-    let hb = HostBinary::read(out).map_err(|e| fail(e.to_string()))?;
+    let hb = HostBinary::read(out).map_err(|e| KpackError::ReadBack { what: "image", source: e.into() })?;
     if hb.wrappers.len() != records || hb.fatbin.is_some() {
         return Err(fail(format!("{} records, not {records}", hb.wrappers.len())));
     }

@@ -23,7 +23,9 @@ pub(crate) type Pair<'b> = (&'b [u8], &'b [u8]);
 pub(crate) fn pairs<'b>(contents: &'b Contents) -> Result<Vec<Pair<'b>>, PruneError> {
     let list = match contents {
         Contents::Bundle(list) => list.clone(),
-        Contents::Compressed { inner, .. } => binary::read(inner).map_err(|e| fail(e.to_string()))?.unwrap_or_default(),
+        Contents::Compressed { inner, .. } => {
+            binary::read(inner).map_err(|e| PruneError::VerifyRead(e.into()))?.unwrap_or_default()
+        }
     };
     Ok(list.into_iter().map(|e| (e.id, e.payload)).collect())
 }
@@ -33,7 +35,7 @@ pub fn verify(output: &[u8], input: &[u8], input_map: &FileMap, pruned: &Pruned)
     if output.len() != input.len() {
         return Err(fail(format!("it is {} bytes, the input {}", output.len(), input.len())));
     }
-    let map = FileMap::read(output).map_err(|e| fail(e.to_string()))?;
+    let map = FileMap::read(output).map_err(|e| PruneError::VerifyRead(e.into()))?;
     if map.units.len() != input_map.units.len() {
         return Err(fail(format!("{} fat binaries, the input has {}", map.units.len(), input_map.units.len())));
     }

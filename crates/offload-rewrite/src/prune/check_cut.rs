@@ -31,7 +31,7 @@ pub fn verify_cut(
         FatbinSection::Hip => FileMap::read(output),
         FatbinSection::Cuda => FileMap::read_cuda(output),
     };
-    let map = map.map_err(|e| fail(e.to_string()))?;
+    let map = map.map_err(|e| PruneError::VerifyRead(e.into()))?;
     check_units(output, input, input_map, &map, pruned, cut)?;
     verify_layout(output, input, cut)
 }
@@ -43,8 +43,8 @@ pub(crate) fn verify_layout(output: &[u8], input: &[u8], cut: &CutPlan) -> Resul
     if output.len() as u64 != expected {
         return Err(fail(format!("it is {} bytes, {expected} planned", output.len())));
     }
-    let (_, old_segments) = segments::read(input).map_err(|e| fail(e.to_string()))?;
-    let (phoff, new_segments) = segments::read(output).map_err(|e| fail(e.to_string()))?;
+    let (_, old_segments) = segments::read(input).map_err(|e| PruneError::VerifyRead(e.into()))?;
+    let (phoff, new_segments) = segments::read(output).map_err(|e| PruneError::VerifyRead(e.into()))?;
     check_segments(&old_segments, &new_segments, phoff, output.len() as u64)?;
     check_sections(output, input, &new_segments, cut)
 }
@@ -155,8 +155,8 @@ fn same_but_patched(out: &[u8], inp: &[u8], base: u64, cut: &CutPlan) -> bool {
 }
 
 fn check_sections(output: &[u8], input: &[u8], loads: &[Segment], cut: &CutPlan) -> Result<(), PruneError> {
-    let old = ElfFile::parse(input).map_err(|e| fail(e.to_string()))?;
-    let new = ElfFile::parse(output).map_err(|e| fail(e.to_string()))?;
+    let old = ElfFile::parse(input).map_err(|e| PruneError::VerifyRead(e.into()))?;
+    let new = ElfFile::parse(output).map_err(|e| PruneError::VerifyRead(e.into()))?;
     if old.sections.len() != new.sections.len() {
         return Err(fail("the number of sections changed".into()));
     }

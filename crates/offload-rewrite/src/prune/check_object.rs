@@ -25,13 +25,13 @@ fn u64_at(data: &[u8], at: usize) -> u64 {
 /// The fat binary starts (section offsets) of a fat binary section, as
 /// its own format's reader finds them.
 fn unit_starts(file: &ElfFile, index: usize) -> Result<Vec<u64>, PruneError> {
-    let data = file.section_data(index).map_err(|e| fail(e.to_string()))?;
+    let data = file.section_data(index).map_err(|e| PruneError::VerifyRead(e.into()))?;
     if file.section_name(index).ok() == Some(b".hip_fatbin".as_slice()) {
-        let units = fatbin::walk(data, 0).map_err(|e| fail(e.to_string()))?;
+        let units = fatbin::walk(data, 0).map_err(|e| PruneError::VerifyRead(e.into()))?;
         return Ok(units.iter().map(|u| u.section_offset).collect());
     }
     offload_format::cuda::fat_binaries(data)
-        .map(|f| f.map(|(at, _)| at as u64).map_err(|e| fail(e.to_string())))
+        .map(|f| f.map(|(at, _)| at as u64).map_err(|e| PruneError::VerifyRead(e.into())))
         .collect()
 }
 
@@ -43,7 +43,7 @@ fn references(file: &ElfFile) -> Result<References, PruneError> {
     let mut syms = Vec::new();
     let mut relocs = Vec::new();
     for (i, sh) in file.sections.iter().enumerate().skip(1) {
-        let data = file.section_data(i).map_err(|e| fail(e.to_string()))?;
+        let data = file.section_data(i).map_err(|e| PruneError::VerifyRead(e.into()))?;
         if sh.sh_type == SHT_SYMTAB {
             let shndx = |s: &[u8]| offload_format::bytes::u16_le(s, 6).unwrap_or(0);
             syms.extend(data.chunks_exact(24).map(|s| (shndx(s), u64_at(s, 8))));
@@ -73,8 +73,8 @@ pub fn verify_object_cut(
     else {
         return Err(fail("the cut object is not where it was planned".into()));
     };
-    let old = ElfFile::parse(old_bytes).map_err(|e| fail(e.to_string()))?;
-    let new = ElfFile::parse(new_bytes).map_err(|e| fail(e.to_string()))?;
+    let old = ElfFile::parse(old_bytes).map_err(|e| PruneError::VerifyRead(e.into()))?;
+    let new = ElfFile::parse(new_bytes).map_err(|e| PruneError::VerifyRead(e.into()))?;
     if old.sections.len() != new.sections.len() {
         return Err(fail("the number of sections changed".into()));
     }

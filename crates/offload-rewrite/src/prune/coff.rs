@@ -37,7 +37,7 @@ const CLASS_STATIC: u8 = 3;
 const SHIFT_ALIGN: u64 = 8;
 
 fn view(data: &[u8]) -> Result<ObjectView, PruneError> {
-    ObjectView::read(data).map_err(|e| PruneError::Unsupported(e.to_string()))
+    ObjectView::read(data).map_err(|e| PruneError::UnsupportedRead(e.into()))
 }
 
 fn is_fat(s: &ObjectSection) -> bool {
@@ -253,7 +253,7 @@ fn put(v: u64, width: usize) -> Vec<u8> {
 /// Plans the cut of the object `data` whose fat binaries `units` lists
 /// (zero-mode plans, their offsets `base` + an offset in `data`).
 pub fn plan_coff_cut(data: &[u8], base: u64, units: &[UnitChange]) -> Result<CoffCut, PruneError> {
-    let v = view(data).map_err(|e| refuse(e.to_string()))?;
+    let v = ObjectView::read(data).map_err(|e| PruneError::CutRead(e.into()))?;
     let len = data.len() as u64;
     let mut fat: Vec<&ObjectSection> = v.sections.iter().filter(|s| is_fat(s)).collect();
     fat.sort_by_key(|s| s.raw_offset);
@@ -445,7 +445,7 @@ impl CoffCut {
             .ok_or_else(|| fail("the object lies past the end".into()))?;
         let old_bytes = input.get(in_base as usize..(in_base + self.input_len) as usize).unwrap_or(&[]);
         same_object(new_bytes, old_bytes)?;
-        let (new, old) = (ObjectView::read(new_bytes).map_err(|e| fail(e.to_string()))?, view(old_bytes)?);
+        let (new, old) = (ObjectView::read(new_bytes).map_err(|e| PruneError::VerifyRead(e.into()))?, view(old_bytes)?);
         let patched = |at: u64| self.patches.iter().any(|p| at >= p.offset && at < p.offset + p.bytes.len() as u64);
         for (n, o) in new.sections.iter().zip(&old.sections) {
             if n.relocations != o.relocations {

@@ -441,7 +441,7 @@ fn audit_dynamic(file: &ElfFile, v: u64, s: u64, name: &str) -> Result<(), Prune
         if sh.sh_type != SHT_DYNAMIC {
             continue;
         }
-        let data = file.section_data(i).map_err(|e| refuse(e.to_string()))?;
+        let data = file.section_data(i).map_err(|e| PruneError::CutRead(e.into()))?;
         for entry in data.chunks_exact(16) {
             let (tag, value) = (u64_le(entry, 0).unwrap_or(0), u64_le(entry, 8).unwrap_or(0));
             if DT_PTR_TAGS.contains(&tag) && overlaps(value, 1, v, s) {
@@ -517,7 +517,7 @@ fn symbol_patches(
         if sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM {
             continue;
         }
-        let data = file.section_data(index).map_err(|e| refuse(e.to_string()))?;
+        let data = file.section_data(index).map_err(|e| PruneError::CutRead(e.into()))?;
         let names = file.string_table(sh.link as usize).ok();
         for (i, sym) in data.chunks_exact(24).enumerate() {
             // Symbols are 24 bytes each: these reads cannot fail.

@@ -88,7 +88,7 @@ struct Symbol {
 }
 
 fn symbols(file: &ElfFile, table: usize) -> Result<Vec<Symbol>, PruneError> {
-    let data = file.section_data(table).map_err(|e| refuse(e.to_string()))?;
+    let data = file.section_data(table).map_err(|e| PruneError::CutRead(e.into()))?;
     let base = file.sections[table].offset;
     Ok(data
         .chunks_exact(SYM_SIZE as usize)
@@ -118,7 +118,7 @@ impl SectionCut {
 /// (zero-mode plans, their offsets `base` + an offset in `data`: `base` is
 /// the member's offset in an archive, else 0).
 pub fn plan_object_cut(data: &[u8], base: u64, units: &[UnitChange]) -> Result<ObjectCut, PruneError> {
-    let file = ElfFile::parse(data).map_err(|e| refuse(e.to_string()))?;
+    let file = ElfFile::parse(data).map_err(|e| PruneError::CutRead(e.into()))?;
     if file.header.e_type != ET_REL {
         return Err(refuse("not a relocatable object"));
     }
@@ -133,7 +133,7 @@ pub fn plan_object_cut(data: &[u8], base: u64, units: &[UnitChange]) -> Result<O
     // Every section is read back by the check: one that cannot be read is
     // damage the cut would carry over.
     for i in 1..file.sections.len() {
-        file.section_data(i).map_err(|e| refuse(e.to_string()))?;
+        file.section_data(i).map_err(|e| PruneError::CutRead(e.into()))?;
     }
 
     // Group the units by the fat binary section holding them.
@@ -298,7 +298,7 @@ fn reference_patches(
             if !(rela || rsh.sh_type == SHT_REL) || rsh.link as usize != t {
                 continue;
             }
-            let entries = file.section_data(r).map_err(|e| refuse(e.to_string()))?;
+            let entries = file.section_data(r).map_err(|e| PruneError::CutRead(e.into()))?;
             let size = if rela { RELA_SIZE } else { REL_SIZE };
             let applied_to_cut = is_cut(u64::from(rsh.info));
             for (e, raw) in entries.chunks_exact(size as usize).enumerate() {

@@ -250,9 +250,9 @@ fn plan_member<'a>(data: &'a [u8], rules: &Rules) -> Result<Option<Vec<UnitChang
 /// A fat object without the sections of its dropped entries; `in_place`:
 /// followed by zeros up to the input's size (an archive member).
 fn plan_fat_object<'a>(data: &'a [u8], rules: &Rules, in_place: bool) -> Result<Vec<UnitChange<'a>>, PruneError> {
-    let fail = |reason: String| PruneError::Unit { offset: 0, reason };
     let format = object_format(data);
-    let sections = fat_object::bundles(data, format).map_err(|e| fail(e.to_string()))?;
+    let sections =
+        fat_object::bundles(data, format).map_err(|e| PruneError::UnitRead { offset: 0, source: e.into() })?;
     let infos: Vec<super::EntryInfo> = sections
         .iter()
         .map(|s| super::EntryInfo { id: String::from_utf8_lossy(s.id).into_owned(), size: s.contents.len() as u64 })
@@ -278,10 +278,10 @@ fn plan_fat_object<'a>(data: &'a [u8], rules: &Rules, in_place: bool) -> Result<
             .collect();
         let remove = |name: &[u8]| dropped.iter().any(|d| d.as_slice() == name);
         let mut rewritten = match format {
-            fat_object::Format::Coff => {
-                offload_format::coff::rewrite(data, &remove, Vec::new()).map_err(|e| fail(e.to_string()))?
-            }
-            _ => elf::rewrite(data, &remove, Vec::new()).map_err(|e| fail(e.to_string()))?,
+            fat_object::Format::Coff => offload_format::coff::rewrite(data, &remove, Vec::new())
+                .map_err(|e| PruneError::UnitRead { offset: 0, source: e.into() })?,
+            _ => elf::rewrite(data, &remove, Vec::new())
+                .map_err(|e| PruneError::UnitRead { offset: 0, source: e.into() })?,
         };
         change.new_used = rewritten.len();
         if in_place {

@@ -31,6 +31,7 @@ pub use check_cut::verify_cut;
 pub use cut::{Cut, CutPlan, plan_cut};
 pub use offload_inspect::keep::{EntryInfo, Rules, TargetError, parse_target};
 
+use crate::FormatError;
 use offload_format::bundle::{binary, compressed};
 use offload_format::elf::ElfError;
 use offload_format::elf::segments::SegmentsError;
@@ -47,8 +48,8 @@ pub enum PruneError {
     #[error(transparent)]
     Layout(#[from] LayoutError),
     /// A `--keep`/`--drop` target that does not parse (why).
-    #[error("bad target: {0}")]
-    BadTarget(String),
+    #[error(transparent)]
+    BadTarget(#[from] TargetError),
     /// A wrapper record points into the middle of a fat binary or at
     /// nothing known: rewriting could break it.
     #[error(
@@ -69,6 +70,15 @@ pub enum PruneError {
         offset: u64,
         /// What is wrong.
         reason: String,
+    },
+    /// A fat binary whose contents do not read (the reader's error).
+    #[error("fat binary at offset {offset:#x}: {source}")]
+    UnitRead {
+        /// The fat binary's file offset.
+        offset: u64,
+        /// The reader's error.
+        #[source]
+        source: FormatError,
     },
     /// Pruning would leave a fat binary with no device code, and
     /// [`Rules::allow_empty`] is off.
@@ -97,9 +107,16 @@ pub enum PruneError {
     /// written.
     #[error("the pruned output fails its check: {0}")]
     Verify(String),
+    /// The output, or the input it is checked against, does not read
+    /// back (the reader's error); a bug, reported rather than written.
+    #[error("the pruned output fails its check: {0}")]
+    VerifyRead(#[source] FormatError),
     /// `--mode cut` cannot rewrite this file safely (why); zero mode can.
     #[error("cannot cut this file: {0}; --mode zero prunes it without moving anything")]
     CutRefused(String),
+    /// `--mode cut` cannot read part of the file (the reader's error).
+    #[error("cannot cut this file: {0}; --mode zero prunes it without moving anything")]
+    CutRead(#[source] FormatError),
     /// `--mode cut` cannot read the file's ELF headers (the reader's error).
     #[error("cannot cut this file: {0}; --mode zero prunes it without moving anything")]
     CutElf(#[source] ElfError),
@@ -112,6 +129,9 @@ pub enum PruneError {
     /// An input `prune` does not handle (what it is, or why not).
     #[error("{0}")]
     Unsupported(String),
+    /// An input whose format's reader refuses it (the reader's error).
+    #[error("{0}")]
+    UnsupportedRead(#[source] FormatError),
     /// An archive that cannot be read (the reader's error).
     #[error("malformed archive: {0}")]
     MalformedArchive(#[source] object::read::Error),
@@ -228,13 +248,16 @@ pub(crate) fn read_contents<'a>(data: &'a [u8], unit: &FatBinary) -> Result<Cont
     let fail = |reason: String| PruneError::Unit { offset: unit.offset, reason };
     match unit.kind {
         UnitKind::Bundle => {
-            let entries = binary::read(bytes).map_err(|e| fail(e.to_string()))?;
+            let entries =
+                binary::read(bytes).map_err(|e| PruneError::UnitRead { offset: unit.offset, source: e.into() })?;
             Ok(Contents::Bundle(entries.unwrap_or_default()))
         }
         UnitKind::Compressed { .. } => {
-            let blob = compressed::read_blob(bytes).map_err(|e| fail(e.to_string()))?;
+            let blob = compressed::read_blob(bytes)
+                .map_err(|e| PruneError::UnitRead { offset: unit.offset, source: e.into() })?;
             offload_inspect::decode::charge_decoded(blob.header.uncompressed_size).map_err(fail)?;
-            let inner = compressed::decompress(&blob).map_err(|e| fail(e.to_string()))?;
+            let inner = compressed::decompress(&blob)
+                .map_err(|e| PruneError::UnitRead { offset: unit.offset, source: e.into() })?;
             if !binary::has_magic(&inner) {
                 return Err(fail("the compressed data is not a binary bundle".into()));
             }
@@ -260,9 +283,14 @@ pub(crate) fn entry_infos(data: &[u8], unit: &FatBinary) -> Result<Vec<EntryInfo
     let bytes = unit_bytes(data, unit)?;
     let fail = |reason: String| PruneError::Unit { offset: unit.offset, reason };
     match unit.kind {
-        UnitKind::Bundle => Ok(infos(&binary::read(bytes).map_err(|e| fail(e.to_string()))?.unwrap_or_default())),
+        UnitKind::Bundle => Ok(infos(
+            &binary::read(bytes)
+                .map_err(|e| PruneError::UnitRead { offset: unit.offset, source: e.into() })?
+                .unwrap_or_default(),
+        )),
         UnitKind::Compressed { .. } => {
-            let blob = compressed::read_blob(bytes).map_err(|e| fail(e.to_string()))?;
+            let blob = compressed::read_blob(bytes)
+                .map_err(|e| PruneError::UnitRead { offset: unit.offset, source: e.into() })?;
             let inner = offload_inspect::ccob::peek(&blob).map_err(fail)?;
             if inner.text {
                 return Err(fail("holds a text bundle, which a HIP runtime does not load".into()));
@@ -384,9 +412,3 @@ mod cut_object_tests;
 mod cut_tests;
 #[cfg(test)]
 mod tests;
-
-impl From<TargetError> for PruneError {
-    fn from(e: TargetError) -> Self {
-        PruneError::BadTarget(e.0)
-    }
-}

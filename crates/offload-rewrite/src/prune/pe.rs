@@ -40,7 +40,7 @@ fn refuse(why: String) -> PruneError {
 }
 
 fn parse(data: &[u8]) -> Result<PeImage<'_>, PruneError> {
-    PeImage::parse(data).map_err(|e| refuse(e.to_string()))
+    PeImage::parse(data).map_err(|e| PruneError::UnsupportedRead(e.into()))
 }
 
 fn is_fat(s: &PeSection) -> bool {

@@ -69,12 +69,16 @@ fn one<'a>(
     };
     match unit.kind {
         UnitKind::Bundle => {
-            let list = binary::read(bytes).map_err(|e| fail(e.to_string()))?.unwrap_or_default();
+            let list = binary::read(bytes)
+                .map_err(|e| PruneError::UnitRead { offset: unit.offset, source: e.into() })?
+                .unwrap_or_default();
             Ok(Rebuilt { plan: binary::write(&kept_of(&list), alignment(&list)), version: None })
         }
         UnitKind::Compressed { version } => {
-            let blob = compressed::read_blob(bytes).map_err(|e| fail(e.to_string()))?;
-            decompress_into(&blob, &mut bufs.input).map_err(|e| fail(e.to_string()))?;
+            let blob = compressed::read_blob(bytes)
+                .map_err(|e| PruneError::UnitRead { offset: unit.offset, source: e.into() })?;
+            decompress_into(&blob, &mut bufs.input)
+                .map_err(|e| PruneError::UnitRead { offset: unit.offset, source: e.into() })?;
             let inner = &bufs.input[..];
             if !binary::has_magic(inner) {
                 return Err(fail("the compressed data is not a binary bundle".into()));

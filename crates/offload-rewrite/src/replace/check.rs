@@ -28,7 +28,7 @@ fn pairs(data: &[u8], unit: &FatBinary) -> Result<Vec<Pair>, ReplaceError> {
     Ok(match read_contents(data, unit)? {
         Contents::Bundle(list) => own(list),
         Contents::Compressed { inner, .. } => {
-            own(binary::read(&inner).map_err(|e| fail(e.to_string()))?.unwrap_or_default())
+            own(binary::read(&inner).map_err(|e| ReplaceError::VerifyRead(e.into()))?.unwrap_or_default())
         }
     })
 }
@@ -133,8 +133,8 @@ pub(super) fn moved_section_sound(output: &[u8], input: &[u8], old_map: &FileMap
 /// place and bytes.
 fn sections_kept(output: &[u8], input: &[u8], section: FatbinSection) -> Result<(), ReplaceError> {
     let (fat_name, wrapper_name) = (section.name().as_bytes(), section.wrapper_section().as_bytes());
-    let a = ElfFile::parse(output).map_err(|e| fail(e.to_string()))?;
-    let b = ElfFile::parse(input).map_err(|e| fail(e.to_string()))?;
+    let a = ElfFile::parse(output).map_err(|e| ReplaceError::VerifyRead(e.into()))?;
+    let b = ElfFile::parse(input).map_err(|e| ReplaceError::VerifyRead(e.into()))?;
     if a.sections.len() != b.sections.len() {
         return Err(fail("the number of sections changed".into()));
     }

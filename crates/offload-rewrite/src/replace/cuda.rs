@@ -100,7 +100,8 @@ fn fatbin_at<'a>(data: &'a [u8], unit: &FatBinary) -> Result<cuda::FatBinary<'a>
         .zip(usize::try_from(unit.used).ok())
         .and_then(|(at, n)| data.get(at..at.checked_add(n)?))
         .ok_or_else(|| fail("lies past the end of the file".into()))?;
-    cuda::FatBinary::parse(bytes, 0).map_err(|e| fail(e.to_string()))
+    cuda::FatBinary::parse(bytes, 0)
+        .map_err(|e| ReplaceError::Unit(PruneError::UnitRead { offset: unit.offset, source: e.into() }))
 }
 
 /// Entry `index` of `fatbin`.
@@ -108,7 +109,7 @@ fn entry_at<'a>(fatbin: &cuda::FatBinary<'a>, index: usize, offset: u64) -> Resu
     let fail = |reason: String| ReplaceError::Unit(PruneError::Unit { offset, reason });
     match fatbin.entries().nth(index) {
         Some(Ok(e)) => Ok(e),
-        Some(Err(e)) => Err(fail(e.to_string())),
+        Some(Err(e)) => Err(ReplaceError::Unit(PruneError::UnitRead { offset, source: e.into() })),
         None => Err(fail("its entries changed while reading".into())),
     }
 }
@@ -159,7 +160,7 @@ pub(super) fn plan<'a>(
     let fatbin = fatbin_at(data, &fat)?;
     let entry = entry_at(&fatbin, entry_index, fat.offset)?;
     let old = cuda::code_object_bytes(&entry)
-        .map_err(|e| ReplaceError::Unit(PruneError::Unit { offset: fat.offset, reason: e.to_string() }))?;
+        .map_err(|e| ReplaceError::Unit(PruneError::UnitRead { offset: fat.offset, source: e.into() }))?;
     let checked = cuda_object::check(&entry_id, &entry, &old, object)?;
     let code = code_of(entry.header.kind(), object);
     let rebuild = |new_entry: Vec<u8>| {
@@ -285,7 +286,7 @@ fn entry_bytes<'a>(fatbin: &cuda::FatBinary<'a>) -> Result<Vec<&'a [u8]>, Replac
     fatbin
         .entries()
         .map(|e| {
-            let e = e.map_err(|e| fail(e.to_string()))?;
+            let e = e.map_err(|e| ReplaceError::VerifyRead(e.into()))?;
             fatbin.data.get(e.offset..e.payload_offset() + e.stored.len()).ok_or_else(|| fail("entry bounds".into()))
         })
         .collect()
@@ -322,7 +323,7 @@ pub(super) fn verify(output: &[u8], input: &[u8], replaced: &Replaced, object: &
         return Err(fail("an entry other than the replaced one changed".into()));
     }
     let (new_entry, old_entry) = (entry_at(&after, e, new.offset)?, entry_at(&before, e, old.offset)?);
-    let code = cuda::code_object_bytes(&new_entry).map_err(|e| fail(e.to_string()))?;
+    let code = cuda::code_object_bytes(&new_entry).map_err(|e| ReplaceError::VerifyRead(e.into()))?;
     if *code != *code_of(new_entry.header.kind(), object) {
         return Err(fail("the replaced entry does not hold the new code object".into()));
     }
@@ -331,7 +332,7 @@ pub(super) fn verify(output: &[u8], input: &[u8], replaced: &Replaced, object: &
     }
     if let Placement::NewSegment { .. } = replaced.placement {
         let (before, after) =
-            (FileMap::read_cuda(input)?, FileMap::read_cuda(output).map_err(|e| fail(e.to_string()))?);
+            (FileMap::read_cuda(input)?, FileMap::read_cuda(output).map_err(|e| ReplaceError::VerifyRead(e.into()))?);
         let targets = |m: &FileMap| m.wrappers.iter().map(|w| w.target).collect::<Vec<_>>();
         if targets(&before) != targets(&after) {
             return Err(fail("a wrapper record leads to another fat binary".into()));

@@ -137,6 +137,9 @@ pub enum ReplaceError {
     /// The ELF layout cannot take a new segment (why).
     #[error("cannot move the fat binary section to a new segment: {0}")]
     Segments(String),
+    /// Part of the file the mover needs does not read (the reader's error).
+    #[error("cannot move the fat binary section to a new segment: {0}")]
+    SegmentsRead(#[source] crate::FormatError),
     /// The file is not ELF the mover can read (the reader's error).
     #[error("cannot move the fat binary section to a new segment: {0}")]
     SegmentsElf(#[source] ElfError),
@@ -176,6 +179,10 @@ pub enum ReplaceError {
     /// The output fails [`verify`] (why); a bug, reported rather than written.
     #[error("the output fails its check: {0}")]
     Verify(String),
+    /// The output, or the input it is checked against, does not read
+    /// back (the reader's error); a bug, reported rather than written.
+    #[error("the output fails its check: {0}")]
+    VerifyRead(#[source] crate::FormatError),
 }
 
 fn member_choice(wanted: &str, candidates: &[String]) -> String {

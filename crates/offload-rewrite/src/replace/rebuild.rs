@@ -47,9 +47,11 @@ pub(crate) fn rebuild<'a>(
     match read_contents(data, unit)? {
         Contents::Bundle(list) => Ok((binary::write(&chosen(&list, keep, swap), alignment(&list)), None)),
         Contents::Compressed { inner } => {
-            let fail = |reason: String| PruneError::Unit { offset: unit.offset, reason };
             let bytes = crate::prune::unit_bytes(data, unit)?;
-            let method = compressed::read_blob(bytes).map_err(|e| fail(e.to_string()))?.header.method;
+            let method = compressed::read_blob(bytes)
+                .map_err(|e| PruneError::UnitRead { offset: unit.offset, source: e.into() })?
+                .header
+                .method;
             let version = match unit.kind {
                 offload_inspect::layout::UnitKind::Compressed { version } => version,
                 _ => 2,

@@ -228,7 +228,7 @@ pub(super) fn move_fatbin<'a>(
     let linked: Vec<usize> =
         elf.sections.iter().filter(|sh| sh.sh_type == SHT_RELA).map(|sh| sh.link as usize).collect();
     for (index, sh) in elf.sections.iter().enumerate() {
-        let table = elf.section_data(index).map_err(|e| refuse(e.to_string()))?;
+        let table = elf.section_data(index).map_err(|e| ReplaceError::SegmentsRead(e.into()))?;
         if sh.sh_type == SHT_SYMTAB || sh.sh_type == SHT_DYNSYM || linked.contains(&index) {
             for (i, sym) in table.chunks_exact(24).enumerate() {
                 // Symbols are 24 bytes each: these reads cannot fail.
@@ -273,7 +273,7 @@ pub(super) fn move_fatbin<'a>(
     }
     // One writer for the four ways a pointer is stored (RELA addend and its
     // copy in place, RELR or absolute word, symbol value): the file map's.
-    let pointer_edits = map.pointer_edits(data, &new_pointers).map_err(|e| refuse(e.to_string()))?;
+    let pointer_edits = map.pointer_edits(data, &new_pointers).map_err(|e| ReplaceError::SegmentsRead(e.into()))?;
     for edit in pointer_edits {
         edits.word(edit.offset, edit.value);
     }

@@ -18,7 +18,7 @@ fn fail(msg: String) -> PruneError {
 
 /// The raw bytes (header and payload) of a CUDA fat binary's entries.
 fn cuda_entries(data: &[u8]) -> Result<Vec<&[u8]>, PruneError> {
-    let fatbin = FatBinary::parse(data, 0).map_err(|e| fail(e.to_string()))?;
+    let fatbin = FatBinary::parse(data, 0).map_err(|e| PruneError::VerifyRead(e.into()))?;
     if fatbin.data.len() != data.len() {
         return Err(fail(format!("a fat binary is {} bytes, {} planned", fatbin.data.len(), data.len())));
     }
@@ -26,12 +26,12 @@ fn cuda_entries(data: &[u8]) -> Result<Vec<&[u8]>, PruneError> {
         .entries()
         .map(|e| e.map(|e| &fatbin.data[e.offset..e.payload_offset() + e.stored.len()]))
         .collect::<Result<_, _>>()
-        .map_err(|e| fail(e.to_string()))
+        .map_err(|e| PruneError::VerifyRead(e.into()))
 }
 
 /// A fat object's bundle sections as (entry ID, contents).
 fn sections(data: &[u8]) -> Result<Vec<Pair<'_>>, PruneError> {
-    let list = fat_object::bundles(data, super::object_format(data)).map_err(|e| fail(e.to_string()))?;
+    let list = fat_object::bundles(data, super::object_format(data)).map_err(|e| PruneError::VerifyRead(e.into()))?;
     Ok(list.into_iter().map(|s| (s.id, s.contents)).collect())
 }
 
