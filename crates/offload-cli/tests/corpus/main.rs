@@ -7,5 +7,6 @@ use support::*;
 
 mod real_corpus;
 mod real_corpus_diff;
+mod real_corpus_kpack;
 mod real_corpus_uri;
 mod real_venv_prune;

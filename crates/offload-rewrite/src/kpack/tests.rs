@@ -306,3 +306,64 @@ fn wheels_split_into_host_and_device_wheels_that_install_together() {
     assert!(served >= 6, "{served}");
     assert_eq!(wheel::urlsafe_b64(b"\xfb\xff"), "-_8");
 }
+
+/// A library linked by lld with `.hip_fatbin` after `.bss`
+/// (`lld-after-bss/`, as in lld-linked ROCm libraries): the PT_LOAD holding
+/// it maps its bytes 0xa000 above their offset, the first PT_LOAD at its
+/// offset. The longer program header table cannot sit where its address
+/// minus its offset is the first PT_LOAD's; in a shared library it goes at
+/// the end of the first half of the split segment, congruent, and the
+/// split must still load and join back.
+#[test]
+fn a_library_whose_fatbin_segment_lies_elsewhere_splits_and_joins_back() {
+    use offload_format::elf::segments::{self, PT_LOAD, PT_PHDR};
+    let input = std::fs::read(fixtures().join("lld-after-bss/libkp_after_bss.so")).unwrap();
+    let (_, before) = segments::read(&input).unwrap();
+    let loads: Vec<_> = before.iter().filter(|p| p.kind == PT_LOAD).collect();
+    let bias = |p: &segments::Segment| p.vaddr.wrapping_sub(p.offset);
+    assert_ne!(bias(loads[0]), bias(loads.last().unwrap()), "the premise: the fat binary's segment lies elsewhere");
+
+    let split = split_binary(&input, "lib/libkp_after_bss.so", &["x_@GFXARCH@.kpack".into()]).unwrap().unwrap();
+    assert!(split.cut && split.joinable);
+    assert!(split.host.len() + 8 * 4096 < input.len(), "{} -> {}", input.len(), split.host.len());
+    let (phoff, after) = segments::read(&split.host).unwrap();
+    segments::check_loads(&after, split.host.len() as u64).unwrap();
+    assert_eq!(after.len(), before.len() + 1);
+    // PT_PHDR first, describing the table e_phoff points at, inside a
+    // PT_LOAD that maps it at PT_PHDR's address.
+    let phdr = after[0];
+    assert_eq!(phdr.kind, PT_PHDR);
+    assert_eq!((phdr.offset, phdr.filesz), (phoff, after.len() as u64 * 56));
+    assert_eq!(segments::file_offset(&after, phdr.vaddr, phdr.filesz), Some(phdr.offset));
+    assert_eq!(phdr.vaddr.wrapping_sub(phdr.offset) % 4096, 0);
+    assert!(after.iter().skip(1).all(|p| p.kind != PT_PHDR));
+    // Every address the input mapped from its file keeps its bytes,
+    // except in the fat binary's segment, whose first bytes are the marker.
+    let fat_seg = loads.last().unwrap();
+    for p in &loads[..loads.len() - 1] {
+        let at = segments::file_offset(&after, p.vaddr, p.filesz).unwrap();
+        let (a, b, len) = (p.offset as usize, at as usize, p.filesz as usize);
+        // The first segment (ELF header, relocation addends) and the one
+        // holding the 24-byte wrapper record are edited; the rest is kept.
+        if p.offset == 0 || p.filesz == 24 {
+            continue;
+        }
+        assert_eq!(&input[a..a + len], &split.host[b..b + len]);
+    }
+    assert!(segments::file_offset(&after, fat_seg.vaddr, 16).is_some());
+
+    let objects: Vec<(u32, String, Vec<u8>)> =
+        split.objects.iter().map(|o| (o.co_index, o.target.to_string(), o.bytes.to_vec())).collect();
+    let joined = join_binary(&split.host, |co, target| {
+        objects.iter().find(|(c, t, _)| *c == co && t == target).map(|(_, _, b)| b.clone())
+    })
+    .unwrap();
+    assert!(joined == input, "the join does not give back the input");
+
+    // The same layout in an executable is still refused: old kernels put
+    // AT_PHDR at the first PT_LOAD's bias plus e_phoff.
+    let mut exe = input.clone();
+    exe[16] = 2;
+    let err = split_binary(&exe, "bin/x", &["x_@GFXARCH@.kpack".into()]).err().map(|e| e.to_string());
+    assert!(err.as_deref().is_some_and(|e| e.contains("executable")), "{err:?}");
+}

@@ -12,7 +12,8 @@
 //! holding `.hip_fatbin` is split in two, the program header table (one
 //! entry longer) moves into the freed bytes after the packed fat binaries
 //! (at the end of the first half, where its address minus its offset is
-//! the first PT_LOAD's, as old kernels assume for executables), and every
+//! that segment's: in an executable it must be the first PT_LOAD's, as
+//! old kernels assume; a shared library needs it only congruent), and every
 //! later `p_offset`, `sh_offset` and `e_shoff` moves down by the bytes cut.
 //! No address changes: every allocated section other than `.hip_fatbin`
 //! keeps its address and its bytes, except the pointer fields above.
@@ -26,7 +27,7 @@ use super::{PruneError, Pruned};
 use offload_format::bytes::{u16_le, u32_le, u64_le};
 use offload_format::elf::STT_TLS;
 use offload_format::elf::segments::{self, PHDR_SIZE, PT_LOAD, PT_PHDR, Segment};
-use offload_format::elf::{ElfFile, SHF_ALLOC, SHT_DYNAMIC, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB};
+use offload_format::elf::{ElfFile, PT_INTERP, SHF_ALLOC, SHT_DYNAMIC, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB};
 use offload_format::plan::{Piece, Plan};
 use offload_inspect::layout::FileMap;
 use offload_inspect::layout::pointers::{self, Reloc};
@@ -267,9 +268,23 @@ pub(crate) fn cut_section(data: &[u8], packed: &Packed, pointer_patches: Vec<Pat
     }
     let bias = l.vaddr.wrapping_sub(l.offset);
     let first = old.iter().find(|p| p.kind == PT_LOAD).map_or(bias, |p| p.vaddr.wrapping_sub(p.offset));
-    if first != bias || !bias.is_multiple_of(align) {
+    // The moved table sits in the first half of this segment, so its
+    // address minus its offset is `bias`: a multiple of the alignment
+    // keeps it congruent. An executable (ET_EXEC, or ET_DYN with
+    // PT_INTERP) also needs `bias` to be the first PT_LOAD's, since old
+    // kernels compute AT_PHDR as that bias plus e_phoff; ld.so maps a
+    // shared library and finds the table through PT_PHDR or the PT_LOAD
+    // holding it, so any congruent place will do
+    // (docs/formats/host-references.md §4, docs/formats/kpack.md).
+    let program = file.header.e_type == 2 || old.iter().any(|p| p.kind == PT_INTERP);
+    if !bias.is_multiple_of(align) {
         return Err(refuse(format!(
-            "the segment holding {name} maps its bytes at another distance than the first PT_LOAD, so the moved program header table would not keep address − offset"
+            "the segment holding {name} maps its bytes at a distance from their offset that is not a multiple of {align:#x}, so the moved program header table would not keep address − offset congruent"
+        )));
+    }
+    if program && first != bias {
+        return Err(refuse(format!(
+            "the segment holding {name} maps its bytes at another distance than the first PT_LOAD, so in an executable the moved program header table would not keep address − offset"
         )));
     }
     if l.memsz < l.filesz {
