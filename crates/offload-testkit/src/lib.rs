@@ -44,6 +44,17 @@ pub fn copy_with_real_names(from: &std::path::Path, to: &std::path::Path) {
     }
 }
 
+/// Every file under `dir`, at any depth (folders themselves left out), in
+/// the order the directory reads give them.
+pub fn files_under(dir: &std::path::Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.unwrap_or_else(|e| panic!("{}: {e}", dir.display())).path();
+        if path.is_dir() { out.extend(files_under(&path)) } else { out.push(path) }
+    }
+    out
+}
+
 /// The bytes of a fixture of the command-line tests
 /// (`crates/offload-cli/tests/fixtures`), which the library tests read too.
 pub fn cli_fixture(rel: &str) -> Vec<u8> {

@@ -6,6 +6,7 @@
 //! of a split library, and `verify` of a damaged archive.
 
 use md5::{Digest, Md5};
+use offload_testkit::files_under;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -13,15 +14,6 @@ const OFFLOAD: &str = env!("CARGO_BIN_EXE_offload");
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../offload-format/tests/fixtures/kpack")
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() { out.extend(walk(&path)) } else { out.push(path) }
-    }
-    out
 }
 
 /// The fixtures under their real names (`%3A` back to `:`).
@@ -80,7 +72,7 @@ fn extract_gpu_gives_every_loader_answer() {
         );
         let stderr = text(&out.stderr);
         let mut written: Vec<(String, String)> = Vec::new();
-        for f in walk(out_dir.path()) {
+        for f in files_under(out_dir.path()) {
             let name = f.file_name().unwrap().to_string_lossy().into_owned();
             let md5: String = Md5::digest(std::fs::read(&f).unwrap()).iter().map(|b| format!("{b:02x}")).collect();
             written.push((name, md5));
@@ -187,7 +179,7 @@ fn split_then_extract_and_join_give_the_fat_bytes() {
     let d = dir.path();
     let fat = d.join("fat/lib");
     std::fs::create_dir_all(&fat).unwrap();
-    for e in walk(&fixtures().join("fat")) {
+    for e in files_under(&fixtures().join("fat")) {
         std::fs::copy(&e, fat.join(e.file_name().unwrap())).unwrap();
     }
     let out = offload(d, &["split", "--kpack", "fat", "-o", "split"]);
@@ -202,7 +194,8 @@ fn split_then_extract_and_join_give_the_fat_bytes() {
                 std::fs::create_dir_all(d.join(o)).unwrap();
                 let out =
                     offload(d, &["extract", "--gpu", gpu, "--output-dir", o, &format!("{root}/lib/libkp_{lib}.so")]);
-                let mut files: Vec<Vec<u8>> = walk(&d.join(o)).iter().map(|p| std::fs::read(p).unwrap()).collect();
+                let mut files: Vec<Vec<u8>> =
+                    files_under(&d.join(o)).iter().map(|p| std::fs::read(p).unwrap()).collect();
                 files.sort();
                 let _ = std::fs::remove_dir_all(d.join(o));
                 (out.status.code(), files)
@@ -352,7 +345,8 @@ fn resolving_decodes_only_the_selected_frame() {
     let extract = |gpu: &str, lib: &str, out: &str| -> (Option<i32>, Vec<String>) {
         std::fs::create_dir_all(stage.join(out)).unwrap();
         let o = offload(&stage, &["extract", "--gpu", gpu, "--output-dir", out, lib]);
-        let mut sums: Vec<String> = walk(&stage.join(out)).iter().map(|p| md5(&std::fs::read(p).unwrap())).collect();
+        let mut sums: Vec<String> =
+            files_under(&stage.join(out)).iter().map(|p| md5(&std::fs::read(p).unwrap())).collect();
         sums.sort();
         std::fs::remove_dir_all(stage.join(out)).unwrap();
         (o.status.code(), sums)
@@ -365,7 +359,7 @@ fn resolving_decodes_only_the_selected_frame() {
         assert!(!served.is_empty(), "{lib} {gpu}");
         // Destroy every frame that does not decode to a served code object.
         let mut destroyed = 0;
-        for archive in walk(&stage.join(".kpack")) {
+        for archive in files_under(&stage.join(".kpack")) {
             let mut bytes = std::fs::read(&archive).unwrap();
             for (at, len) in frames(&bytes) {
                 let decoded = zstd::stream::decode_all(&bytes[at..at + len]).unwrap_or_default();
@@ -474,7 +468,7 @@ fn split_of_a_hip_dll_reads_back_and_serves_the_fat_bytes() {
         let one = |root: &str, o: &str| {
             std::fs::create_dir_all(d.join(o)).unwrap();
             let out = offload(d, &["extract", "--gpu", gpu, "--output-dir", o, &format!("{root}/bin/hip_kernels.dll")]);
-            let files: Vec<Vec<u8>> = walk(&d.join(o)).iter().map(|p| std::fs::read(p).unwrap()).collect();
+            let files: Vec<Vec<u8>> = files_under(&d.join(o)).iter().map(|p| std::fs::read(p).unwrap()).collect();
             let _ = std::fs::remove_dir_all(d.join(o));
             (out.status.code(), files)
         };
@@ -538,7 +532,7 @@ fn into_data_layout(wheel: &Path, out: &Path) {
 /// MD5s of the files of `dir` extracted from the `libkp_*` libraries,
 /// sorted.
 fn md5s(dir: &Path) -> Vec<String> {
-    let mut sums: Vec<String> = walk(dir)
+    let mut sums: Vec<String> = files_under(dir)
         .iter()
         .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("libkp_"))
         .map(|p| Md5::digest(std::fs::read(p).unwrap()).iter().map(|b| format!("{b:02x}")).collect())
@@ -579,7 +573,7 @@ fn split_wheels_answer_as_their_installed_tree() {
     let out = offload(d, &["split", "--kpack", &fat.to_string_lossy(), "-o", "ours"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let ours: Vec<PathBuf> = {
-        let mut w = walk(&d.join("ours"));
+        let mut w = files_under(&d.join("ours"));
         w.sort();
         w
     };

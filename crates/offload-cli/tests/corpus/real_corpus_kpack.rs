@@ -12,25 +12,17 @@ use crate::real_corpus_support;
 
 use inspect_support::{list_json, offload, s};
 use offload_format::elf::segments::{self, PT_LOAD, PT_PHDR};
+use offload_testkit::files_under;
 use real_corpus_support::Corpus;
 use std::collections::BTreeSet;
 use std::path::Path;
-
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() { out.extend(walk(&path)) } else { out.push(path) }
-    }
-    out
-}
 
 /// What `offload extract --gpu` writes for `gpu` from `file`: exit code
 /// and the files' bytes, sorted.
 fn extract(file: &Path, gpu: &str, work: &Path) -> (Option<i32>, Vec<Vec<u8>>) {
     let dir = tempfile::tempdir_in(work).unwrap();
     let o = offload(&["extract", "--gpu", gpu, "--output-dir", dir.path().to_str().unwrap(), file.to_str().unwrap()]);
-    let mut files: Vec<Vec<u8>> = walk(dir.path()).iter().map(|p| std::fs::read(p).unwrap()).collect();
+    let mut files: Vec<Vec<u8>> = files_under(dir.path()).iter().map(|p| std::fs::read(p).unwrap()).collect();
     files.sort();
     (o.status.code(), files)
 }

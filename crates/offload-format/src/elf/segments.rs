@@ -169,6 +169,17 @@ pub fn check_loads(segments: &[Segment], file_len: u64) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether an ELF file of type `e_type` with these program headers is a
+/// shared library that ld.so maps (`ET_DYN` without `PT_INTERP`), rather
+/// than a program the kernel maps. The kernel's rules for a program are the
+/// stricter: old kernels compute `AT_PHDR` as the first PT_LOAD's address
+/// minus its offset plus `e_phoff`, while ld.so finds a library's table
+/// through `PT_PHDR` or the PT_LOAD holding it
+/// (docs/formats/host-references.md §4).
+pub fn is_shared_library(e_type: u16, segments: &[Segment]) -> bool {
+    e_type == super::ET_DYN && !segments.iter().any(|p| p.kind == super::PT_INTERP)
+}
+
 /// Whether some PT_LOAD maps `[addr, addr + size)` from the file bytes
 /// `[offset, offset + size)`.
 pub fn maps(data: &[u8], addr: u64, offset: u64, size: u64) -> bool {

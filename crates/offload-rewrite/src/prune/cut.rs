@@ -27,7 +27,7 @@ use super::{PruneError, Pruned};
 use offload_format::bytes::{u16_le, u32_le, u64_le};
 use offload_format::elf::STT_TLS;
 use offload_format::elf::segments::{self, PHDR_SIZE, PT_LOAD, PT_PHDR, Segment};
-use offload_format::elf::{ElfFile, PT_INTERP, SHF_ALLOC, SHT_DYNAMIC, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB};
+use offload_format::elf::{ET_DYN, ET_EXEC, ElfFile, SHF_ALLOC, SHT_DYNAMIC, SHT_DYNSYM, SHT_NOBITS, SHT_SYMTAB};
 use offload_format::plan::{Piece, Plan};
 use offload_inspect::layout::FileMap;
 use offload_inspect::layout::pointers::{self, Reloc};
@@ -239,7 +239,7 @@ pub(crate) fn cut_section(data: &[u8], packed: &Packed, pointer_patches: Vec<Pat
         )));
     }
     let file = ElfFile::parse(data).map_err(PruneError::CutElf)?;
-    if !matches!(file.header.e_type, 2 | 3) {
+    if !matches!(file.header.e_type, ET_EXEC | ET_DYN) {
         return Err(refuse(format!("ELF type {} is neither an executable nor a shared object", file.header.e_type)));
     }
     let (_, old) = segments::read(data).map_err(PruneError::CutSegments)?;
@@ -270,13 +270,10 @@ pub(crate) fn cut_section(data: &[u8], packed: &Packed, pointer_patches: Vec<Pat
     let first = old.iter().find(|p| p.kind == PT_LOAD).map_or(bias, |p| p.vaddr.wrapping_sub(p.offset));
     // The moved table sits in the first half of this segment, so its
     // address minus its offset is `bias`: a multiple of the alignment
-    // keeps it congruent. An executable (ET_EXEC, or ET_DYN with
-    // PT_INTERP) also needs `bias` to be the first PT_LOAD's, since old
-    // kernels compute AT_PHDR as that bias plus e_phoff; ld.so maps a
-    // shared library and finds the table through PT_PHDR or the PT_LOAD
-    // holding it, so any congruent place will do
-    // (docs/formats/host-references.md §4, docs/formats/kpack.md).
-    let program = file.header.e_type == 2 || old.iter().any(|p| p.kind == PT_INTERP);
+    // keeps it congruent. A program also needs `bias` to be the first
+    // PT_LOAD's (see `segments::is_shared_library`); in a shared library any
+    // congruent place will do (docs/formats/kpack.md).
+    let program = !segments::is_shared_library(file.header.e_type, &old);
     if !bias.is_multiple_of(align) {
         return Err(refuse(format!(
             "the segment holding {name} maps its bytes at a distance from their offset that is not a multiple of {align:#x}, so the moved program header table would not keep address − offset congruent"

@@ -25,7 +25,7 @@
 use super::{Placement, ReplaceError};
 use offload_format::bytes::{u16_le, u64_le};
 use offload_format::elf::segments::{self, PHDR_SIZE, Segment};
-use offload_format::elf::{ET_DYN, PF_R, PT_INTERP, R_X86_64_RELATIVE};
+use offload_format::elf::{ET_DYN, ET_EXEC, PF_R, R_X86_64_RELATIVE};
 use offload_format::elf::{ElfFile, SHF_ALLOC, SHT_DYNSYM, SHT_RELA, SHT_SYMTAB};
 use offload_format::plan::Plan;
 use offload_inspect::layout::{FatBinary, FileMap, Storage};
@@ -126,7 +126,7 @@ pub(super) fn move_fatbin<'a>(
     let refuse = |why: String| ReplaceError::Segments(why);
     let (fat_name, wrapper_name) = (map.section.name(), map.section.wrapper_section());
     let elf = ElfFile::parse(data).map_err(ReplaceError::SegmentsElf)?;
-    if !matches!(elf.header.e_type, 2 | 3) {
+    if !matches!(elf.header.e_type, ET_EXEC | ET_DYN) {
         return Err(refuse("only executables and shared libraries have segments".into()));
     }
     let phdrs = segments::read(data).map_err(ReplaceError::SegmentTable)?.1;
@@ -157,15 +157,13 @@ pub(super) fn move_fatbin<'a>(
     let identity = up(file_len.max(max_end.saturating_sub(delta))).filter(|o| o - file_len <= MAX_GAP);
     let (seg_offset, seg_addr) = match identity {
         Some(o) => (o, o.checked_add(delta).ok_or_else(|| refuse("addresses overflow".into()))?),
-        // A shared library (no PT_INTERP) is mapped by ld.so, which finds
-        // the table through PT_PHDR or the PT_LOAD holding it: any
-        // congruent address above the others will do, without padding.
-        None if elf.header.e_type == ET_DYN && !phdrs.iter().any(|p| p.kind == PT_INTERP) => {
-            match (up(file_len), up(max_end)) {
-                (Some(o), Some(a)) => (o, a),
-                _ => return Err(refuse("addresses overflow".into())),
-            }
-        }
+        // A shared library is mapped by ld.so, which finds the table
+        // through PT_PHDR or the PT_LOAD holding it: any congruent address
+        // above the others will do, without padding.
+        None if segments::is_shared_library(elf.header.e_type, &phdrs) => match (up(file_len), up(max_end)) {
+            (Some(o), Some(a)) => (o, a),
+            _ => return Err(refuse("addresses overflow".into())),
+        },
         None => {
             return Err(refuse(
                 "an executable's new segment would need more than 64 MiB of padding (a large .bss) to keep its address equal to its offset"
