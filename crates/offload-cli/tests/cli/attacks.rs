@@ -20,16 +20,8 @@ fn shared_fixture(rel: &str) -> PathBuf {
 /// Runs `cmd` with a time limit: `None` when it had to be killed.
 fn run_for(mut cmd: Command, limit: Duration) -> Option<Output> {
     let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if child.try_wait().unwrap().is_some() {
-            return Some(child.wait_with_output().unwrap());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    None
+    crate::common::wait_with_timeout(&mut child, limit)?;
+    Some(child.wait_with_output().unwrap())
 }
 
 fn mkfifo(path: &Path) {

@@ -920,7 +920,7 @@ fn run_child_as(bin: &str, args: &[String], dir: &Path, logs: &Path, input_len: 
     }
     cmd.env("OFFLOAD_LLVM_VERSION", release);
     let mut child = cmd.spawn().unwrap_or_else(|e| panic!("cannot run {bin} under prlimit (util-linux): {e}"));
-    let status = wait_with_timeout(&mut child, TIMEOUT);
+    let status = common::wait_with_timeout(&mut child, TIMEOUT);
     let stderr = String::from_utf8_lossy(&fs::read(logs.join("stderr")).unwrap_or_default()).into_owned();
     let stdout_error =
         String::from_utf8_lossy(&fs::read(logs.join("stdout")).unwrap_or_default()).contains(": error: ");
@@ -940,46 +940,6 @@ fn ignore_sigxfsz() {
     ONCE.call_once(|| unsafe {
         libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
     });
-}
-
-/// Waits for `child` at most `timeout`, killing it after that (`None`).
-/// Sleeps in `poll` on a pidfd, so the end of a run is seen at once; where
-/// `pidfd_open` is missing (Linux before 5.3), polls `try_wait` instead.
-fn wait_with_timeout(child: &mut std::process::Child, timeout: Duration) -> Option<std::process::ExitStatus> {
-    let started = Instant::now();
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor
-    // or -1; the descriptor is owned (and closed) by `pidfd` below.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, child.id() as libc::pid_t, 0) };
-    let pidfd = (fd >= 0).then(|| {
-        use std::os::fd::FromRawFd;
-        // SAFETY: `fd` is a descriptor just returned to us and owned by nobody else.
-        unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) }
-    });
-    let mut nap = Duration::from_micros(200);
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Some(status);
-        }
-        let left = timeout.saturating_sub(started.elapsed());
-        if left.is_zero() {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        match &pidfd {
-            Some(pidfd) => {
-                use std::os::fd::AsRawFd;
-                let mut p = libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-                let ms = left.as_millis().min(i32::MAX as u128) as i32;
-                // SAFETY: one valid pollfd, for the duration of the call.
-                unsafe { libc::poll(&mut p, 1, ms.max(1)) };
-            }
-            None => {
-                std::thread::sleep(nap.min(left));
-                nap = (nap * 2).min(Duration::from_millis(20));
-            }
-        }
-    }
 }
 
 fn listing(dir: &Path) -> BTreeMap<String, Vec<u8>> {

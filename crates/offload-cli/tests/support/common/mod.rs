@@ -80,3 +80,47 @@ pub fn run(cmd: &mut Command) -> Output {
 pub fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
+
+/// Waits for `child` at most `timeout`, killing it after that (`None`).
+/// Sleeps in `poll` on a pidfd, so the end of a run is seen at once; where
+/// `pidfd_open` is missing (Linux before 5.3), polls `try_wait` instead.
+#[allow(unsafe_code)] // pidfd_open and poll have no safe wrapper in std
+pub fn wait_with_timeout(
+    child: &mut std::process::Child,
+    timeout: std::time::Duration,
+) -> Option<std::process::ExitStatus> {
+    let started = std::time::Instant::now();
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor
+    // or -1; the descriptor is owned (and closed) by `pidfd` below.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, child.id() as libc::pid_t, 0) };
+    let pidfd = (fd >= 0).then(|| {
+        use std::os::fd::FromRawFd;
+        // SAFETY: `fd` is a descriptor just returned to us and owned by nobody else.
+        unsafe { std::os::fd::OwnedFd::from_raw_fd(fd as i32) }
+    });
+    let mut nap = std::time::Duration::from_micros(200);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        let left = timeout.saturating_sub(started.elapsed());
+        if left.is_zero() {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        match &pidfd {
+            Some(pidfd) => {
+                use std::os::fd::AsRawFd;
+                let mut p = libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+                let ms = left.as_millis().min(i32::MAX as u128) as i32;
+                // SAFETY: one valid pollfd, for the duration of the call.
+                unsafe { libc::poll(&mut p, 1, ms.max(1)) };
+            }
+            None => {
+                std::thread::sleep(nap.min(left));
+                nap = (nap * 2).min(std::time::Duration::from_millis(20));
+            }
+        }
+    }
+}
